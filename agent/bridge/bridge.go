@@ -1,0 +1,390 @@
+// Package bridge translates the Claude Code CLI's stream-json lines into
+// BetCode AgentEvents, as the translation table of the protocol-bridge spec
+// describes. It is pure: no I/O, no clock of its own (one is injected), and
+// it never sets sequence numbers or timestamps; the session does that when it
+// persists an event.
+//
+// Choices where the spec is loose:
+//   - ToolCallStart is emitted once per tool id, when its input is known: from
+//     the assistant line of the block (which the CLI writes before the block's
+//     content_block_stop) or, failing that, from the stream's accumulated
+//     input_json_delta at content_block_stop.
+//   - Subagent activity (lines with parent_tool_use_id) has no stream events;
+//     its text arrives as whole TextDeltas with is_complete set.
+//   - A result with is_error is a failed turn whatever its subtype; it gives
+//     an ErrorEvent (RATE_LIMITED for HTTP 429, AGENT_ERROR otherwise) before
+//     UsageReport and TurnComplete.
+package bridge
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/betcode-dev/betcode/agent/claude"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+)
+
+// Error codes set on ErrorEvents produced from CLI output.
+const (
+	CodeAgentError  = "AGENT_ERROR"
+	CodeRateLimited = "RATE_LIMITED"
+)
+
+// Translator holds the per-session state a translation needs: open content
+// blocks, tool ids already announced and tool start times.
+type Translator struct {
+	now      func() time.Time
+	blocks   map[int]*block
+	tools    map[string]time.Time // announced tool id -> start time
+	status   pb.AgentStatus
+	streamed bool // a text delta was streamed for the current API message
+	model    string
+	agents   map[string]string // subagent id -> the Agent tool_use id that spawned it
+}
+
+type block struct {
+	kind    string // text, tool_use, thinking
+	toolID  string
+	name    string
+	partial strings.Builder
+}
+
+// New returns a Translator; now is the clock used for tool durations.
+func New(now func() time.Time) *Translator {
+	if now == nil {
+		now = time.Now
+	}
+	return &Translator{now: now, blocks: map[int]*block{}, tools: map[string]time.Time{}, agents: map[string]string{}}
+}
+
+// Status returns the last status the translator announced.
+func (t *Translator) Status() pb.AgentStatus { return t.status }
+
+// Model returns the model the CLI last reported.
+func (t *Translator) Model() string { return t.model }
+
+// SetStatus records a status the caller emitted itself, so that the
+// translator doesn't announce it again.
+func (t *Translator) SetStatus(s pb.AgentStatus) { t.status = s }
+
+// Translate maps one CLI line to zero or more events.
+func (t *Translator) Translate(env *claude.Envelope) []*pb.AgentEvent {
+	var out []*pb.AgentEvent
+	switch env.Type {
+	case claude.TypeSystem:
+		out = t.system(env, out)
+	case claude.TypeStreamEvent:
+		out = t.streamEvent(env, out)
+	case claude.TypeAssistant:
+		out = t.assistant(env, out)
+	case claude.TypeUser:
+		out = t.user(env, out)
+	case claude.TypeResult:
+		out = t.result(env, out)
+	case claude.TypeControlRequest:
+		out = t.controlRequest(env, out)
+	}
+	if p := env.Parent(); p != "" {
+		for _, e := range out {
+			e.ParentToolUseId = p
+		}
+	}
+	return out
+}
+
+func (t *Translator) setStatus(out []*pb.AgentEvent, s pb.AgentStatus, msg string) []*pb.AgentEvent {
+	if t.status == s && msg == "" {
+		return out
+	}
+	t.status = s
+	return append(out, StatusEvent(s, msg))
+}
+
+// StatusEvent builds a StatusChange event.
+func StatusEvent(s pb.AgentStatus, msg string) *pb.AgentEvent {
+	return &pb.AgentEvent{Event: &pb.AgentEvent_StatusChange{StatusChange: &pb.StatusChange{Status: s, Message: msg}}}
+}
+
+// ErrorEvent builds an ErrorEvent.
+func ErrorEvent(code, msg string, fatal bool) *pb.AgentEvent {
+	return &pb.AgentEvent{Event: &pb.AgentEvent_Error{Error: &pb.ErrorEvent{Code: code, Message: msg, IsFatal: fatal}}}
+}
+
+// TurnCompleteEvent builds a TurnComplete event.
+func TurnCompleteEvent(stopReason string) *pb.AgentEvent {
+	return &pb.AgentEvent{Event: &pb.AgentEvent_TurnComplete{TurnComplete: &pb.TurnComplete{StopReason: stopReason}}}
+}
+
+func (t *Translator) system(env *claude.Envelope, out []*pb.AgentEvent) []*pb.AgentEvent {
+	switch env.Subtype {
+	case "init":
+		var init struct {
+			Model string `json:"model"`
+		}
+		if json.Unmarshal(env.Raw, &init) == nil && init.Model != "" {
+			t.model = init.Model
+		}
+		return t.setStatus(out, pb.AgentStatus_THINKING, "")
+	case "status":
+		var st struct {
+			Status *string `json:"status"`
+		}
+		if json.Unmarshal(env.Raw, &st) == nil && st.Status != nil && *st.Status == "compacting" {
+			return t.setStatus(out, pb.AgentStatus_COMPACTING, "")
+		}
+	case "task_started":
+		var ts struct {
+			TaskID    string `json:"task_id"`
+			ToolUseID string `json:"tool_use_id"`
+		}
+		if json.Unmarshal(env.Raw, &ts) == nil && ts.TaskID != "" {
+			t.agents[ts.TaskID] = ts.ToolUseID
+		}
+	case "api_retry":
+		var r struct {
+			Attempt     int    `json:"attempt"`
+			MaxRetries  int    `json:"max_retries"`
+			ErrorStatus *int   `json:"error_status"`
+			Error       string `json:"error"`
+		}
+		if json.Unmarshal(env.Raw, &r) == nil {
+			msg := fmt.Sprintf("model API call failed (%s), retry %d of %d", r.Error, r.Attempt, r.MaxRetries)
+			return t.setStatus(out, pb.AgentStatus_THINKING, msg)
+		}
+	}
+	return out
+}
+
+func (t *Translator) streamEvent(env *claude.Envelope, out []*pb.AgentEvent) []*pb.AgentEvent {
+	var ev claude.StreamEvent
+	if err := json.Unmarshal(env.Event, &ev); err != nil {
+		return out
+	}
+	switch ev.Type {
+	case "message_start":
+		t.streamed = false
+		clear(t.blocks)
+		if ev.Message != nil && ev.Message.Model != "" {
+			t.model = ev.Message.Model
+		}
+		return t.setStatus(out, pb.AgentStatus_THINKING, "")
+	case "content_block_start":
+		if ev.ContentBlock == nil {
+			return out
+		}
+		t.blocks[ev.Index] = &block{kind: ev.ContentBlock.Type, toolID: ev.ContentBlock.ID, name: ev.ContentBlock.Name}
+	case "content_block_delta":
+		if ev.Delta == nil {
+			return out
+		}
+		switch ev.Delta.Type {
+		case "text_delta":
+			if ev.Delta.Text == "" {
+				return out
+			}
+			t.streamed = true
+			out = t.setStatus(out, pb.AgentStatus_THINKING, "")
+			return append(out, &pb.AgentEvent{Event: &pb.AgentEvent_TextDelta{TextDelta: &pb.TextDelta{Text: ev.Delta.Text}}})
+		case "input_json_delta":
+			if b := t.blocks[ev.Index]; b != nil {
+				b.partial.WriteString(ev.Delta.PartialJSON)
+			}
+		}
+	case "content_block_stop":
+		b := t.blocks[ev.Index]
+		if b == nil {
+			return out
+		}
+		delete(t.blocks, ev.Index)
+		switch b.kind {
+		case "text":
+			return append(out, &pb.AgentEvent{Event: &pb.AgentEvent_TextDelta{TextDelta: &pb.TextDelta{IsComplete: true}}})
+		case "tool_use":
+			return t.toolStart(out, b.toolID, b.name, json.RawMessage(b.partial.String()))
+		}
+	}
+	return out
+}
+
+func (t *Translator) toolStart(out []*pb.AgentEvent, id, name string, input json.RawMessage) []*pb.AgentEvent {
+	if id == "" {
+		return out
+	}
+	if _, seen := t.tools[id]; seen {
+		return out
+	}
+	t.tools[id] = t.now()
+	st, desc := toStruct(input)
+	out = append(out, &pb.AgentEvent{Event: &pb.AgentEvent_ToolCallStart{ToolCallStart: &pb.ToolCallStart{
+		ToolId: id, ToolName: name, Input: st, Description: desc,
+	}}})
+	return t.setStatus(out, pb.AgentStatus_EXECUTING_TOOL, name)
+}
+
+// toStruct converts a tool input to a Struct and pulls out its
+// "description" when it has one (Bash does).
+func toStruct(raw json.RawMessage) (*structpb.Struct, string) {
+	if len(raw) == 0 {
+		return nil, ""
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, ""
+	}
+	st, err := structpb.NewStruct(m)
+	if err != nil {
+		return nil, ""
+	}
+	desc, _ := m["description"].(string)
+	return st, desc
+}
+
+// ToStruct converts raw JSON object to a Struct (nil when it isn't one).
+func ToStruct(raw json.RawMessage) *structpb.Struct {
+	st, _ := toStruct(raw)
+	return st
+}
+
+func (t *Translator) assistant(env *claude.Envelope, out []*pb.AgentEvent) []*pb.AgentEvent {
+	var msg claude.APIMessage
+	if err := json.Unmarshal(env.Message, &msg); err != nil {
+		return out
+	}
+	blocks, err := msg.Blocks()
+	if err != nil {
+		return out
+	}
+	sub := env.Parent() != ""
+	for _, b := range blocks {
+		switch b.Type {
+		case "tool_use":
+			out = t.toolStart(out, b.ID, b.Name, b.Input)
+		case "text":
+			// Main-thread text was streamed as deltas already, unless the CLI
+			// fell back to a non-streaming call; subagent text never streams.
+			if b.Text != "" && (sub || !t.streamed) {
+				out = append(out, &pb.AgentEvent{Event: &pb.AgentEvent_TextDelta{TextDelta: &pb.TextDelta{Text: b.Text, IsComplete: true}}})
+			}
+		}
+	}
+	return out
+}
+
+func (t *Translator) user(env *claude.Envelope, out []*pb.AgentEvent) []*pb.AgentEvent {
+	var msg claude.APIMessage
+	if err := json.Unmarshal(env.Message, &msg); err != nil {
+		return out
+	}
+	if len(msg.Content) == 0 || msg.Content[0] != '[' {
+		return out
+	}
+	blocks, err := msg.Blocks()
+	if err != nil {
+		return out
+	}
+	for _, b := range blocks {
+		if b.Type != "tool_result" {
+			continue
+		}
+		var dur uint32
+		if start, ok := t.tools[b.ToolUseID]; ok {
+			dur = uint32(t.now().Sub(start).Milliseconds())
+		}
+		out = append(out, &pb.AgentEvent{Event: &pb.AgentEvent_ToolCallResult{ToolCallResult: &pb.ToolCallResult{
+			ToolId: b.ToolUseID, Output: claude.ToolResultText(b.Content), IsError: b.IsError, DurationMs: dur,
+		}}})
+		if env.Parent() == "" {
+			out = t.setStatus(out, pb.AgentStatus_THINKING, "")
+		}
+	}
+	return out
+}
+
+func (t *Translator) result(env *claude.Envelope, out []*pb.AgentEvent) []*pb.AgentEvent {
+	var r claude.Result
+	if err := json.Unmarshal(env.Raw, &r); err != nil {
+		return append(out, ErrorEvent(CodeAgentError, "undecodable result line: "+err.Error(), false), TurnCompleteEvent("error"))
+	}
+	if r.IsError {
+		code := CodeAgentError
+		if r.APIErrorStatus != nil && *r.APIErrorStatus == 429 {
+			code = CodeRateLimited
+		}
+		out = append(out, ErrorEvent(code, ResultErrorText(&r), false))
+	}
+	var cost float64
+	for _, m := range r.SinceLast {
+		cost += m.CostUSD
+	}
+	model := t.model
+	for m := range r.SinceLast {
+		model = m
+	}
+	out = append(out, &pb.AgentEvent{Event: &pb.AgentEvent_Usage{Usage: &pb.UsageReport{
+		InputTokens:         r.Usage.InputTokens,
+		OutputTokens:        r.Usage.OutputTokens,
+		CacheReadTokens:     r.Usage.CacheReadInputTokens,
+		CacheCreationTokens: r.Usage.CacheCreationInputTokens,
+		Model:               model,
+		CostUsd:             cost,
+		DurationMs:          r.DurationMS,
+	}}})
+	out = append(out, TurnCompleteEvent(StopReason(&r)))
+	clear(t.blocks)
+	t.streamed = false
+	return t.setStatus(out, pb.AgentStatus_IDLE, "")
+}
+
+// StopReason is the TurnComplete stop reason for a result line.
+func StopReason(r *claude.Result) string {
+	if !r.IsError {
+		if r.StopReason != nil && *r.StopReason != "" {
+			return *r.StopReason
+		}
+		return "end_turn"
+	}
+	switch {
+	case r.TerminalReason == "aborted_streaming" || r.TerminalReason == "aborted_tools":
+		return "cancelled"
+	case r.TerminalReason != "":
+		return r.TerminalReason
+	case r.Subtype != "":
+		return r.Subtype
+	}
+	return "error"
+}
+
+// ResultErrorText is the human-readable failure of a result line: its
+// errors, else its result text.
+func ResultErrorText(r *claude.Result) string {
+	if len(r.Errors) > 0 {
+		return strings.Join(r.Errors, "; ")
+	}
+	if r.Result != nil && *r.Result != "" {
+		return *r.Result
+	}
+	return "turn failed (" + r.Subtype + ")"
+}
+
+func (t *Translator) controlRequest(env *claude.Envelope, out []*pb.AgentEvent) []*pb.AgentEvent {
+	var req claude.ControlRequest
+	if err := json.Unmarshal(env.Request, &req); err != nil || req.Subtype != "can_use_tool" {
+		return out
+	}
+	desc := req.Description
+	if desc == "" {
+		desc = req.DecisionReason
+	}
+	out = append(out, &pb.AgentEvent{Event: &pb.AgentEvent_PermissionRequest{PermissionRequest: &pb.PermissionRequest{
+		RequestId: env.RequestID, ToolName: req.ToolName, Description: desc, Input: ToStruct(req.Input),
+	}}})
+	if req.AgentID != "" {
+		// A subagent asks: attribute it to the Agent tool call that started it.
+		out[len(out)-1].ParentToolUseId = t.agents[req.AgentID]
+	}
+	return t.setStatus(out, pb.AgentStatus_WAITING_FOR_USER, req.ToolName)
+}
