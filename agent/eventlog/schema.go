@@ -1,0 +1,94 @@
+package eventlog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// migrations are applied in order; schema_version holds how many have been
+// applied. Never edit a released entry: append a new one.
+//
+// The events table is WITHOUT ROWID: its primary key (session_id, seq) is
+// the only access path, so a clustered key makes both the append (one B-tree
+// instead of table + index) and the range scan of Since (rows stored in key
+// order) cheaper. BenchmarkSchema measures it against a rowid table.
+var migrations = []string{
+	// 1: events, sessions, kv.
+	`CREATE TABLE events (
+		session_id TEXT    NOT NULL,
+		seq        INTEGER NOT NULL,
+		ts         INTEGER NOT NULL, -- unix nanoseconds, 0 for the zero time
+		kind       TEXT    NOT NULL,
+		payload    BLOB,
+		PRIMARY KEY (session_id, seq)
+	) WITHOUT ROWID;
+	CREATE TABLE sessions (
+		id                   TEXT    NOT NULL PRIMARY KEY,
+		model                TEXT    NOT NULL DEFAULT '',
+		working_directory    TEXT    NOT NULL DEFAULT '',
+		worktree_id          TEXT    NOT NULL DEFAULT '',
+		status               TEXT    NOT NULL DEFAULT '',
+		claude_started       INTEGER NOT NULL DEFAULT 0,
+		created_at           INTEGER NOT NULL DEFAULT 0,
+		updated_at           INTEGER NOT NULL DEFAULT 0,
+		message_count        INTEGER NOT NULL DEFAULT 0,
+		total_input_tokens   INTEGER NOT NULL DEFAULT 0,
+		total_output_tokens  INTEGER NOT NULL DEFAULT 0,
+		total_cost_usd       REAL    NOT NULL DEFAULT 0,
+		last_message_preview TEXT    NOT NULL DEFAULT '',
+		compaction_seq       INTEGER NOT NULL DEFAULT 0,
+		metadata             TEXT    NOT NULL DEFAULT '{}'
+	);
+	CREATE INDEX sessions_updated ON sessions (updated_at DESC, id);
+	CREATE INDEX sessions_workdir ON sessions (working_directory, updated_at DESC);
+	CREATE INDEX sessions_worktree ON sessions (worktree_id, updated_at DESC);
+	CREATE TABLE kv (
+		session_id TEXT NOT NULL,
+		key        TEXT NOT NULL,
+		value      BLOB,
+		PRIMARY KEY (session_id, key)
+	) WITHOUT ROWID;`,
+}
+
+// migrate brings the schema up to date in one immediate transaction, so two
+// processes opening the same file cannot both apply a migration.
+func migrate(ctx context.Context, db *sql.DB) (err error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin migration: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, tx.Rollback())
+		}
+	}()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("create schema_version: %w", err)
+	}
+	var version int
+	switch err := tx.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&version); {
+	case errors.Is(err, sql.ErrNoRows):
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (0)`); err != nil {
+			return fmt.Errorf("init schema_version: %w", err)
+		}
+	case err != nil:
+		return fmt.Errorf("read schema_version: %w", err)
+	}
+	if version > len(migrations) {
+		return fmt.Errorf("schema version %d is newer than this binary supports (%d)", version, len(migrations))
+	}
+	for i := version; i < len(migrations); i++ {
+		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+			return fmt.Errorf("apply migration %d: %w", i+1, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE schema_version SET version = ?`, len(migrations)); err != nil {
+		return fmt.Errorf("update schema_version: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit migration: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,151 @@
+package eventlog
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Session is a session's metadata row.
+type Session struct {
+	ID, Model, WorkingDirectory, WorktreeID, Status string
+	// ClaudeStarted is true once the Claude CLI has a transcript for this
+	// session, so the next spawn must use --resume.
+	ClaudeStarted                       bool
+	CreatedAt, UpdatedAt                time.Time
+	MessageCount                        uint32
+	TotalInputTokens, TotalOutputTokens uint64
+	TotalCostUSD                        float64
+	LastMessagePreview                  string
+	CompactionSeq                       uint64
+	Metadata                            map[string]string // stored as JSON
+}
+
+// SessionFilter selects sessions for ListSessions. Empty string fields
+// match everything; Limit <= 0 means no limit.
+type SessionFilter struct {
+	WorkingDirectory, WorktreeID string
+	Limit, Offset                int
+}
+
+// PutSession inserts or replaces the metadata row of s.ID, synchronously.
+func (l *Log) PutSession(ctx context.Context, s Session) error {
+	if s.ID == "" {
+		return errors.New("put session: empty id")
+	}
+	meta := []byte("{}")
+	if len(s.Metadata) > 0 {
+		var err error
+		if meta, err = json.Marshal(s.Metadata); err != nil {
+			return fmt.Errorf("put session %s: encode metadata: %w", s.ID, err)
+		}
+	}
+	_, err := l.wdb.ExecContext(ctx, `INSERT OR REPLACE INTO sessions (
+		id, model, working_directory, worktree_id, status, claude_started,
+		created_at, updated_at, message_count, total_input_tokens,
+		total_output_tokens, total_cost_usd, last_message_preview,
+		compaction_seq, metadata
+	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.ID, s.Model, s.WorkingDirectory, s.WorktreeID, s.Status, s.ClaudeStarted,
+		unixNano(s.CreatedAt), unixNano(s.UpdatedAt), int64(s.MessageCount),
+		int64(s.TotalInputTokens), int64(s.TotalOutputTokens), s.TotalCostUSD,
+		s.LastMessagePreview, int64(s.CompactionSeq), string(meta))
+	if err != nil {
+		return fmt.Errorf("put session %s: %w", s.ID, err)
+	}
+	return nil
+}
+
+const sessionColumns = `id, model, working_directory, worktree_id, status,
+	claude_started, created_at, updated_at, message_count, total_input_tokens,
+	total_output_tokens, total_cost_usd, last_message_preview, compaction_seq,
+	metadata`
+
+// scanSession decodes one row of sessionColumns.
+func scanSession(scan func(...any) error) (Session, error) {
+	var (
+		s                                     Session
+		created, updated, msgs, in, out, comp int64
+		meta                                  string
+	)
+	if err := scan(&s.ID, &s.Model, &s.WorkingDirectory, &s.WorktreeID, &s.Status,
+		&s.ClaudeStarted, &created, &updated, &msgs, &in, &out, &s.TotalCostUSD,
+		&s.LastMessagePreview, &comp, &meta); err != nil {
+		return Session{}, err
+	}
+	s.CreatedAt, s.UpdatedAt = fromUnixNano(created), fromUnixNano(updated)
+	s.MessageCount = uint32(msgs)
+	s.TotalInputTokens, s.TotalOutputTokens = uint64(in), uint64(out)
+	s.CompactionSeq = uint64(comp)
+	if meta != "" && meta != "{}" {
+		if err := json.Unmarshal([]byte(meta), &s.Metadata); err != nil {
+			return Session{}, fmt.Errorf("decode metadata: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// GetSession returns the metadata row of id, or an error wrapping
+// ErrNotFound.
+func (l *Log) GetSession(ctx context.Context, id string) (Session, error) {
+	row := l.rdb.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id)
+	s, err := scanSession(row.Scan)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return Session{}, fmt.Errorf("get session %s: %w", id, ErrNotFound)
+	case err != nil:
+		return Session{}, fmt.Errorf("get session %s: %w", id, err)
+	}
+	return s, nil
+}
+
+// ListSessions returns the sessions matching f, most recently updated
+// first, and how many match f regardless of f.Limit and f.Offset.
+func (l *Log) ListSessions(ctx context.Context, f SessionFilter) (sessions []Session, total int, err error) {
+	where := ` WHERE 1=1`
+	var args []any
+	if f.WorkingDirectory != "" {
+		where += ` AND working_directory = ?`
+		args = append(args, f.WorkingDirectory)
+	}
+	if f.WorktreeID != "" {
+		where += ` AND worktree_id = ?`
+		args = append(args, f.WorktreeID)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	offset := max(f.Offset, 0)
+
+	// One read transaction, so total and the page see the same snapshot.
+	tx, err := l.rdb.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list sessions: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only; nothing to undo
+
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM sessions`+where, args...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("list sessions: count: %w", err)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions`+where+
+		` ORDER BY updated_at DESC, id LIMIT ? OFFSET ?`, append(args, limit, offset)...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list sessions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		s, err := scanSession(rows.Scan)
+		if err != nil {
+			return nil, 0, fmt.Errorf("list sessions: %w", err)
+		}
+		sessions = append(sessions, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("list sessions: %w", err)
+	}
+	return sessions, total, nil
+}
