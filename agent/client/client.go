@@ -1,0 +1,71 @@
+// Package client is the Go client of the agent's API as the betcode CLI uses
+// it: dialing the agent (Unix socket or TCP), and a Conversation that keeps a
+// Converse stream alive across drops by reconnecting with backoff and
+// resuming from the last sequence it saw, so the caller sees every event
+// exactly once.
+package client
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// DialOptions configure Dial.
+type DialOptions struct {
+	CAFile string // trust this CA for TLS (implies TLS)
+	TLS    bool   // use TLS with the system roots
+}
+
+// Dial connects to an agent at addr: "unix:///path", a bare socket path, or
+// host:port. The connection is lazy; errors surface on the first call.
+func Dial(addr string, o DialOptions) (*grpc.ClientConn, error) {
+	target := addr
+	if strings.HasPrefix(addr, "/") {
+		target = "unix://" + addr
+	}
+	creds := insecure.NewCredentials()
+	if o.CAFile != "" || o.TLS {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if o.CAFile != "" {
+			pem, err := os.ReadFile(o.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("read CA file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("no certificates in %s", o.CAFile)
+			}
+			cfg.RootCAs = pool
+		}
+		creds = credentials.NewTLS(cfg)
+	} else if !strings.HasPrefix(target, "unix://") && !isLoopback(target) {
+		return nil, errors.New("refusing to talk to " + addr + " without TLS off loopback: pass a CA file")
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	return conn, nil
+}
+
+func isLoopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,202 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+)
+
+// Backoff returns the reconnection schedule of the spec: 100 ms doubling to
+// 30 s, with jitter; it never gives up by itself (the caller's context does).
+func Backoff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 100 * time.Millisecond
+	b.Multiplier = 2
+	b.RandomizationFactor = 0.2
+	b.MaxInterval = 30 * time.Second
+	b.MaxElapsedTime = 0
+	b.Reset()
+	return b
+}
+
+// Conversation is a Converse stream that survives drops.
+type Conversation struct {
+	api   pb.AgentServiceClient
+	start *pb.StartConversation
+	// OnReconnect, if set, is called before each reconnection attempt.
+	OnReconnect func(err error, wait time.Duration)
+
+	mu        sync.Mutex
+	stream    grpc.BidiStreamingClient[pb.AgentRequest, pb.AgentEvent]
+	cancel    context.CancelFunc
+	sessionID string
+	lastSeq   uint64
+	closed    bool
+	opened    bool
+}
+
+// Start opens a conversation: a new session when start.SessionId is empty,
+// else an attachment to that session from sequence from.
+func Start(ctx context.Context, api pb.AgentServiceClient, start *pb.StartConversation, from uint64) (*Conversation, error) {
+	c := &Conversation{api: api, start: start, sessionID: start.SessionId, lastSeq: from}
+	if err := c.open(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// SessionID returns the session's id (known once SessionInfo arrived for a
+// new session).
+func (c *Conversation) SessionID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sessionID
+}
+
+// LastSeq returns the last sequence received.
+func (c *Conversation) LastSeq() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastSeq
+}
+
+func (c *Conversation) open(ctx context.Context) error {
+	c.mu.Lock()
+	start := c.start
+	if c.opened && c.sessionID != "" {
+		start = &pb.StartConversation{
+			SessionId: c.sessionID, WorkingDirectory: c.start.WorkingDirectory, Model: c.start.Model,
+			Metadata: map[string]string{"from_sequence": strconv.FormatUint(c.lastSeq, 10)},
+		}
+	}
+	c.mu.Unlock()
+	sctx, cancel := context.WithCancel(ctx)
+	stream, err := c.api.Converse(sctx)
+	if err != nil {
+		cancel()
+		return err
+	}
+	if err := stream.Send(&pb.AgentRequest{Request: &pb.AgentRequest_Start{Start: start}}); err != nil {
+		cancel()
+		return err
+	}
+	c.mu.Lock()
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.stream, c.cancel = stream, cancel
+	c.opened = true
+	c.mu.Unlock()
+	return nil
+}
+
+// Send sends a request on the current stream. When the stream is broken the
+// request is retried once the conversation has reconnected (by Recv).
+func (c *Conversation) Send(req *pb.AgentRequest) error {
+	c.mu.Lock()
+	s := c.stream
+	c.mu.Unlock()
+	return s.Send(req)
+}
+
+// CloseSend half-closes: the agent ends the stream once the running turn is
+// complete.
+func (c *Conversation) CloseSend() error {
+	c.mu.Lock()
+	s := c.stream
+	c.closed = true
+	c.mu.Unlock()
+	return s.CloseSend()
+}
+
+// Close cancels the stream.
+func (c *Conversation) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.cancel != nil {
+		c.cancel()
+	}
+}
+
+// Recv returns the next event, reconnecting and resuming transparently on
+// transient failures. It returns io.EOF when the agent ended the stream
+// normally, and a status error for permanent failures.
+func (c *Conversation) Recv(ctx context.Context) (*pb.AgentEvent, error) {
+	var bo backoff.BackOff
+	for {
+		c.mu.Lock()
+		s := c.stream
+		c.mu.Unlock()
+		ev, err := s.Recv()
+		if err == nil {
+			c.mu.Lock()
+			if ev.Sequence != 0 && ev.Sequence <= c.lastSeq {
+				c.mu.Unlock()
+				continue // duplicate after a resume
+			}
+			if ev.Sequence != 0 {
+				c.lastSeq = ev.Sequence
+			}
+			if si := ev.GetSessionInfo(); si != nil && c.sessionID == "" {
+				c.sessionID = si.SessionId
+			}
+			c.mu.Unlock()
+			return ev, nil
+		}
+		if errors.Is(err, io.EOF) {
+			return nil, io.EOF
+		}
+		if !Retryable(err) || ctx.Err() != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		canResume := c.sessionID != "" && !c.closed
+		c.mu.Unlock()
+		if !canResume {
+			return nil, err
+		}
+		if bo == nil {
+			bo = Backoff()
+		}
+		for {
+			wait := bo.NextBackOff()
+			if c.OnReconnect != nil {
+				c.OnReconnect(err, wait)
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			case <-t.C:
+			}
+			if err = c.open(ctx); err == nil {
+				break
+			}
+			if !Retryable(err) {
+				return nil, err
+			}
+		}
+	}
+}
+
+// Retryable reports whether a stream error is worth a reconnect: the agent
+// or the network went away, or this client fell behind.
+func Retryable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.ResourceExhausted, codes.Aborted, codes.Internal, codes.Unknown:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+	"google.golang.org/grpc"
+
+	"github.com/betcode-dev/betcode/agent/client"
+	"github.com/betcode-dev/betcode/agent/daemon"
+)
+
+var version = "0.1.0-dev"
+
+type globals struct {
+	v *viper.Viper
+}
+
+func newRootCmd() *cobra.Command {
+	g := &globals{v: viper.New()}
+	root := &cobra.Command{
+		Use:           "betcode",
+		Short:         "Drive Claude Code on your machines through betcode-agent",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			g.v.SetEnvPrefix("BETCODE")
+			g.v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+			g.v.AutomaticEnv()
+			return g.v.BindPFlags(cmd.Flags())
+		},
+	}
+	pf := root.PersistentFlags()
+	pf.String("agent", "unix://"+daemon.DefaultSocketPath(), "agent address: unix:///path or host:port (env BETCODE_AGENT)")
+	pf.String("ca", "", "CA certificate to trust for a TLS agent address")
+	root.AddCommand(newChatCmd(g), newSessionsCmd(g), newReplayCmd(g))
+	return root
+}
+
+func (g *globals) dial() (*grpc.ClientConn, error) {
+	conn, err := client.Dial(g.v.GetString("agent"), client.DialOptions{CAFile: g.v.GetString("ca")})
+	if err != nil {
+		return nil, &client.ExitError{Code: client.ExitConnection, Err: err}
+	}
+	return conn, nil
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,230 @@
+// Package daemon wires the agent together: it checks the Claude binary,
+// opens the session manager, listens on the configured addresses and serves
+// the gRPC services until its context ends, then shuts down in order (stop
+// accepting, stop the CLIs, flush the log, end the streams).
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/betcode-dev/betcode/agent/claude"
+	"github.com/betcode-dev/betcode/agent/server"
+	"github.com/betcode-dev/betcode/agent/session"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+)
+
+// Config is the daemon's configuration.
+type Config struct {
+	Listen          []string // "unix:///path" or "host:port"; default: DefaultSocketPath
+	DataDir         string   // event log and state; default: DefaultDataDir
+	ClaudeBin       string   // default: "claude" on PATH
+	ClaudeEnv       []string // extra environment for the CLI
+	DefaultModel    string
+	TLSCert, TLSKey string // required to listen on TCP off loopback
+	Version         string
+	ShutdownTimeout time.Duration // default 10s
+	Logger          *slog.Logger
+	// Ready, if set, is called with the bound addresses once serving.
+	Ready func(addrs []net.Addr)
+}
+
+// DefaultSocketPath is $XDG_RUNTIME_DIR/betcode/agent.sock, or
+// /tmp/betcode-<uid>/agent.sock when XDG_RUNTIME_DIR is unset.
+func DefaultSocketPath() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "betcode", "agent.sock")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("betcode-%d", os.Getuid()), "agent.sock")
+}
+
+// DefaultDataDir is $XDG_DATA_HOME/betcode, or ~/.local/share/betcode.
+func DefaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "betcode")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), "betcode-data")
+	}
+	return filepath.Join(home, ".local", "share", "betcode")
+}
+
+func (c *Config) setDefaults() {
+	if len(c.Listen) == 0 {
+		c.Listen = []string{"unix://" + DefaultSocketPath()}
+	}
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir()
+	}
+	if c.ClaudeBin == "" {
+		c.ClaudeBin = "claude"
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Version == "" {
+		c.Version = "0.1.0-dev"
+	}
+}
+
+// Run serves until ctx ends, then shuts down gracefully.
+func Run(ctx context.Context, cfg Config) error {
+	cfg.setDefaults()
+	log := cfg.Logger
+	bin, err := claude.Resolve(cfg.ClaudeBin)
+	if err != nil {
+		return err
+	}
+	claudeVersion, err := claude.Version(ctx, bin)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data dir %q (set --data-dir): %w", cfg.DataDir, err)
+	}
+	mgr, err := session.Open(ctx, session.Config{
+		ClaudeBin: bin, ClaudeEnv: cfg.ClaudeEnv, DefaultModel: cfg.DefaultModel, Logger: log,
+	}, filepath.Join(cfg.DataDir, "agent.db"))
+	if err != nil {
+		return err
+	}
+	var lns []net.Listener
+	closeAll := func() {
+		for _, l := range lns {
+			l.Close()
+		}
+	}
+	for _, addr := range cfg.Listen {
+		l, err := listen(addr, cfg)
+		if err != nil {
+			closeAll()
+			mgr.Close(context.Background())
+			return err
+		}
+		lns = append(lns, l)
+	}
+
+	srv := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(server.UnaryRecover(log)),
+		grpc.ChainStreamInterceptor(server.StreamRecover(log)),
+	)
+	pb.RegisterAgentServiceServer(srv, &server.Agent{Sessions: mgr, Log: log})
+	pb.RegisterVersionServiceServer(srv, &server.Version{ServerVersion: cfg.Version, ClaudeVersion: claudeVersion})
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(pb.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	reflection.Register(srv)
+
+	serveErr := make(chan error, len(lns))
+	addrs := make([]net.Addr, 0, len(lns))
+	for _, l := range lns {
+		addrs = append(addrs, l.Addr())
+		go func() { serveErr <- srv.Serve(l) }()
+	}
+	log.Info("agent serving", "addrs", addrs, "data_dir", cfg.DataDir, "claude", bin, "claude_version", claudeVersion)
+	if cfg.Ready != nil {
+		cfg.Ready(addrs)
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-serveErr:
+		log.Error("agent: listener failed", "err", runErr)
+	}
+	log.Info("agent shutting down")
+	hs.Shutdown()
+	stopped := make(chan struct{})
+	go func() {
+		srv.GracefulStop()
+		close(stopped)
+	}()
+	closeCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := mgr.Close(closeCtx); err != nil {
+		log.Error("agent: closing sessions", "err", err)
+	}
+	select {
+	case <-stopped:
+	case <-closeCtx.Done():
+		log.Warn("agent: streams did not end in time; closing them")
+		srv.Stop()
+		<-stopped
+	}
+	for _, a := range cfg.Listen {
+		if p, ok := strings.CutPrefix(a, "unix://"); ok {
+			os.Remove(p)
+		}
+	}
+	log.Info("agent stopped")
+	return runErr
+}
+
+func listen(addr string, cfg Config) (net.Listener, error) {
+	if p, ok := strings.CutPrefix(addr, "unix://"); ok {
+		return listenUnix(p)
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--listen %q: want unix:///path or host:port: %w", addr, err)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	ip := net.ParseIP(host)
+	loopback := host == "localhost" || (ip != nil && ip.IsLoopback())
+	if cfg.TLSCert == "" && !loopback {
+		l.Close()
+		return nil, fmt.Errorf("refusing to serve %s without TLS off loopback: set --tls-cert and --tls-key, or listen on 127.0.0.1", addr)
+	}
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			l.Close()
+			return nil, fmt.Errorf("load --tls-cert/--tls-key: %w", err)
+		}
+		tcfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}
+		return tls.NewListener(l, tcfg), nil
+	}
+	return l, nil
+}
+
+func listenUnix(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create socket dir: %w", err)
+	}
+	if _, err := os.Stat(path); err == nil {
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("another agent is already listening on %s", path)
+		}
+		os.Remove(path) // stale socket of a dead agent
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on unix socket %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("restrict socket %s: %w", path, err)
+	}
+	return l, nil
+}

@@ -1,0 +1,257 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/betcode-dev/betcode/agent/bridge"
+	"github.com/betcode-dev/betcode/agent/eventlog"
+	"github.com/betcode-dev/betcode/agent/session"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+)
+
+// Metadata keys a client may send.
+const (
+	// MDFromSequence on Converse (when attaching to an existing session):
+	// replay events after this sequence before live ones. Also accepted as
+	// StartConversation.metadata["from_sequence"].
+	MDFromSequence = "x-betcode-from-sequence"
+	// MDFollow on ResumeSession: "true" keeps the stream open for live events
+	// after the session goes idle, instead of ending it.
+	MDFollow = "x-betcode-follow"
+)
+
+// Agent implements AgentService.
+type Agent struct {
+	pb.UnimplementedAgentServiceServer
+	Sessions *session.Manager
+	Log      *slog.Logger
+}
+
+// Converse is the bidirectional conversation stream.
+func (a *Agent) Converse(stream pb.AgentService_ConverseServer) error {
+	ctx := stream.Context()
+	first, err := stream.Recv()
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	start := first.GetStart()
+	if start == nil {
+		return Status(codes.InvalidArgument, CodeInvalidArgument, "the first message on Converse must be StartConversation")
+	}
+	var sendMu sync.Mutex
+	send := func(ev *pb.AgentEvent) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(ev)
+	}
+	// fail ends the stream with a fatal ErrorEvent and the matching status.
+	fail := func(err error) error {
+		st, code := toStatus(err)
+		if code != "" && code != CodeSlowConsumer {
+			_ = send(clientError(code, status.Convert(st).Message(), true))
+		}
+		return st
+	}
+
+	var sess *session.Session
+	var from uint64
+	if start.SessionId == "" {
+		sess, err = a.Sessions.Create(ctx, session.CreateRequest{
+			WorkingDirectory: start.WorkingDirectory, Model: start.Model, WorktreeID: start.WorktreeId,
+			AllowedTools: start.AllowedTools, PlanMode: start.PlanMode, Metadata: start.Metadata,
+		})
+		if err != nil {
+			return fail(err)
+		}
+	} else {
+		sess, err = a.Sessions.Get(ctx, start.SessionId)
+		if err != nil {
+			return fail(err)
+		}
+		from, err = fromSequence(ctx, start, sess.LastSeq())
+		if err != nil {
+			return err
+		}
+	}
+
+	var halfClosed atomic.Bool
+	wake := make(chan struct{}, 1)
+	streamDone := make(chan error, 1)
+	go func() {
+		streamDone <- sess.Stream(ctx, session.StreamOptions{From: from, Wake: wake, StopWhenIdle: halfClosed.Load}, send)
+	}()
+	// The receive loop runs until the client half-closes or the stream ends;
+	// gRPC unblocks Recv when this handler returns.
+	recvDone := make(chan error, 1)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				recvDone <- err
+				return
+			}
+			if err := a.handleRequest(ctx, sess, req); err != nil {
+				_, code := toStatus(err)
+				_ = send(clientError(code, status.Convert(mustStatus(err)).Message(), false))
+			}
+		}
+	}()
+	for {
+		select {
+		case err := <-streamDone:
+			if err == nil {
+				return nil
+			}
+			return fail(err)
+		case err := <-recvDone:
+			if !errors.Is(err, io.EOF) {
+				return err
+			}
+			halfClosed.Store(true)
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+			recvDone = nil
+		}
+	}
+}
+
+func mustStatus(err error) error {
+	st, _ := toStatus(err)
+	return st
+}
+
+// clientError is an ErrorEvent addressed to one client. It is not part of the
+// session's log and so carries sequence 0.
+func clientError(code, msg string, fatal bool) *pb.AgentEvent {
+	ev := bridge.ErrorEvent(code, msg, fatal)
+	ev.Timestamp = timestamppb.Now()
+	return ev
+}
+
+func (a *Agent) handleRequest(ctx context.Context, sess *session.Session, req *pb.AgentRequest) error {
+	switch r := req.Request.(type) {
+	case *pb.AgentRequest_Message:
+		return sess.SendUser(ctx, r.Message.GetContent(), r.Message.GetAttachments())
+	case *pb.AgentRequest_Permission:
+		if r.Permission.GetRequestId() == "" {
+			return &session.InvalidError{Msg: "permission response needs a request_id"}
+		}
+		return sess.AnswerPermission(ctx, r.Permission.GetRequestId(), r.Permission.GetDecision())
+	case *pb.AgentRequest_Cancel:
+		_, err := sess.Cancel(ctx)
+		return err
+	case *pb.AgentRequest_Start:
+		return &session.InvalidError{Msg: "this stream is already attached to session " + sess.ID() + "; open a new Converse stream for another session"}
+	case *pb.AgentRequest_QuestionResponse:
+		return Status(codes.Unimplemented, CodeNotImplemented, "answering questions is not supported by this agent version")
+	default:
+		return &session.InvalidError{Msg: "empty AgentRequest: set one of start, message, permission, question_response, cancel"}
+	}
+}
+
+// fromSequence reads the replay point of an attaching client. Without one
+// the client gets live events only.
+func fromSequence(ctx context.Context, start *pb.StartConversation, last uint64) (uint64, error) {
+	v := start.GetMetadata()["from_sequence"]
+	if md, ok := metadata.FromIncomingContext(ctx); ok && v == "" {
+		if vals := md.Get(MDFromSequence); len(vals) > 0 {
+			v = vals[0]
+		}
+	}
+	if v == "" {
+		return last, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, Status(codes.InvalidArgument, CodeInvalidArgument, "from_sequence must be a non-negative integer, got "+strconv.Quote(v))
+	}
+	if n > last {
+		return 0, Status(codes.OutOfRange, CodeInvalidArgument, "from_sequence "+v+" is past the session's last sequence "+strconv.FormatUint(last, 10))
+	}
+	return n, nil
+}
+
+// ListSessions lists stored sessions.
+func (a *Agent) ListSessions(ctx context.Context, req *pb.ListSessionsRequest) (*pb.ListSessionsResponse, error) {
+	const maxLimit = 1000
+	if req.Limit > maxLimit {
+		return nil, Status(codes.InvalidArgument, CodeInvalidArgument, "limit must be at most 1000")
+	}
+	limit := int(req.Limit)
+	if limit == 0 {
+		limit = 100
+	}
+	list, total, err := a.Sessions.List(ctx, eventlog.SessionFilter{
+		WorkingDirectory: req.WorkingDirectory, WorktreeID: req.WorktreeId, Limit: limit, Offset: int(req.Offset),
+	})
+	if err != nil {
+		st, _ := toStatus(err)
+		return nil, st
+	}
+	resp := &pb.ListSessionsResponse{Total: uint32(total)}
+	for _, s := range list {
+		resp.Sessions = append(resp.Sessions, &pb.SessionSummary{
+			Id: s.ID, Model: s.Model, WorkingDirectory: s.WorkingDirectory, WorktreeId: s.WorktreeID,
+			Status: s.Status, MessageCount: s.MessageCount,
+			TotalInputTokens: uint32(s.TotalInputTokens), TotalOutputTokens: uint32(s.TotalOutputTokens),
+			TotalCostUsd: s.TotalCostUSD, CreatedAt: timestamppb.New(s.CreatedAt), UpdatedAt: timestamppb.New(s.UpdatedAt),
+			LastMessagePreview: s.LastMessagePreview,
+		})
+	}
+	return resp, nil
+}
+
+// ResumeSession replays a session from a sequence, then streams live events
+// until the session is idle (or, with x-betcode-follow: true, until the
+// client goes away).
+func (a *Agent) ResumeSession(req *pb.ResumeSessionRequest, stream pb.AgentService_ResumeSessionServer) error {
+	ctx := stream.Context()
+	sess, err := a.Sessions.Get(ctx, req.SessionId)
+	if err != nil {
+		st, _ := toStatus(err)
+		return st
+	}
+	if last := sess.LastSeq(); req.FromSequence > last {
+		return Status(codes.OutOfRange, CodeInvalidArgument, "from_sequence "+strconv.FormatUint(req.FromSequence, 10)+" is past the session's last sequence "+strconv.FormatUint(last, 10))
+	}
+	follow := false
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get(MDFollow); len(v) > 0 && v[0] == "true" {
+			follow = true
+		}
+	}
+	err = sess.Stream(ctx, session.StreamOptions{From: req.FromSequence, UntilIdle: !follow}, stream.Send)
+	st, _ := toStatus(err)
+	return st
+}
+
+// CancelTurn interrupts the running turn of a session.
+func (a *Agent) CancelTurn(ctx context.Context, req *pb.CancelTurnRequest) (*pb.CancelTurnResponse, error) {
+	sess, err := a.Sessions.Get(ctx, req.SessionId)
+	if err != nil {
+		st, _ := toStatus(err)
+		return nil, st
+	}
+	was, err := sess.Cancel(ctx)
+	if err != nil {
+		st, _ := toStatus(err)
+		return nil, st
+	}
+	return &pb.CancelTurnResponse{WasActive: was}, nil
+}

@@ -1,0 +1,244 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/betcode-dev/betcode/agent/bridge"
+	"github.com/betcode-dev/betcode/agent/eventlog"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+)
+
+// Manager owns every session of one agent.
+type Manager struct {
+	cfg Config
+	log *eventlog.Log
+
+	mu       sync.Mutex
+	sessions map[string]*Session
+	closing  bool
+	procs    sync.WaitGroup // one per running CLI reader
+}
+
+// Open opens (or creates) the event log at dbPath and returns a Manager.
+// Sessions whose turn was cut short by a previous crash of the agent get an
+// ErrorEvent and a TurnComplete so that no client waits for them forever.
+func Open(ctx context.Context, cfg Config, dbPath string) (*Manager, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.DefaultDir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("session: working directory: %w", err)
+		}
+		cfg.DefaultDir = wd
+	}
+	m := &Manager{cfg: cfg, sessions: map[string]*Session{}}
+	l, err := eventlog.Open(ctx, dbPath, eventlog.Options{OnCommit: m.onCommit, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("open event log: %w", err)
+	}
+	m.log = l
+	if err := m.recover(ctx); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// Log exposes the event log (for health checks and benchmarks).
+func (m *Manager) Log() *eventlog.Log { return m.log }
+
+// recover closes turns that were running when the agent last died.
+func (m *Manager) recover(ctx context.Context) error {
+	all, _, err := m.log.ListSessions(ctx, eventlog.SessionFilter{})
+	if err != nil {
+		return fmt.Errorf("list sessions: %w", err)
+	}
+	for _, meta := range all {
+		if meta.Status != StatusActive {
+			continue
+		}
+		s, err := m.Get(ctx, meta.ID)
+		if err != nil {
+			return err
+		}
+		m.cfg.Logger.Warn("session: closing turn interrupted by agent restart", "session_id", meta.ID)
+		s.emit(ctx,
+			bridge.ErrorEvent(CodeSubprocessCrashed, "the agent restarted while this turn was running; send a new message to continue", false),
+			bridge.TurnCompleteEvent("interrupted"),
+			bridge.StatusEvent(pb.AgentStatus_IDLE, ""))
+		s.mu.Lock()
+		s.meta.Status = StatusIdle
+		meta := s.meta
+		s.mu.Unlock()
+		if err := m.log.PutSession(ctx, meta); err != nil {
+			return fmt.Errorf("save session %s: %w", meta.ID, err)
+		}
+	}
+	return nil
+}
+
+// onCommit runs on the event log's writer goroutine after each durable batch.
+func (m *Manager) onCommit(evs []eventlog.Event) {
+	for i := 0; i < len(evs); {
+		j := i
+		for j < len(evs) && evs[j].SessionID == evs[i].SessionID {
+			j++
+		}
+		m.mu.Lock()
+		s := m.sessions[evs[i].SessionID]
+		m.mu.Unlock()
+		if s != nil {
+			s.publishUpTo(evs[j-1].Seq)
+		}
+		i = j
+	}
+}
+
+// CreateRequest describes a new session.
+type CreateRequest struct {
+	WorkingDirectory string
+	Model            string
+	WorktreeID       string
+	AllowedTools     []string
+	PlanMode         bool
+	Metadata         map[string]string
+}
+
+// Create makes a new session and announces it with a SessionInfo event. The
+// CLI starts with the first message.
+func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Session, error) {
+	dir := req.WorkingDirectory
+	if dir == "" {
+		dir = m.cfg.DefaultDir
+	}
+	if !filepath.IsAbs(dir) {
+		return nil, invalidf("working_directory %q must be an absolute path", dir)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, invalidf("working_directory %q is not an existing directory", dir)
+	}
+	model := req.Model
+	if model == "" {
+		model = m.cfg.DefaultModel
+	}
+	now := m.cfg.Now()
+	meta := eventlog.Session{
+		ID: uuid.NewString(), Model: model, WorkingDirectory: dir, WorktreeID: req.WorktreeID,
+		Status: StatusIdle, CreatedAt: now, UpdatedAt: now, Metadata: req.Metadata,
+	}
+	if meta.Metadata == nil {
+		meta.Metadata = map[string]string{}
+	}
+	if len(req.AllowedTools) > 0 {
+		meta.Metadata[metaAllowedTools] = joinList(req.AllowedTools)
+	}
+	if req.PlanMode {
+		meta.Metadata[metaPlanMode] = "true"
+	}
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return nil, ErrClosed
+	}
+	m.mu.Unlock()
+	if err := m.log.PutSession(ctx, meta); err != nil {
+		return nil, fmt.Errorf("save new session: %w", err)
+	}
+	s := newSession(m, meta, 0)
+	m.mu.Lock()
+	m.sessions[meta.ID] = s
+	m.mu.Unlock()
+	s.emit(ctx, &pb.AgentEvent{Event: &pb.AgentEvent_SessionInfo{SessionInfo: s.info(false)}})
+	return s, nil
+}
+
+// Get returns a session, loading it from the log when it is not in memory.
+func (m *Manager) Get(ctx context.Context, id string) (*Session, error) {
+	if id == "" {
+		return nil, invalidf("session_id is required")
+	}
+	m.mu.Lock()
+	s := m.sessions[id]
+	m.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	meta, err := m.log.GetSession(ctx, id)
+	if errors.Is(err, eventlog.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load session %s: %w", id, err)
+	}
+	last, err := m.log.LastSeq(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("load session %s: %w", id, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.sessions[id]; s != nil {
+		return s, nil
+	}
+	s = newSession(m, meta, last)
+	m.sessions[id] = s
+	return s, nil
+}
+
+// List returns stored sessions, newest first, with live status for loaded ones.
+func (m *Manager) List(ctx context.Context, f eventlog.SessionFilter) ([]eventlog.Session, int, error) {
+	list, total, err := m.log.ListSessions(ctx, f)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list sessions: %w", err)
+	}
+	m.mu.Lock()
+	for i := range list {
+		if s := m.sessions[list[i].ID]; s != nil {
+			list[i] = s.Meta()
+		}
+	}
+	m.mu.Unlock()
+	return list, total, nil
+}
+
+// Close stops every CLI gracefully, waits for their output to be persisted
+// and closes the log.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closing = true
+	all := make([]*Session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		all = append(all, s)
+	}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.stopProcess()
+		}()
+	}
+	wg.Wait()
+	m.procs.Wait()
+	for _, s := range all {
+		s.closeSubscribers(ErrClosed)
+	}
+	return m.log.Close()
+}
+
+// NewSessionID is exposed for tests that need a syntactically valid id.
+func NewSessionID() string { return uuid.NewString() }

@@ -1,0 +1,167 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/betcode-dev/betcode/agent/eventlog"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+)
+
+// subscriber is one client's bounded live buffer.
+type subscriber struct {
+	ch       chan *pb.AgentEvent
+	cutOnce  sync.Once
+	cut      chan struct{}
+	cutErr   error
+	lastSeen uint64 // last sequence offered; written under the session's mu
+}
+
+func newSubscriber(n int) *subscriber {
+	return &subscriber{ch: make(chan *pb.AgentEvent, n), cut: make(chan struct{})}
+}
+
+// offer never blocks: a full buffer cuts the subscriber off.
+func (sub *subscriber) offer(ev *pb.AgentEvent) {
+	select {
+	case <-sub.cut:
+		return
+	default:
+	}
+	select {
+	case sub.ch <- ev:
+		sub.lastSeen = ev.Sequence
+	default:
+		sub.stop(&SlowConsumerError{Buffer: cap(sub.ch)})
+	}
+}
+
+func (sub *subscriber) stop(err error) {
+	sub.cutOnce.Do(func() {
+		sub.cutErr = err
+		close(sub.cut)
+	})
+}
+
+func (s *Session) subscribe() (*subscriber, uint64, bool) {
+	sub := newSubscriber(s.m.cfg.SubscriberBuffer)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.subs[sub] = struct{}{}
+	return sub, s.committed, s.sentTurns == s.doneTurns
+}
+
+func (s *Session) unsubscribe(sub *subscriber) {
+	s.mu.Lock()
+	delete(s.subs, sub)
+	s.mu.Unlock()
+}
+
+func (s *Session) closeSubscribers(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for sub := range s.subs {
+		sub.stop(err)
+	}
+}
+
+// StreamOptions control Stream.
+type StreamOptions struct {
+	// From: events with a sequence above it are sent (0 = everything).
+	From uint64
+	// UntilIdle ends the stream once every event up to the session being
+	// idle has been sent: at once after replay when no turn runs, else after
+	// the running turn's TurnComplete.
+	UntilIdle bool
+	// Wake, when it receives, makes Stream re-check StopWhenIdle.
+	Wake <-chan struct{}
+	// StopWhenIdle is consulted on Wake and after each live event; when it
+	// returns true Stream behaves as with UntilIdle from then on.
+	StopWhenIdle func() bool
+}
+
+// Stream sends the session's events with sequence > opt.From to send, first
+// from the log, then live, with no gap and no duplicate. It returns nil when
+// UntilIdle is satisfied, ctx.Err() when ctx ends, a *SlowConsumerError when
+// the client fell behind, and ErrClosed when the agent shuts down.
+func (s *Session) Stream(ctx context.Context, opt StreamOptions, send func(*pb.AgentEvent) error) error {
+	sub, snapshot, _ := s.subscribe()
+	defer s.unsubscribe(sub)
+	last := opt.From
+	if last < snapshot {
+		var ev pb.AgentEvent
+		err := s.m.log.Since(ctx, s.id, last, func(e eventlog.Event) error {
+			if e.Seq > snapshot {
+				return errStopReplay
+			}
+			ev.Reset()
+			if err := proto.Unmarshal(e.Payload, &ev); err != nil {
+				return fmt.Errorf("decode event %d: %w", e.Seq, err)
+			}
+			if err := send(&ev); err != nil {
+				return err
+			}
+			last = e.Seq
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStopReplay) {
+			return err
+		}
+	}
+	untilIdle := opt.UntilIdle
+	done := func() bool {
+		if !untilIdle && opt.StopWhenIdle != nil && opt.StopWhenIdle() {
+			untilIdle = true
+		}
+		if !untilIdle {
+			return false
+		}
+		committed, idle := s.idleAt()
+		return idle && last >= committed
+	}
+	for {
+		if done() {
+			return nil
+		}
+		select {
+		case ev := <-sub.ch:
+			if ev.Sequence <= last {
+				continue
+			}
+			if err := send(ev); err != nil {
+				return err
+			}
+			last = ev.Sequence
+		case <-sub.cut:
+			// Deliver what is buffered before reporting the cut.
+		drain:
+			for {
+				select {
+				case ev := <-sub.ch:
+					if ev.Sequence <= last {
+						continue
+					}
+					if err := send(ev); err != nil {
+						return err
+					}
+					last = ev.Sequence
+				default:
+					break drain
+				}
+			}
+			if sc, ok := sub.cutErr.(*SlowConsumerError); ok {
+				return &SlowConsumerError{LastSeq: last, Buffer: sc.Buffer}
+			}
+			return sub.cutErr
+		case <-opt.Wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+var errStopReplay = errors.New("stop replay")
