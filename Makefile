@@ -1,0 +1,67 @@
+# BetCode build, test and tooling. `make help` lists the targets.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+GO ?= go
+BIN := bin
+MODULES := shared agent relay
+PKGS := ./shared/... ./agent/... ./relay/...
+TOOLS := $(HOME)/.cache/betcode/bin
+STATICCHECK_VERSION := 2025.1.1
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+
+.PHONY: help build test unit lint vet fmt-check staticcheck deps-check bench demo claude clean tidy fuzz
+
+help: ## list targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
+
+build: ## build every binary into bin/
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./agent/cmd/betcode-agent ./agent/cmd/betcode ./shared/cmd/fakeapi
+
+claude: ## install the pinned Claude Code CLI into ~/.cache/betcode (once)
+	@./scripts/install-claude.sh >/dev/null
+
+test: claude lint unit ## what CI runs: lint, proto checks, then every test with -race
+
+unit:
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+lint: fmt-check vet staticcheck deps-check buf-lint proto-check buf-breaking ## all static checks
+
+fmt-check:
+	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+$(TOOLS)/staticcheck:
+	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+staticcheck: $(TOOLS)/staticcheck
+	$(TOOLS)/staticcheck $(PKGS)
+
+deps-check: ## imports point one way: relay and agent never import each other
+	@bad=$$(cd agent && $(GO) list -deps ./... | grep -E 'betcode/relay' || true); \
+	  if [ -n "$$bad" ]; then echo "agent imports relay: $$bad"; exit 1; fi
+	@bad=$$(cd relay && $(GO) list -deps ./... 2>/dev/null | grep -E 'betcode/agent' || true); \
+	  if [ -n "$$bad" ]; then echo "relay imports agent: $$bad"; exit 1; fi
+	@bad=$$(cd shared && $(GO) list -deps ./... | grep -E 'betcode/(agent|relay)' || true); \
+	  if [ -n "$$bad" ]; then echo "shared imports agent or relay: $$bad"; exit 1; fi
+
+bench: claude ## run the benchmarks of docs/benchmarks.md
+	$(GO) test -run '^$$' -bench . -benchtime 2s -count 5 ./agent/eventlog/ ./agent/session/ ./agent/server/ | tee bench.out
+
+fuzz: ## fuzz the decoders for a while each
+	$(GO) test -run '^$$' -fuzz FuzzDecodeLine -fuzztime 30s ./agent/claude/
+
+demo: build claude ## run the whole system against the fake model API (no account needed)
+	./scripts/demo.sh
+
+tidy:
+	for m in $(MODULES); do (cd $$m && $(GO) mod tidy); done
+
+clean:
+	rm -rf $(BIN)
+
+include mk/proto.mk
