@@ -126,7 +126,12 @@ func runChat(ctx context.Context, g *globals, o chatOpts, prompt string, stdout,
 	var pendingPerm *pb.PermissionRequest
 	exit := 0
 	send := func(req *pb.AgentRequest) error {
-		if err := conv.Send(req); err != nil {
+		err := conv.Send(req)
+		if errors.Is(err, io.EOF) {
+			// The agent ended the stream; Recv reports why.
+			return nil
+		}
+		if err != nil {
 			return fmt.Errorf("send: %w", err)
 		}
 		return nil
