@@ -6,7 +6,7 @@ BIN := bin
 MODULES := shared agent relay
 PKGS := ./shared/... ./agent/... ./relay/...
 TOOLS := $(HOME)/.cache/betcode/bin
-STATICCHECK_VERSION := 2025.1.1
+STATICCHECK_VERSION := v0.8.2
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
