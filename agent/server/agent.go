@@ -60,8 +60,8 @@ func (a *Agent) Converse(stream pb.AgentService_ConverseServer) error {
 	}
 	// fail ends the stream with a fatal ErrorEvent and the matching status.
 	fail := func(err error) error {
-		st, code := toStatus(err)
-		if code != "" && code != CodeSlowConsumer {
+		st := toStatus(err)
+		if code := BetCodeCode(st); code != "" && code != CodeSlowConsumer {
 			_ = send(clientError(code, status.Convert(st).Message(), true))
 		}
 		return st
@@ -105,8 +105,8 @@ func (a *Agent) Converse(stream pb.AgentService_ConverseServer) error {
 				return
 			}
 			if err := a.handleRequest(ctx, sess, req); err != nil {
-				_, code := toStatus(err)
-				_ = send(clientError(code, status.Convert(mustStatus(err)).Message(), false))
+				st := toStatus(err)
+				_ = send(clientError(BetCodeCode(st), status.Convert(st).Message(), false))
 			}
 		}
 	}()
@@ -129,11 +129,6 @@ func (a *Agent) Converse(stream pb.AgentService_ConverseServer) error {
 			recvDone = nil
 		}
 	}
-}
-
-func mustStatus(err error) error {
-	st, _ := toStatus(err)
-	return st
 }
 
 // clientError is an ErrorEvent addressed to one client. It is not part of the
@@ -201,8 +196,7 @@ func (a *Agent) ListSessions(ctx context.Context, req *pb.ListSessionsRequest) (
 		WorkingDirectory: req.WorkingDirectory, WorktreeID: req.WorktreeId, Limit: limit, Offset: int(req.Offset),
 	})
 	if err != nil {
-		st, _ := toStatus(err)
-		return nil, st
+		return nil, toStatus(err)
 	}
 	resp := &pb.ListSessionsResponse{Total: uint32(total)}
 	for _, s := range list {
@@ -224,8 +218,7 @@ func (a *Agent) ResumeSession(req *pb.ResumeSessionRequest, stream pb.AgentServi
 	ctx := stream.Context()
 	sess, err := a.Sessions.Get(ctx, req.SessionId)
 	if err != nil {
-		st, _ := toStatus(err)
-		return st
+		return toStatus(err)
 	}
 	if last := sess.LastSeq(); req.FromSequence > last {
 		return Status(codes.OutOfRange, CodeInvalidArgument, "from_sequence "+strconv.FormatUint(req.FromSequence, 10)+" is past the session's last sequence "+strconv.FormatUint(last, 10))
@@ -237,21 +230,18 @@ func (a *Agent) ResumeSession(req *pb.ResumeSessionRequest, stream pb.AgentServi
 		}
 	}
 	err = sess.Stream(ctx, session.StreamOptions{From: req.FromSequence, UntilIdle: !follow}, stream.Send)
-	st, _ := toStatus(err)
-	return st
+	return toStatus(err)
 }
 
 // CancelTurn interrupts the running turn of a session.
 func (a *Agent) CancelTurn(ctx context.Context, req *pb.CancelTurnRequest) (*pb.CancelTurnResponse, error) {
 	sess, err := a.Sessions.Get(ctx, req.SessionId)
 	if err != nil {
-		st, _ := toStatus(err)
-		return nil, st
+		return nil, toStatus(err)
 	}
 	was, err := sess.Cancel(ctx)
 	if err != nil {
-		st, _ := toStatus(err)
-		return nil, st
+		return nil, toStatus(err)
 	}
 	return &pb.CancelTurnResponse{WasActive: was}, nil
 }

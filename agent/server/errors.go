@@ -52,34 +52,33 @@ func BetCodeCode(err error) string {
 	return ""
 }
 
-// toStatus maps session errors to status errors; the second value is the
-// BetCode code.
-func toStatus(err error) (error, string) {
+// toStatus maps session errors to status errors carrying the BetCode code.
+func toStatus(err error) error {
 	var inv *session.InvalidError
 	var slow *session.SlowConsumerError
 	var bin *claude.BinaryError
 	switch {
 	case errors.As(err, &bin):
-		return Status(codes.FailedPrecondition, CodeClaudeUnavailable, bin.Error()), CodeClaudeUnavailable
+		return Status(codes.FailedPrecondition, CodeClaudeUnavailable, bin.Error())
 	case err == nil:
-		return nil, ""
+		return nil
 	case errors.As(err, &inv):
-		return Status(codes.InvalidArgument, CodeInvalidArgument, inv.Msg), CodeInvalidArgument
+		return Status(codes.InvalidArgument, CodeInvalidArgument, inv.Msg)
 	case errors.Is(err, session.ErrNotFound):
-		return Status(codes.NotFound, CodeSessionNotFound, "Session does not exist"), CodeSessionNotFound
+		return Status(codes.NotFound, CodeSessionNotFound, "Session does not exist")
 	case errors.Is(err, session.ErrStale):
-		return Status(codes.FailedPrecondition, CodePermissionStale, "Permission request expired: it was already answered or withdrawn"), CodePermissionStale
+		return Status(codes.FailedPrecondition, CodePermissionStale, "Permission request expired: it was already answered or withdrawn")
 	case errors.As(err, &slow):
-		return Status(codes.ResourceExhausted, CodeSlowConsumer, slow.Error()), CodeSlowConsumer
+		return Status(codes.ResourceExhausted, CodeSlowConsumer, slow.Error())
 	case errors.Is(err, session.ErrClosed):
-		return Status(codes.Unavailable, CodeAgentShuttingDown, "agent is shutting down; reconnect and resume from your last sequence"), CodeAgentShuttingDown
+		return Status(codes.Unavailable, CodeAgentShuttingDown, "agent is shutting down; reconnect and resume from your last sequence")
 	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, err.Error()), ""
+		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, err.Error()), ""
+		return status.Error(codes.DeadlineExceeded, err.Error())
 	}
 	if _, ok := status.FromError(err); ok {
-		return err, ""
+		return err
 	}
-	return Status(codes.Internal, CodeInternal, err.Error()), CodeInternal
+	return Status(codes.Internal, CodeInternal, err.Error())
 }
