@@ -91,8 +91,12 @@ func (a *Agent) Converse(stream pb.AgentService_ConverseServer) error {
 	var halfClosed atomic.Bool
 	wake := make(chan struct{}, 1)
 	streamDone := make(chan error, 1)
+	tracked, lastSent := trackLast(send)
+	cut := make(chan struct{}, 1)
 	go func() {
-		streamDone <- sess.Stream(ctx, session.StreamOptions{From: from, Wake: wake, StopWhenIdle: halfClosed.Load}, send)
+		streamDone <- sess.Stream(ctx, session.StreamOptions{
+			From: from, Wake: wake, StopWhenIdle: halfClosed.Load, OnCut: signal(cut),
+		}, tracked)
 	}()
 	// The receive loop runs until the client half-closes or the stream ends;
 	// gRPC unblocks Recv when this handler returns.
@@ -117,6 +121,9 @@ func (a *Agent) Converse(stream pb.AgentService_ConverseServer) error {
 				return nil
 			}
 			return fail(err)
+		case <-cut:
+			// Returning aborts a Send blocked on the stalled client.
+			return fail(a.Sessions.SlowConsumer(lastSent.Load()))
 		case err := <-recvDone:
 			if !errors.Is(err, io.EOF) {
 				return err
@@ -127,6 +134,30 @@ func (a *Agent) Converse(stream pb.AgentService_ConverseServer) error {
 			default:
 			}
 			recvDone = nil
+		}
+	}
+}
+
+// trackLast wraps send to remember the last sequence sent.
+func trackLast(send func(*pb.AgentEvent) error) (func(*pb.AgentEvent) error, *atomic.Uint64) {
+	var last atomic.Uint64
+	return func(ev *pb.AgentEvent) error {
+		if err := send(ev); err != nil {
+			return err
+		}
+		if ev.Sequence != 0 {
+			last.Store(ev.Sequence)
+		}
+		return nil
+	}, &last
+}
+
+// signal returns a func that notifies ch without blocking.
+func signal(ch chan struct{}) func() {
+	return func() {
+		select {
+		case ch <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -229,8 +260,18 @@ func (a *Agent) ResumeSession(req *pb.ResumeSessionRequest, stream pb.AgentServi
 			follow = true
 		}
 	}
-	err = sess.Stream(ctx, session.StreamOptions{From: req.FromSequence, UntilIdle: !follow}, stream.Send)
-	return toStatus(err)
+	tracked, lastSent := trackLast(stream.Send)
+	cut := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- sess.Stream(ctx, session.StreamOptions{From: req.FromSequence, UntilIdle: !follow, OnCut: signal(cut)}, tracked)
+	}()
+	select {
+	case err := <-done:
+		return toStatus(err)
+	case <-cut:
+		return toStatus(a.Sessions.SlowConsumer(lastSent.Load()))
+	}
 }
 
 // CancelTurn interrupts the running turn of a session.

@@ -240,5 +240,10 @@ func (m *Manager) Close(ctx context.Context) error {
 	return m.log.Close()
 }
 
+// SlowConsumer is the error for a client cut off after receiving lastSeq.
+func (m *Manager) SlowConsumer(lastSeq uint64) error {
+	return &SlowConsumerError{LastSeq: lastSeq, Buffer: m.cfg.SubscriberBuffer}
+}
+
 // NewSessionID is exposed for tests that need a syntactically valid id.
 func NewSessionID() string { return uuid.NewString() }

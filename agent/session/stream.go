@@ -82,21 +82,50 @@ type StreamOptions struct {
 	// StopWhenIdle is consulted on Wake and after each live event; when it
 	// returns true Stream behaves as with UntilIdle from then on.
 	StopWhenIdle func() bool
+	// OnCut, if set, is called (from another goroutine) as soon as the
+	// client is cut off for falling behind, so the caller can abort a send
+	// that is blocked on a stalled client. Stream then returns a
+	// *SlowConsumerError once send returns.
+	OnCut func()
 }
 
 // Stream sends the session's events with sequence > opt.From to send, first
 // from the log, then live, with no gap and no duplicate. It returns nil when
 // UntilIdle is satisfied, ctx.Err() when ctx ends, a *SlowConsumerError when
-// the client fell behind, and ErrClosed when the agent shuts down.
+// the client fell behind, and ErrClosed when the agent shuts down. The event
+// passed to send is only valid during the call (replayed events reuse one
+// message); send must not modify it.
 func (s *Session) Stream(ctx context.Context, opt StreamOptions, send func(*pb.AgentEvent) error) error {
 	sub, snapshot, _ := s.subscribe()
 	defer s.unsubscribe(sub)
+	if opt.OnCut != nil {
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case <-sub.cut:
+				opt.OnCut()
+			case <-done:
+			}
+		}()
+	}
 	last := opt.From
+	cutErr := func() error {
+		if sc, ok := sub.cutErr.(*SlowConsumerError); ok {
+			return &SlowConsumerError{LastSeq: last, Buffer: sc.Buffer}
+		}
+		return sub.cutErr
+	}
 	if last < snapshot {
 		var ev pb.AgentEvent
 		err := s.m.log.Since(ctx, s.id, last, func(e eventlog.Event) error {
 			if e.Seq > snapshot {
 				return errStopReplay
+			}
+			select {
+			case <-sub.cut:
+				return cutErr()
+			default:
 			}
 			ev.Reset()
 			if err := proto.Unmarshal(e.Payload, &ev); err != nil {
@@ -153,10 +182,7 @@ func (s *Session) Stream(ctx context.Context, opt StreamOptions, send func(*pb.A
 					break drain
 				}
 			}
-			if sc, ok := sub.cutErr.(*SlowConsumerError); ok {
-				return &SlowConsumerError{LastSeq: last, Buffer: sc.Buffer}
-			}
-			return sub.cutErr
+			return cutErr()
 		case <-opt.Wake:
 		case <-ctx.Done():
 			return ctx.Err()
