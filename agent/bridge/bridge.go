@@ -19,6 +19,8 @@ package bridge
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -194,6 +196,10 @@ func (t *Translator) streamEvent(env *claude.Envelope, out []*pb.AgentEvent) []*
 				b.partial.WriteString(ev.Delta.PartialJSON)
 			}
 		}
+	case "message_stop":
+		// After an interrupt the CLI ends the message without the open
+		// blocks' content_block_stop; finish their text all the same.
+		return t.closeBlocks(out)
 	case "content_block_stop":
 		b := t.blocks[ev.Index]
 		if b == nil {
@@ -207,6 +213,17 @@ func (t *Translator) streamEvent(env *claude.Envelope, out []*pb.AgentEvent) []*
 			return t.toolStart(out, b.toolID, b.name, json.RawMessage(b.partial.String()))
 		}
 	}
+	return out
+}
+
+// closeBlocks drops the open content blocks, completing any text block.
+func (t *Translator) closeBlocks(out []*pb.AgentEvent) []*pb.AgentEvent {
+	for _, i := range slices.Sorted(maps.Keys(t.blocks)) {
+		if t.blocks[i].kind == "text" {
+			out = append(out, &pb.AgentEvent{Event: &pb.AgentEvent_TextDelta{TextDelta: &pb.TextDelta{IsComplete: true}}})
+		}
+	}
+	clear(t.blocks)
 	return out
 }
 
@@ -259,6 +276,12 @@ func (t *Translator) assistant(env *claude.Envelope, out []*pb.AgentEvent) []*pb
 		return out
 	}
 	sub := env.Parent() != ""
+	// A failed API call comes as a synthetic assistant message and again
+	// in the result; the result's ErrorEvent reports it, not model text.
+	var apiErr struct {
+		IsAPIErrorMessage bool `json:"is_api_error_message"`
+	}
+	_ = json.Unmarshal(env.Raw, &apiErr)
 	for _, b := range blocks {
 		switch b.Type {
 		case "tool_use":
@@ -266,7 +289,7 @@ func (t *Translator) assistant(env *claude.Envelope, out []*pb.AgentEvent) []*pb
 		case "text":
 			// Main-thread text was streamed as deltas already, unless the CLI
 			// fell back to a non-streaming call; subagent text never streams.
-			if b.Text != "" && (sub || !t.streamed) {
+			if b.Text != "" && (sub || !t.streamed) && !apiErr.IsAPIErrorMessage {
 				out = append(out, &pb.AgentEvent{Event: &pb.AgentEvent_TextDelta{TextDelta: &pb.TextDelta{Text: b.Text, IsComplete: true}}})
 			}
 		}
@@ -299,15 +322,22 @@ func (t *Translator) user(env *claude.Envelope, out []*pb.AgentEvent) []*pb.Agen
 		}}})
 		if env.Parent() == "" {
 			out = t.setStatus(out, pb.AgentStatus_THINKING, "")
+		} else {
+			// A subagent's tool finished (maybe after a permission prompt):
+			// the Agent call that runs it is still executing.
+			out = t.setStatus(out, pb.AgentStatus_EXECUTING_TOOL, "")
 		}
 	}
 	return out
 }
 
 func (t *Translator) result(env *claude.Envelope, out []*pb.AgentEvent) []*pb.AgentEvent {
+	out = t.closeBlocks(out)
+	t.streamed = false
 	var r claude.Result
 	if err := json.Unmarshal(env.Raw, &r); err != nil {
-		return append(out, ErrorEvent(CodeAgentError, "undecodable result line: "+err.Error(), false), TurnCompleteEvent("error"))
+		out = append(out, ErrorEvent(CodeAgentError, "undecodable result line: "+err.Error(), false), TurnCompleteEvent("error"))
+		return t.setStatus(out, pb.AgentStatus_IDLE, "")
 	}
 	if r.IsError {
 		code := CodeAgentError
@@ -320,9 +350,11 @@ func (t *Translator) result(env *claude.Envelope, out []*pb.AgentEvent) []*pb.Ag
 	for _, m := range r.SinceLast {
 		cost += m.CostUSD
 	}
+	// The main thread's model, unless this turn's usage doesn't list it;
+	// subagents may add other models, so never pick one at random.
 	model := t.model
-	for m := range r.SinceLast {
-		model = m
+	if _, ok := r.SinceLast[model]; !ok && len(r.SinceLast) > 0 {
+		model = slices.Sorted(maps.Keys(r.SinceLast))[0]
 	}
 	out = append(out, &pb.AgentEvent{Event: &pb.AgentEvent_Usage{Usage: &pb.UsageReport{
 		InputTokens:         r.Usage.InputTokens,
@@ -334,13 +366,16 @@ func (t *Translator) result(env *claude.Envelope, out []*pb.AgentEvent) []*pb.Ag
 		DurationMs:          r.DurationMS,
 	}}})
 	out = append(out, TurnCompleteEvent(StopReason(&r)))
-	clear(t.blocks)
-	t.streamed = false
 	return t.setStatus(out, pb.AgentStatus_IDLE, "")
 }
 
 // StopReason is the TurnComplete stop reason for a result line.
 func StopReason(r *claude.Result) string {
+	// An aborted turn is cancelled whatever is_error says: a prompt sent
+	// with priority "now" preempts the running turn with is_error false.
+	if r.TerminalReason == "aborted_streaming" || r.TerminalReason == "aborted_tools" {
+		return "cancelled"
+	}
 	if !r.IsError {
 		if r.StopReason != nil && *r.StopReason != "" {
 			return *r.StopReason
@@ -348,8 +383,6 @@ func StopReason(r *claude.Result) string {
 		return "end_turn"
 	}
 	switch {
-	case r.TerminalReason == "aborted_streaming" || r.TerminalReason == "aborted_tools":
-		return "cancelled"
 	case r.TerminalReason != "":
 		return r.TerminalReason
 	case r.Subtype != "":
