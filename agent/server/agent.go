@@ -92,7 +92,7 @@ func (a *Agent) Converse(stream pb.AgentService_ConverseServer) error {
 	wake := make(chan struct{}, 1)
 	streamDone := make(chan error, 1)
 	tracked, lastSent := trackLast(send)
-	cut := make(chan struct{}, 1)
+	cut := make(chan error, 1)
 	go func() {
 		streamDone <- sess.Stream(ctx, session.StreamOptions{
 			From: from, Wake: wake, StopWhenIdle: halfClosed.Load, OnCut: signal(cut),
@@ -121,9 +121,9 @@ func (a *Agent) Converse(stream pb.AgentService_ConverseServer) error {
 				return nil
 			}
 			return fail(err)
-		case <-cut:
-			// Returning aborts a Send blocked on the stalled client.
-			return fail(a.Sessions.SlowConsumer(lastSent.Load()))
+		case reason := <-cut:
+			// Returning aborts a Send blocked on a stalled client.
+			return fail(a.cutError(reason, lastSent.Load()))
 		case err := <-recvDone:
 			if !errors.Is(err, io.EOF) {
 				return err
@@ -152,14 +152,22 @@ func trackLast(send func(*pb.AgentEvent) error) (func(*pb.AgentEvent) error, *at
 	}, &last
 }
 
-// signal returns a func that notifies ch without blocking.
-func signal(ch chan struct{}) func() {
-	return func() {
+// signal returns a func that passes a cut reason to ch without blocking.
+func signal(ch chan error) func(error) {
+	return func(reason error) {
 		select {
-		case ch <- struct{}{}:
+		case ch <- reason:
 		default:
 		}
 	}
+}
+
+// cutError is the error for a client that was cut off.
+func (a *Agent) cutError(reason error, lastSent uint64) error {
+	if errors.Is(reason, session.ErrSlowConsumer) {
+		return a.Sessions.SlowConsumer(lastSent)
+	}
+	return reason
 }
 
 // clientError is an ErrorEvent addressed to one client. It is not part of the
@@ -261,7 +269,7 @@ func (a *Agent) ResumeSession(req *pb.ResumeSessionRequest, stream pb.AgentServi
 		}
 	}
 	tracked, lastSent := trackLast(stream.Send)
-	cut := make(chan struct{}, 1)
+	cut := make(chan error, 1)
 	done := make(chan error, 1)
 	go func() {
 		done <- sess.Stream(ctx, session.StreamOptions{From: req.FromSequence, UntilIdle: !follow, OnCut: signal(cut)}, tracked)
@@ -269,8 +277,8 @@ func (a *Agent) ResumeSession(req *pb.ResumeSessionRequest, stream pb.AgentServi
 	select {
 	case err := <-done:
 		return toStatus(err)
-	case <-cut:
-		return toStatus(a.Sessions.SlowConsumer(lastSent.Load()))
+	case reason := <-cut:
+		return toStatus(a.cutError(reason, lastSent.Load()))
 	}
 }
 
@@ -285,4 +293,20 @@ func (a *Agent) CancelTurn(ctx context.Context, req *pb.CancelTurnRequest) (*pb.
 		return nil, toStatus(err)
 	}
 	return &pb.CancelTurnResponse{WasActive: was}, nil
+}
+
+// QueueMessage sends one message to an existing session, idempotently.
+func (a *Agent) QueueMessage(ctx context.Context, req *pb.QueueMessageRequest) (*pb.QueueMessageResponse, error) {
+	if req.GetMessage() == nil {
+		return nil, Status(codes.InvalidArgument, CodeInvalidArgument, "message is required")
+	}
+	sess, err := a.Sessions.Get(ctx, req.SessionId)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	dup, err := sess.SendUserOnce(ctx, req.IdempotencyKey, req.Message.GetContent(), req.Message.GetAttachments())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.QueueMessageResponse{Accepted: true, Duplicate: dup, Sequence: sess.LastSeq()}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
@@ -60,6 +61,8 @@ type Session struct {
 	proc                 *claude.Process
 	perms                map[string]json.RawMessage // open can_use_tool request id -> tool input
 	cancelRequested      bool
+
+	idemMu sync.Mutex // serialises SendUserOnce
 }
 
 func newSession(m *Manager, meta eventlog.Session, lastSeq uint64) *Session {
@@ -521,3 +524,31 @@ func (s *Session) stopProcess() {
 func joinList(l []string) string { return strings.Join(l, "\x1f") }
 
 func splitList(s string) []string { return strings.Split(s, "\x1f") }
+
+// SendUserOnce is SendUser made idempotent on key: a message whose key was
+// taken before is not sent again and dup is true. The key is recorded right
+// after the message reached the CLI; an agent crash in between can repeat it
+// on redelivery (at least once within that window, exactly once otherwise).
+func (s *Session) SendUserOnce(ctx context.Context, key, text string, attachments []*pb.Attachment) (dup bool, err error) {
+	if key == "" {
+		return false, s.SendUser(ctx, text, attachments)
+	}
+	s.idemMu.Lock()
+	defer s.idemMu.Unlock()
+	seen, err := s.m.log.GetKV(ctx, s.id, idemPrefix+key)
+	if err != nil {
+		return false, fmt.Errorf("check idempotency key: %w", err)
+	}
+	if _, ok := seen[idemPrefix+key]; ok {
+		return true, nil
+	}
+	if err := s.SendUser(ctx, text, attachments); err != nil {
+		return false, err
+	}
+	if err := s.m.log.PutKV(context.WithoutCancel(ctx), s.id, idemPrefix+key, []byte(s.m.cfg.Now().UTC().Format(time.RFC3339Nano))); err != nil {
+		return false, fmt.Errorf("record idempotency key: %w", err)
+	}
+	return false, nil
+}
+
+const idemPrefix = "idem/"

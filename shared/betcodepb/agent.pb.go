@@ -2626,6 +2626,143 @@ func (x *InputLockResponse) GetPreviousHolder() string {
 	return ""
 }
 
+// QueueMessageRequest is a user message for an existing session.
+type QueueMessageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session to continue.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The message.
+	Message *UserMessage `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// Client-chosen unique key; a repeat with the same key has no effect.
+	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *QueueMessageRequest) Reset() {
+	*x = QueueMessageRequest{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueMessageRequest) ProtoMessage() {}
+
+func (x *QueueMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueMessageRequest.ProtoReflect.Descriptor instead.
+func (*QueueMessageRequest) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *QueueMessageRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *QueueMessageRequest) GetMessage() *UserMessage {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *QueueMessageRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+// QueueMessageResponse says what happened to a queued message.
+type QueueMessageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent took the message (now or, for a repeat key, earlier).
+	Accepted bool `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	// A relay stored the message because the machine is offline.
+	Buffered bool `protobuf:"varint,2,opt,name=buffered,proto3" json:"buffered,omitempty"`
+	// True when the idempotency key was seen before and nothing was done.
+	Duplicate bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// The session's last event sequence when the message was taken.
+	Sequence      uint64 `protobuf:"varint,4,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueMessageResponse) Reset() {
+	*x = QueueMessageResponse{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueMessageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueMessageResponse) ProtoMessage() {}
+
+func (x *QueueMessageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueMessageResponse.ProtoReflect.Descriptor instead.
+func (*QueueMessageResponse) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *QueueMessageResponse) GetAccepted() bool {
+	if x != nil {
+		return x.Accepted
+	}
+	return false
+}
+
+func (x *QueueMessageResponse) GetBuffered() bool {
+	if x != nil {
+		return x.Buffered
+	}
+	return false
+}
+
+func (x *QueueMessageResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+func (x *QueueMessageResponse) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
 var File_betcode_v1_agent_proto protoreflect.FileDescriptor
 
 const file_betcode_v1_agent_proto_rawDesc = "" +
@@ -2824,7 +2961,17 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"V\n" +
 	"\x11InputLockResponse\x12\x18\n" +
 	"\agranted\x18\x01 \x01(\bR\agranted\x12'\n" +
-	"\x0fprevious_holder\x18\x02 \x01(\tR\x0epreviousHolder*f\n" +
+	"\x0fprevious_holder\x18\x02 \x01(\tR\x0epreviousHolder\"\x90\x01\n" +
+	"\x13QueueMessageRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x121\n" +
+	"\amessage\x18\x02 \x01(\v2\x17.betcode.v1.UserMessageR\amessage\x12'\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\"\x88\x01\n" +
+	"\x14QueueMessageResponse\x12\x1a\n" +
+	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x1a\n" +
+	"\bbuffered\x18\x02 \x01(\bR\bbuffered\x12\x1c\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x12\x1a\n" +
+	"\bsequence\x18\x04 \x01(\x04R\bsequence*f\n" +
 	"\x12PermissionDecision\x12#\n" +
 	"\x1fPERMISSION_DECISION_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -2845,7 +2992,7 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\x04IDLE\x10\x04\x12\x0e\n" +
 	"\n" +
 	"COMPACTING\x10\x05\x12\t\n" +
-	"\x05ERROR\x10\x062\xe7\x03\n" +
+	"\x05ERROR\x10\x062\xba\x04\n" +
 	"\fAgentService\x12@\n" +
 	"\bConverse\x12\x18.betcode.v1.AgentRequest\x1a\x16.betcode.v1.AgentEvent(\x010\x01\x12Q\n" +
 	"\fListSessions\x12\x1f.betcode.v1.ListSessionsRequest\x1a .betcode.v1.ListSessionsResponse\x12K\n" +
@@ -2853,7 +3000,8 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\x0eCompactSession\x12!.betcode.v1.CompactSessionRequest\x1a\".betcode.v1.CompactSessionResponse\x12K\n" +
 	"\n" +
 	"CancelTurn\x12\x1d.betcode.v1.CancelTurnRequest\x1a\x1e.betcode.v1.CancelTurnResponse\x12O\n" +
-	"\x10RequestInputLock\x12\x1c.betcode.v1.InputLockRequest\x1a\x1d.betcode.v1.InputLockResponseB;Z9github.com/betcode-dev/betcode/shared/betcodepb;betcodepbb\x06proto3"
+	"\x10RequestInputLock\x12\x1c.betcode.v1.InputLockRequest\x1a\x1d.betcode.v1.InputLockResponse\x12Q\n" +
+	"\fQueueMessage\x12\x1f.betcode.v1.QueueMessageRequest\x1a .betcode.v1.QueueMessageResponseB;Z9github.com/betcode-dev/betcode/shared/betcodepb;betcodepbb\x06proto3"
 
 var (
 	file_betcode_v1_agent_proto_rawDescOnce sync.Once
@@ -2868,7 +3016,7 @@ func file_betcode_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_betcode_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_betcode_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_betcode_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_betcode_v1_agent_proto_goTypes = []any{
 	(PermissionDecision)(0),        // 0: betcode.v1.PermissionDecision
 	(TodoStatus)(0),                // 1: betcode.v1.TodoStatus
@@ -2905,11 +3053,13 @@ var file_betcode_v1_agent_proto_goTypes = []any{
 	(*CancelTurnResponse)(nil),     // 32: betcode.v1.CancelTurnResponse
 	(*InputLockRequest)(nil),       // 33: betcode.v1.InputLockRequest
 	(*InputLockResponse)(nil),      // 34: betcode.v1.InputLockResponse
-	nil,                            // 35: betcode.v1.StartConversation.MetadataEntry
-	nil,                            // 36: betcode.v1.UserQuestionResponse.AnswersEntry
-	nil,                            // 37: betcode.v1.ErrorEvent.DetailsEntry
-	(*timestamppb.Timestamp)(nil),  // 38: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),        // 39: google.protobuf.Struct
+	(*QueueMessageRequest)(nil),    // 35: betcode.v1.QueueMessageRequest
+	(*QueueMessageResponse)(nil),   // 36: betcode.v1.QueueMessageResponse
+	nil,                            // 37: betcode.v1.StartConversation.MetadataEntry
+	nil,                            // 38: betcode.v1.UserQuestionResponse.AnswersEntry
+	nil,                            // 39: betcode.v1.ErrorEvent.DetailsEntry
+	(*timestamppb.Timestamp)(nil),  // 40: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),        // 41: google.protobuf.Struct
 }
 var file_betcode_v1_agent_proto_depIdxs = []int32{
 	4,  // 0: betcode.v1.AgentRequest.start:type_name -> betcode.v1.StartConversation
@@ -2917,11 +3067,11 @@ var file_betcode_v1_agent_proto_depIdxs = []int32{
 	7,  // 2: betcode.v1.AgentRequest.permission:type_name -> betcode.v1.PermissionResponse
 	8,  // 3: betcode.v1.AgentRequest.question_response:type_name -> betcode.v1.UserQuestionResponse
 	9,  // 4: betcode.v1.AgentRequest.cancel:type_name -> betcode.v1.CancelRequest
-	35, // 5: betcode.v1.StartConversation.metadata:type_name -> betcode.v1.StartConversation.MetadataEntry
+	37, // 5: betcode.v1.StartConversation.metadata:type_name -> betcode.v1.StartConversation.MetadataEntry
 	6,  // 6: betcode.v1.UserMessage.attachments:type_name -> betcode.v1.Attachment
 	0,  // 7: betcode.v1.PermissionResponse.decision:type_name -> betcode.v1.PermissionDecision
-	36, // 8: betcode.v1.UserQuestionResponse.answers:type_name -> betcode.v1.UserQuestionResponse.AnswersEntry
-	38, // 9: betcode.v1.AgentEvent.timestamp:type_name -> google.protobuf.Timestamp
+	38, // 8: betcode.v1.UserQuestionResponse.answers:type_name -> betcode.v1.UserQuestionResponse.AnswersEntry
+	40, // 9: betcode.v1.AgentEvent.timestamp:type_name -> google.protobuf.Timestamp
 	11, // 10: betcode.v1.AgentEvent.text_delta:type_name -> betcode.v1.TextDelta
 	12, // 11: betcode.v1.AgentEvent.tool_call_start:type_name -> betcode.v1.ToolCallStart
 	13, // 12: betcode.v1.AgentEvent.tool_call_result:type_name -> betcode.v1.ToolCallResult
@@ -2934,33 +3084,36 @@ var file_betcode_v1_agent_proto_depIdxs = []int32{
 	22, // 19: betcode.v1.AgentEvent.usage:type_name -> betcode.v1.UsageReport
 	23, // 20: betcode.v1.AgentEvent.plan_mode:type_name -> betcode.v1.PlanModeChange
 	24, // 21: betcode.v1.AgentEvent.turn_complete:type_name -> betcode.v1.TurnComplete
-	39, // 22: betcode.v1.ToolCallStart.input:type_name -> google.protobuf.Struct
-	39, // 23: betcode.v1.PermissionRequest.input:type_name -> google.protobuf.Struct
+	41, // 22: betcode.v1.ToolCallStart.input:type_name -> google.protobuf.Struct
+	41, // 23: betcode.v1.PermissionRequest.input:type_name -> google.protobuf.Struct
 	16, // 24: betcode.v1.UserQuestion.options:type_name -> betcode.v1.QuestionOption
 	18, // 25: betcode.v1.TodoUpdate.items:type_name -> betcode.v1.TodoItem
 	1,  // 26: betcode.v1.TodoItem.status:type_name -> betcode.v1.TodoStatus
 	2,  // 27: betcode.v1.StatusChange.status:type_name -> betcode.v1.AgentStatus
-	37, // 28: betcode.v1.ErrorEvent.details:type_name -> betcode.v1.ErrorEvent.DetailsEntry
+	39, // 28: betcode.v1.ErrorEvent.details:type_name -> betcode.v1.ErrorEvent.DetailsEntry
 	27, // 29: betcode.v1.ListSessionsResponse.sessions:type_name -> betcode.v1.SessionSummary
-	38, // 30: betcode.v1.SessionSummary.created_at:type_name -> google.protobuf.Timestamp
-	38, // 31: betcode.v1.SessionSummary.updated_at:type_name -> google.protobuf.Timestamp
-	3,  // 32: betcode.v1.AgentService.Converse:input_type -> betcode.v1.AgentRequest
-	25, // 33: betcode.v1.AgentService.ListSessions:input_type -> betcode.v1.ListSessionsRequest
-	28, // 34: betcode.v1.AgentService.ResumeSession:input_type -> betcode.v1.ResumeSessionRequest
-	29, // 35: betcode.v1.AgentService.CompactSession:input_type -> betcode.v1.CompactSessionRequest
-	31, // 36: betcode.v1.AgentService.CancelTurn:input_type -> betcode.v1.CancelTurnRequest
-	33, // 37: betcode.v1.AgentService.RequestInputLock:input_type -> betcode.v1.InputLockRequest
-	10, // 38: betcode.v1.AgentService.Converse:output_type -> betcode.v1.AgentEvent
-	26, // 39: betcode.v1.AgentService.ListSessions:output_type -> betcode.v1.ListSessionsResponse
-	10, // 40: betcode.v1.AgentService.ResumeSession:output_type -> betcode.v1.AgentEvent
-	30, // 41: betcode.v1.AgentService.CompactSession:output_type -> betcode.v1.CompactSessionResponse
-	32, // 42: betcode.v1.AgentService.CancelTurn:output_type -> betcode.v1.CancelTurnResponse
-	34, // 43: betcode.v1.AgentService.RequestInputLock:output_type -> betcode.v1.InputLockResponse
-	38, // [38:44] is the sub-list for method output_type
-	32, // [32:38] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	40, // 30: betcode.v1.SessionSummary.created_at:type_name -> google.protobuf.Timestamp
+	40, // 31: betcode.v1.SessionSummary.updated_at:type_name -> google.protobuf.Timestamp
+	5,  // 32: betcode.v1.QueueMessageRequest.message:type_name -> betcode.v1.UserMessage
+	3,  // 33: betcode.v1.AgentService.Converse:input_type -> betcode.v1.AgentRequest
+	25, // 34: betcode.v1.AgentService.ListSessions:input_type -> betcode.v1.ListSessionsRequest
+	28, // 35: betcode.v1.AgentService.ResumeSession:input_type -> betcode.v1.ResumeSessionRequest
+	29, // 36: betcode.v1.AgentService.CompactSession:input_type -> betcode.v1.CompactSessionRequest
+	31, // 37: betcode.v1.AgentService.CancelTurn:input_type -> betcode.v1.CancelTurnRequest
+	33, // 38: betcode.v1.AgentService.RequestInputLock:input_type -> betcode.v1.InputLockRequest
+	35, // 39: betcode.v1.AgentService.QueueMessage:input_type -> betcode.v1.QueueMessageRequest
+	10, // 40: betcode.v1.AgentService.Converse:output_type -> betcode.v1.AgentEvent
+	26, // 41: betcode.v1.AgentService.ListSessions:output_type -> betcode.v1.ListSessionsResponse
+	10, // 42: betcode.v1.AgentService.ResumeSession:output_type -> betcode.v1.AgentEvent
+	30, // 43: betcode.v1.AgentService.CompactSession:output_type -> betcode.v1.CompactSessionResponse
+	32, // 44: betcode.v1.AgentService.CancelTurn:output_type -> betcode.v1.CancelTurnResponse
+	34, // 45: betcode.v1.AgentService.RequestInputLock:output_type -> betcode.v1.InputLockResponse
+	36, // 46: betcode.v1.AgentService.QueueMessage:output_type -> betcode.v1.QueueMessageResponse
+	40, // [40:47] is the sub-list for method output_type
+	33, // [33:40] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_betcode_v1_agent_proto_init() }
@@ -2995,7 +3148,7 @@ func file_betcode_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_betcode_v1_agent_proto_rawDesc), len(file_betcode_v1_agent_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   35,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

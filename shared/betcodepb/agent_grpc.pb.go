@@ -30,6 +30,7 @@ const (
 	AgentService_CompactSession_FullMethodName   = "/betcode.v1.AgentService/CompactSession"
 	AgentService_CancelTurn_FullMethodName       = "/betcode.v1.AgentService/CancelTurn"
 	AgentService_RequestInputLock_FullMethodName = "/betcode.v1.AgentService/RequestInputLock"
+	AgentService_QueueMessage_FullMethodName     = "/betcode.v1.AgentService/QueueMessage"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -60,6 +61,11 @@ type AgentServiceClient interface {
 	// RequestInputLock asks for the session's input lock, which decides which
 	// of several attached clients may send input.
 	RequestInputLock(ctx context.Context, in *InputLockRequest, opts ...grpc.CallOption) (*InputLockResponse, error)
+	// QueueMessage sends one user message to an existing session without
+	// holding a stream open. It is idempotent on idempotency_key, which makes
+	// it the request a relay may buffer while the machine is offline and
+	// deliver exactly once when it reconnects. (Added in 0.2.0.)
+	QueueMessage(ctx context.Context, in *QueueMessageRequest, opts ...grpc.CallOption) (*QueueMessageResponse, error)
 }
 
 type agentServiceClient struct {
@@ -142,6 +148,16 @@ func (c *agentServiceClient) RequestInputLock(ctx context.Context, in *InputLock
 	return out, nil
 }
 
+func (c *agentServiceClient) QueueMessage(ctx context.Context, in *QueueMessageRequest, opts ...grpc.CallOption) (*QueueMessageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(QueueMessageResponse)
+	err := c.cc.Invoke(ctx, AgentService_QueueMessage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -170,6 +186,11 @@ type AgentServiceServer interface {
 	// RequestInputLock asks for the session's input lock, which decides which
 	// of several attached clients may send input.
 	RequestInputLock(context.Context, *InputLockRequest) (*InputLockResponse, error)
+	// QueueMessage sends one user message to an existing session without
+	// holding a stream open. It is idempotent on idempotency_key, which makes
+	// it the request a relay may buffer while the machine is offline and
+	// deliver exactly once when it reconnects. (Added in 0.2.0.)
+	QueueMessage(context.Context, *QueueMessageRequest) (*QueueMessageResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -197,6 +218,9 @@ func (UnimplementedAgentServiceServer) CancelTurn(context.Context, *CancelTurnRe
 }
 func (UnimplementedAgentServiceServer) RequestInputLock(context.Context, *InputLockRequest) (*InputLockResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RequestInputLock not implemented")
+}
+func (UnimplementedAgentServiceServer) QueueMessage(context.Context, *QueueMessageRequest) (*QueueMessageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method QueueMessage not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -309,6 +333,24 @@ func _AgentService_RequestInputLock_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_QueueMessage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(QueueMessageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).QueueMessage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_QueueMessage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).QueueMessage(ctx, req.(*QueueMessageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -331,6 +373,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RequestInputLock",
 			Handler:    _AgentService_RequestInputLock_Handler,
+		},
+		{
+			MethodName: "QueueMessage",
+			Handler:    _AgentService_QueueMessage_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

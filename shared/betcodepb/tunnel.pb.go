@@ -43,6 +43,7 @@ type TunnelFrame struct {
 	//	*TunnelFrame_Heartbeat
 	//	*TunnelFrame_Error
 	//	*TunnelFrame_Stream
+	//	*TunnelFrame_Metadata
 	Payload       isTunnelFrame_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -158,6 +159,15 @@ func (x *TunnelFrame) GetStream() *StreamFrame {
 	return nil
 }
 
+func (x *TunnelFrame) GetMetadata() *TunnelMetadata {
+	if x != nil {
+		if x, ok := x.Payload.(*TunnelFrame_Metadata); ok {
+			return x.Metadata
+		}
+	}
+	return nil
+}
+
 type isTunnelFrame_Payload interface {
 	isTunnelFrame_Payload()
 }
@@ -187,6 +197,12 @@ type TunnelFrame_Stream struct {
 	Stream *StreamFrame `protobuf:"bytes,7,opt,name=stream,proto3,oneof"`
 }
 
+type TunnelFrame_Metadata struct {
+	// Headers or trailers of a forwarded RPC (added in 0.2.0; see
+	// docs/relay.md for the per-call protocol).
+	Metadata *TunnelMetadata `protobuf:"bytes,10,opt,name=metadata,proto3,oneof"`
+}
+
 func (*TunnelFrame_GrpcRequest) isTunnelFrame_Payload() {}
 
 func (*TunnelFrame_GrpcResponse) isTunnelFrame_Payload() {}
@@ -196,6 +212,120 @@ func (*TunnelFrame_Heartbeat) isTunnelFrame_Payload() {}
 func (*TunnelFrame_Error) isTunnelFrame_Payload() {}
 
 func (*TunnelFrame_Stream) isTunnelFrame_Payload() {}
+
+func (*TunnelFrame_Metadata) isTunnelFrame_Payload() {}
+
+// TunnelMetadata carries the gRPC metadata of a forwarded call: the request
+// headers (first frame from the relay), the response headers, or the
+// response trailers (last frame from the agent, with grpc-status).
+type TunnelMetadata struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The metadata entries.
+	Entries []*MetadataEntry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// True when these are trailers.
+	Trailers      bool `protobuf:"varint,2,opt,name=trailers,proto3" json:"trailers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TunnelMetadata) Reset() {
+	*x = TunnelMetadata{}
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TunnelMetadata) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TunnelMetadata) ProtoMessage() {}
+
+func (x *TunnelMetadata) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TunnelMetadata.ProtoReflect.Descriptor instead.
+func (*TunnelMetadata) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TunnelMetadata) GetEntries() []*MetadataEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *TunnelMetadata) GetTrailers() bool {
+	if x != nil {
+		return x.Trailers
+	}
+	return false
+}
+
+// MetadataEntry is one metadata key and its values.
+type MetadataEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Lower-case key.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Values in order.
+	Values        []string `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataEntry) Reset() {
+	*x = MetadataEntry{}
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataEntry) ProtoMessage() {}
+
+func (x *MetadataEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataEntry.ProtoReflect.Descriptor instead.
+func (*MetadataEntry) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *MetadataEntry) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *MetadataEntry) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
 
 // StreamFrame carries one message of a streaming RPC.
 type StreamFrame struct {
@@ -210,7 +340,7 @@ type StreamFrame struct {
 
 func (x *StreamFrame) Reset() {
 	*x = StreamFrame{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[1]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -222,7 +352,7 @@ func (x *StreamFrame) String() string {
 func (*StreamFrame) ProtoMessage() {}
 
 func (x *StreamFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[1]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -235,7 +365,7 @@ func (x *StreamFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamFrame.ProtoReflect.Descriptor instead.
 func (*StreamFrame) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{1}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StreamFrame) GetData() []byte {
@@ -265,7 +395,7 @@ type ErrorFrame struct {
 
 func (x *ErrorFrame) Reset() {
 	*x = ErrorFrame{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[2]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -277,7 +407,7 @@ func (x *ErrorFrame) String() string {
 func (*ErrorFrame) ProtoMessage() {}
 
 func (x *ErrorFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[2]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -290,7 +420,7 @@ func (x *ErrorFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorFrame.ProtoReflect.Descriptor instead.
 func (*ErrorFrame) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{2}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ErrorFrame) GetCode() string {
@@ -318,7 +448,7 @@ type TunnelHeartbeat struct {
 
 func (x *TunnelHeartbeat) Reset() {
 	*x = TunnelHeartbeat{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[3]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -330,7 +460,7 @@ func (x *TunnelHeartbeat) String() string {
 func (*TunnelHeartbeat) ProtoMessage() {}
 
 func (x *TunnelHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[3]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -343,7 +473,7 @@ func (x *TunnelHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelHeartbeat.ProtoReflect.Descriptor instead.
 func (*TunnelHeartbeat) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{3}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TunnelHeartbeat) GetSentAt() *timestamppb.Timestamp {
@@ -370,7 +500,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[4]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +512,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[4]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +525,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{4}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RegisterRequest) GetMachineId() string {
@@ -445,7 +575,7 @@ type MachineInfo struct {
 
 func (x *MachineInfo) Reset() {
 	*x = MachineInfo{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[5]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -457,7 +587,7 @@ func (x *MachineInfo) String() string {
 func (*MachineInfo) ProtoMessage() {}
 
 func (x *MachineInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[5]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -470,7 +600,7 @@ func (x *MachineInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineInfo.ProtoReflect.Descriptor instead.
 func (*MachineInfo) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{5}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MachineInfo) GetOs() string {
@@ -523,7 +653,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[6]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +665,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[6]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,7 +678,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{6}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RegisterResponse) GetAccepted() bool {
@@ -587,7 +717,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[7]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -599,7 +729,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[7]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -612,7 +742,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{7}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HeartbeatRequest) GetMachineId() string {
@@ -651,7 +781,7 @@ type MachineMetrics struct {
 
 func (x *MachineMetrics) Reset() {
 	*x = MachineMetrics{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[8]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -663,7 +793,7 @@ func (x *MachineMetrics) String() string {
 func (*MachineMetrics) ProtoMessage() {}
 
 func (x *MachineMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[8]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -676,7 +806,7 @@ func (x *MachineMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineMetrics.ProtoReflect.Descriptor instead.
 func (*MachineMetrics) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{8}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MachineMetrics) GetCpuUsagePercent() float32 {
@@ -713,7 +843,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[9]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +855,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[9]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +868,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{9}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *HeartbeatResponse) GetReceivedAt() *timestamppb.Timestamp {
@@ -760,7 +890,7 @@ var File_betcode_v1_tunnel_proto protoreflect.FileDescriptor
 const file_betcode_v1_tunnel_proto_rawDesc = "" +
 	"\n" +
 	"\x17betcode/v1/tunnel.proto\x12\n" +
-	"betcode.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\x03\n" +
+	"betcode.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbd\x03\n" +
 	"\vTunnelFrame\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1a\n" +
@@ -772,8 +902,16 @@ const file_betcode_v1_tunnel_proto_rawDesc = "" +
 	"\rgrpc_response\x18\x04 \x01(\fH\x00R\fgrpcResponse\x12;\n" +
 	"\theartbeat\x18\x05 \x01(\v2\x1b.betcode.v1.TunnelHeartbeatH\x00R\theartbeat\x12.\n" +
 	"\x05error\x18\x06 \x01(\v2\x16.betcode.v1.ErrorFrameH\x00R\x05error\x121\n" +
-	"\x06stream\x18\a \x01(\v2\x17.betcode.v1.StreamFrameH\x00R\x06streamB\t\n" +
-	"\apayload\"E\n" +
+	"\x06stream\x18\a \x01(\v2\x17.betcode.v1.StreamFrameH\x00R\x06stream\x128\n" +
+	"\bmetadata\x18\n" +
+	" \x01(\v2\x1a.betcode.v1.TunnelMetadataH\x00R\bmetadataB\t\n" +
+	"\apayload\"a\n" +
+	"\x0eTunnelMetadata\x123\n" +
+	"\aentries\x18\x01 \x03(\v2\x19.betcode.v1.MetadataEntryR\aentries\x12\x1a\n" +
+	"\btrailers\x18\x02 \x01(\bR\btrailers\"9\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
+	"\x06values\x18\x02 \x03(\tR\x06values\"E\n" +
 	"\vStreamFrame\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\"\n" +
 	"\rend_of_stream\x18\x02 \x01(\bR\vendOfStream\":\n" +
@@ -830,40 +968,44 @@ func file_betcode_v1_tunnel_proto_rawDescGZIP() []byte {
 	return file_betcode_v1_tunnel_proto_rawDescData
 }
 
-var file_betcode_v1_tunnel_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_betcode_v1_tunnel_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_betcode_v1_tunnel_proto_goTypes = []any{
 	(*TunnelFrame)(nil),           // 0: betcode.v1.TunnelFrame
-	(*StreamFrame)(nil),           // 1: betcode.v1.StreamFrame
-	(*ErrorFrame)(nil),            // 2: betcode.v1.ErrorFrame
-	(*TunnelHeartbeat)(nil),       // 3: betcode.v1.TunnelHeartbeat
-	(*RegisterRequest)(nil),       // 4: betcode.v1.RegisterRequest
-	(*MachineInfo)(nil),           // 5: betcode.v1.MachineInfo
-	(*RegisterResponse)(nil),      // 6: betcode.v1.RegisterResponse
-	(*HeartbeatRequest)(nil),      // 7: betcode.v1.HeartbeatRequest
-	(*MachineMetrics)(nil),        // 8: betcode.v1.MachineMetrics
-	(*HeartbeatResponse)(nil),     // 9: betcode.v1.HeartbeatResponse
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*TunnelMetadata)(nil),        // 1: betcode.v1.TunnelMetadata
+	(*MetadataEntry)(nil),         // 2: betcode.v1.MetadataEntry
+	(*StreamFrame)(nil),           // 3: betcode.v1.StreamFrame
+	(*ErrorFrame)(nil),            // 4: betcode.v1.ErrorFrame
+	(*TunnelHeartbeat)(nil),       // 5: betcode.v1.TunnelHeartbeat
+	(*RegisterRequest)(nil),       // 6: betcode.v1.RegisterRequest
+	(*MachineInfo)(nil),           // 7: betcode.v1.MachineInfo
+	(*RegisterResponse)(nil),      // 8: betcode.v1.RegisterResponse
+	(*HeartbeatRequest)(nil),      // 9: betcode.v1.HeartbeatRequest
+	(*MachineMetrics)(nil),        // 10: betcode.v1.MachineMetrics
+	(*HeartbeatResponse)(nil),     // 11: betcode.v1.HeartbeatResponse
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
 }
 var file_betcode_v1_tunnel_proto_depIdxs = []int32{
-	3,  // 0: betcode.v1.TunnelFrame.heartbeat:type_name -> betcode.v1.TunnelHeartbeat
-	2,  // 1: betcode.v1.TunnelFrame.error:type_name -> betcode.v1.ErrorFrame
-	1,  // 2: betcode.v1.TunnelFrame.stream:type_name -> betcode.v1.StreamFrame
-	10, // 3: betcode.v1.TunnelHeartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	5,  // 4: betcode.v1.RegisterRequest.info:type_name -> betcode.v1.MachineInfo
-	10, // 5: betcode.v1.HeartbeatRequest.sent_at:type_name -> google.protobuf.Timestamp
-	8,  // 6: betcode.v1.HeartbeatRequest.metrics:type_name -> betcode.v1.MachineMetrics
-	10, // 7: betcode.v1.HeartbeatResponse.received_at:type_name -> google.protobuf.Timestamp
-	0,  // 8: betcode.v1.TunnelService.OpenTunnel:input_type -> betcode.v1.TunnelFrame
-	4,  // 9: betcode.v1.TunnelService.Register:input_type -> betcode.v1.RegisterRequest
-	7,  // 10: betcode.v1.TunnelService.Heartbeat:input_type -> betcode.v1.HeartbeatRequest
-	0,  // 11: betcode.v1.TunnelService.OpenTunnel:output_type -> betcode.v1.TunnelFrame
-	6,  // 12: betcode.v1.TunnelService.Register:output_type -> betcode.v1.RegisterResponse
-	9,  // 13: betcode.v1.TunnelService.Heartbeat:output_type -> betcode.v1.HeartbeatResponse
-	11, // [11:14] is the sub-list for method output_type
-	8,  // [8:11] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	5,  // 0: betcode.v1.TunnelFrame.heartbeat:type_name -> betcode.v1.TunnelHeartbeat
+	4,  // 1: betcode.v1.TunnelFrame.error:type_name -> betcode.v1.ErrorFrame
+	3,  // 2: betcode.v1.TunnelFrame.stream:type_name -> betcode.v1.StreamFrame
+	1,  // 3: betcode.v1.TunnelFrame.metadata:type_name -> betcode.v1.TunnelMetadata
+	2,  // 4: betcode.v1.TunnelMetadata.entries:type_name -> betcode.v1.MetadataEntry
+	12, // 5: betcode.v1.TunnelHeartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	7,  // 6: betcode.v1.RegisterRequest.info:type_name -> betcode.v1.MachineInfo
+	12, // 7: betcode.v1.HeartbeatRequest.sent_at:type_name -> google.protobuf.Timestamp
+	10, // 8: betcode.v1.HeartbeatRequest.metrics:type_name -> betcode.v1.MachineMetrics
+	12, // 9: betcode.v1.HeartbeatResponse.received_at:type_name -> google.protobuf.Timestamp
+	0,  // 10: betcode.v1.TunnelService.OpenTunnel:input_type -> betcode.v1.TunnelFrame
+	6,  // 11: betcode.v1.TunnelService.Register:input_type -> betcode.v1.RegisterRequest
+	9,  // 12: betcode.v1.TunnelService.Heartbeat:input_type -> betcode.v1.HeartbeatRequest
+	0,  // 13: betcode.v1.TunnelService.OpenTunnel:output_type -> betcode.v1.TunnelFrame
+	8,  // 14: betcode.v1.TunnelService.Register:output_type -> betcode.v1.RegisterResponse
+	11, // 15: betcode.v1.TunnelService.Heartbeat:output_type -> betcode.v1.HeartbeatResponse
+	13, // [13:16] is the sub-list for method output_type
+	10, // [10:13] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_betcode_v1_tunnel_proto_init() }
@@ -877,6 +1019,7 @@ func file_betcode_v1_tunnel_proto_init() {
 		(*TunnelFrame_Heartbeat)(nil),
 		(*TunnelFrame_Error)(nil),
 		(*TunnelFrame_Stream)(nil),
+		(*TunnelFrame_Metadata)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -884,7 +1027,7 @@ func file_betcode_v1_tunnel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_betcode_v1_tunnel_proto_rawDesc), len(file_betcode_v1_tunnel_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
