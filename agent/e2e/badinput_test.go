@@ -85,7 +85,7 @@ func TestInvalidRequestsGetClearErrors(t *testing.T) {
 		}
 	})
 	t.Run("empty user message", func(t *testing.T) {
-		s := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: t.TempDir()})
+		s := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: agent.ProjectDir(t)})
 		until(t, s, func(ev *pb.AgentEvent) bool { return ev.GetSessionInfo() != nil })
 		say(t, s, "   ")
 		ev, err := s.Recv()
@@ -94,7 +94,7 @@ func TestInvalidRequestsGetClearErrors(t *testing.T) {
 		}
 	})
 	t.Run("stale permission answer", func(t *testing.T) {
-		s := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: t.TempDir()})
+		s := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: agent.ProjectDir(t)})
 		until(t, s, func(ev *pb.AgentEvent) bool { return ev.GetSessionInfo() != nil })
 		if err := s.Send(&pb.AgentRequest{Request: &pb.AgentRequest_Permission{Permission: &pb.PermissionResponse{RequestId: "never-asked", Decision: pb.PermissionDecision_ALLOW_ONCE}}}); err != nil {
 			t.Fatal(err)
@@ -125,7 +125,7 @@ func TestSIGTERMEndsStreamsAndExitsCleanly(t *testing.T) {
 	api := testenv.FakeAPI(t)
 	agent := testenv.StartAgent(t, testenv.AgentOptions{APIURL: api.URL()})
 	ctx := ctxT(t)
-	s := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: t.TempDir()})
+	s := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: agent.ProjectDir(t)})
 	until(t, s, func(ev *pb.AgentEvent) bool { return ev.GetSessionInfo() != nil })
 	say(t, s, "SLOW story please")
 	until(t, s, func(ev *pb.AgentEvent) bool { return ev.GetTextDelta() != nil })

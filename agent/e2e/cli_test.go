@@ -32,7 +32,7 @@ func TestClientCLI(t *testing.T) {
 	api := testenv.FakeAPI(t)
 	agent := testenv.StartAgent(t, testenv.AgentOptions{APIURL: api.URL()})
 	sock := agent.Opts.Socket
-	dir := t.TempDir()
+	dir := agent.ProjectDir(t)
 
 	out, errOut, code := runCLI(t, sock, "chat", "--cwd", dir, "hello")
 	if code != 0 || !strings.Contains(out, "Hello from the fake model.") || !strings.Contains(errOut, "in /") {

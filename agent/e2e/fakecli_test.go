@@ -19,7 +19,7 @@ func fakeAgent(t *testing.T) *testenv.Agent {
 func TestCLICrashMidTurnIsReportedAndTheSessionContinues(t *testing.T) {
 	agent := fakeAgent(t)
 	ctx := ctxT(t)
-	s := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: t.TempDir()})
+	s := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: agent.ProjectDir(t)})
 	say(t, s, "please CRASH")
 	evs := until(t, s, isTurnComplete)
 	checkSequences(t, evs, 0)
@@ -49,7 +49,7 @@ func TestCLICrashMidTurnIsReportedAndTheSessionContinues(t *testing.T) {
 func TestGarbageFromTheCLIIsSkipped(t *testing.T) {
 	agent := fakeAgent(t)
 	ctx := ctxT(t)
-	s := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: t.TempDir()})
+	s := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: agent.ProjectDir(t)})
 	say(t, s, "GARBAGE")
 	evs := until(t, s, isTurnComplete)
 	if text(evs) != "survived garbage" {
@@ -64,7 +64,7 @@ func TestGarbageFromTheCLIIsSkipped(t *testing.T) {
 func TestCancelHungTurn(t *testing.T) {
 	agent := fakeAgent(t)
 	ctx := ctxT(t)
-	s := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: t.TempDir()})
+	s := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: agent.ProjectDir(t)})
 	id := sessionID(t, until(t, s, func(ev *pb.AgentEvent) bool { return ev.GetSessionInfo() != nil }))
 	say(t, s, "HANG")
 	until(t, s, func(ev *pb.AgentEvent) bool { return ev.GetTextDelta() != nil })

@@ -25,7 +25,7 @@ func TestDisconnectMidTurnThenResumeGetsExactlyTheMissedEvents(t *testing.T) {
 	api.Enqueue(longReply(200))
 
 	cctx, cancel := context.WithCancel(ctx)
-	s := startConv(t, cctx, agent.API, &pb.StartConversation{WorkingDirectory: t.TempDir()})
+	s := startConv(t, cctx, agent.API, &pb.StartConversation{WorkingDirectory: agent.ProjectDir(t)})
 	say(t, s, "tell me a long story")
 	deltas := 0
 	seen := until(t, s, func(ev *pb.AgentEvent) bool {
@@ -75,7 +75,7 @@ func TestSIGKILLLosesNothingAClientSawAndResumeKeepsContext(t *testing.T) {
 
 	// Turn 1 completes.
 	api.Enqueue(fakeapi.Reply{Text: "First answer about alpha."})
-	s := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: t.TempDir()})
+	s := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: agent.ProjectDir(t)})
 	say(t, s, "first message alpha")
 	turn1 := until(t, s, isTurnComplete)
 	id := sessionID(t, turn1)
@@ -161,7 +161,7 @@ func TestAttachFromZeroAtTurnStartGetsFirstEvent(t *testing.T) {
 	ctx := ctxT(t)
 	for i := 0; i < 5; i++ {
 		api.Enqueue(fakeapi.Reply{Text: "short answer"})
-		s := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: t.TempDir()})
+		s := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: agent.ProjectDir(t)})
 		id := sessionID(t, until(t, s, func(ev *pb.AgentEvent) bool { return ev.GetSessionInfo() != nil }))
 		// The watcher attaches from 0 at the same moment the turn starts.
 		watch := make(chan []*pb.AgentEvent, 1)

@@ -20,7 +20,7 @@ func TestTurnStreamsTextWithGaplessSequences(t *testing.T) {
 	want := "The quick brown fox jumps over the lazy dog, streamed word by word."
 	api.Enqueue(fakeapi.Reply{Text: want})
 
-	s := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: t.TempDir()})
+	s := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: agent.ProjectDir(t)})
 	say(t, s, "hello there")
 	evs := until(t, s, isTurnComplete)
 	checkSequences(t, evs, 0)
@@ -77,7 +77,7 @@ func TestToolCallAppearsWithResult(t *testing.T) {
 	api := testenv.FakeAPI(t)
 	agent := testenv.StartAgent(t, testenv.AgentOptions{APIURL: api.URL()})
 	ctx := ctxT(t)
-	dir := t.TempDir()
+	dir := agent.ProjectDir(t)
 	s := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: dir, AllowedTools: []string{"Bash"}})
 	say(t, s, "please RUNTOOL now")
 	evs := until(t, s, isTurnComplete)
@@ -115,7 +115,7 @@ func TestTwoClientsSeeTheSameEvents(t *testing.T) {
 	api := testenv.FakeAPI(t)
 	agent := testenv.StartAgent(t, testenv.AgentOptions{APIURL: api.URL()})
 	ctx := ctxT(t)
-	a := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: t.TempDir()})
+	a := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: agent.ProjectDir(t)})
 	first := until(t, a, func(ev *pb.AgentEvent) bool { return ev.GetSessionInfo() != nil })
 	id := sessionID(t, first)
 	b := startConv(t, ctx, agent.API, &pb.StartConversation{SessionId: id, Metadata: map[string]string{"from_sequence": "0"}})

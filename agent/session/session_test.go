@@ -43,7 +43,7 @@ func TestSlowClientIsCutOffWithoutBlockingOthers(t *testing.T) {
 	go func() {
 		first := true
 		var once sync.Once
-		unblock := func() { once.Do(func() { close(stalled) }) }
+		unblock := func(error) { once.Do(func() { close(stalled) }) }
 		slowErr <- s.Stream(ctx, StreamOptions{OnCut: unblock}, func(ev *pb.AgentEvent) error {
 			if first {
 				first = false

@@ -83,10 +83,11 @@ type StreamOptions struct {
 	// returns true Stream behaves as with UntilIdle from then on.
 	StopWhenIdle func() bool
 	// OnCut, if set, is called (from another goroutine) as soon as the
-	// client is cut off for falling behind, so the caller can abort a send
-	// that is blocked on a stalled client. Stream then returns a
-	// *SlowConsumerError once send returns.
-	OnCut func()
+	// client is cut off, with the reason (ErrSlowConsumer for falling
+	// behind, ErrClosed at shutdown), so the caller can abort a send that is
+	// blocked on a stalled client. Stream returns the same reason once send
+	// returns.
+	OnCut func(reason error)
 }
 
 // Stream sends the session's events with sequence > opt.From to send, first
@@ -104,7 +105,7 @@ func (s *Session) Stream(ctx context.Context, opt StreamOptions, send func(*pb.A
 		go func() {
 			select {
 			case <-sub.cut:
-				opt.OnCut()
+				opt.OnCut(sub.cutErr)
 			case <-done:
 			}
 		}()

@@ -175,6 +175,9 @@ func runChat(ctx context.Context, g *globals, o chatOpts, prompt string, stdout,
 				}
 			case *pb.AgentEvent_TurnComplete:
 				turnActive = false
+				if e.TurnComplete.StopReason == "cancelled" {
+					exit = 0 // the user asked for it
+				}
 				ask()
 			}
 		case err := <-recvErr:

@@ -170,7 +170,9 @@ func StartAgent(t testing.TB, o AgentOptions) *Agent {
 		close(a.exited)
 	}()
 	t.Cleanup(func() {
-		a.Kill()
+		// Graceful, so that the agent stops its CLIs before the test's
+		// directories are removed.
+		_ = a.Terminate(15 * time.Second)
 		if t.Failed() {
 			t.Logf("agent log:\n%s", a.Log())
 		}
@@ -204,6 +206,17 @@ func StartAgent(t testing.TB, o AgentOptions) *Agent {
 	return a
 }
 
+// ProjectDir makes a new working directory for a session. It lives in the
+// agent's home, which is removed only after the agent has stopped.
+func (a *Agent) ProjectDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(a.Opts.Home, "project-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // Log returns what the agent logged so far.
 func (a *Agent) Log() string { return a.stderr.String() }
 
@@ -215,6 +228,11 @@ func (a *Agent) Kill() {
 
 // Terminate sends SIGTERM and waits up to d; it returns the exit error.
 func (a *Agent) Terminate(d time.Duration) error {
+	select {
+	case <-a.exited:
+		return a.err
+	default:
+	}
 	_ = a.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-a.exited:
