@@ -1,0 +1,184 @@
+package tunnel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"sync"
+
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+)
+
+// Status codes written when the tunnel itself fails (grpc codes).
+const (
+	codeUnavailable = 14
+	codeInternal    = 13
+)
+
+// droppedRequestHeaders never cross the tunnel: hop-by-hop headers and the
+// client's credentials for the relay.
+var droppedRequestHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Transfer-Encoding": true,
+	"Upgrade": true, "Host": true, "Authorization": true, "Cookie": true, "Te": true,
+}
+
+// SplitMethod splits "/pkg.Service/Method" into its service and method.
+func SplitMethod(path string) (service, method string, ok bool) {
+	path = strings.TrimPrefix(path, "/")
+	i := strings.LastIndexByte(path, '/')
+	if i <= 0 || i == len(path)-1 {
+		return "", "", false
+	}
+	return path[:i], path[i+1:], true
+}
+
+// Forward carries one client call over stream (a new yamux stream to the
+// agent) and writes the agent's answer to w. headers are added to the
+// request's metadata (overriding the client's own values of those keys). It
+// returns when the call is over; the stream is closed.
+func Forward(ctx context.Context, stream io.ReadWriteCloser, w http.ResponseWriter, r *http.Request, requestID string, headers http.Header) error {
+	defer stream.Close()
+	service, method, ok := SplitMethod(r.URL.Path)
+	if !ok {
+		WriteStatus(w, 12, "malformed method path "+r.URL.Path, nil)
+		return fmt.Errorf("malformed method %q", r.URL.Path)
+	}
+	md := make(http.Header, len(r.Header)+len(headers))
+	for k, v := range r.Header {
+		if !droppedRequestHeaders[k] {
+			md[k] = v
+		}
+	}
+	for k, v := range headers {
+		md[textproto.CanonicalMIMEHeaderKey(k)] = v
+	}
+	var wmu sync.Mutex
+	fw := NewFrameWriter(stream)
+	send := func(f *pb.TunnelFrame) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		return fw.Write(f)
+	}
+	first := Metadata(md, false)
+	first.RequestId, first.ServiceName, first.MethodName = requestID, service, method
+	if err := send(first); err != nil {
+		WriteStatus(w, codeUnavailable, "machine tunnel failed: "+err.Error(), nil)
+		return err
+	}
+
+	callDone := make(chan struct{})
+	defer close(callDone)
+	// Request body → data frames.
+	go func() {
+		buf := make([]byte, ChunkBytes)
+		for {
+			n, err := r.Body.Read(buf)
+			if n > 0 {
+				if send(DataFrame(buf[:n], false)) != nil {
+					return
+				}
+			}
+			if errors.Is(err, io.EOF) {
+				_ = send(DataFrame(nil, true))
+				return
+			}
+			if err != nil {
+				return // the client went away; ctx ends too
+			}
+		}
+	}()
+	// The client cancelling abandons the call on the agent.
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = send(CancelFrame(ctx.Err().Error()))
+			stream.Close()
+		case <-callDone:
+		}
+	}()
+
+	fr := NewFrameReader(stream)
+	flusher, _ := w.(http.Flusher)
+	wroteHeader := false
+	for {
+		f, err := fr.Read()
+		if err != nil {
+			msg := "machine tunnel disconnected during the call"
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if !wroteHeader {
+				WriteStatus(w, codeUnavailable, msg, nil)
+			} else {
+				setTrailer(w, "Grpc-Status", strconv.Itoa(codeUnavailable))
+				setTrailer(w, "Grpc-Message", msg)
+			}
+			return fmt.Errorf("read from tunnel: %w", err)
+		}
+		switch pl := f.Payload.(type) {
+		case *pb.TunnelFrame_Metadata:
+			if !pl.Metadata.Trailers {
+				h := w.Header()
+				for _, e := range pl.Metadata.Entries {
+					h[textproto.CanonicalMIMEHeaderKey(e.Key)] = e.Values
+				}
+				w.WriteHeader(http.StatusOK)
+				wroteHeader = true
+				continue
+			}
+			if !wroteHeader {
+				w.Header().Set("Content-Type", "application/grpc")
+				w.WriteHeader(http.StatusOK)
+			}
+			for _, e := range pl.Metadata.Entries {
+				for _, v := range e.Values {
+					w.Header().Add(http.TrailerPrefix+textproto.CanonicalMIMEHeaderKey(e.Key), v)
+				}
+			}
+			return nil
+		case *pb.TunnelFrame_Stream:
+			if len(pl.Stream.Data) > 0 {
+				if !wroteHeader {
+					w.Header().Set("Content-Type", "application/grpc")
+					w.WriteHeader(http.StatusOK)
+					wroteHeader = true
+				}
+				if _, err := w.Write(pl.Stream.Data); err != nil {
+					return fmt.Errorf("write to client: %w", err)
+				}
+				if flusher != nil {
+					flusher.Flush()
+				}
+			}
+		case *pb.TunnelFrame_Error:
+			if !wroteHeader {
+				WriteStatus(w, codeUnavailable, "machine ended the call: "+pl.Error.Message, nil)
+			}
+			return errors.New("agent ended the call: " + pl.Error.Message)
+		}
+	}
+}
+
+func setTrailer(w http.ResponseWriter, k, v string) {
+	w.Header().Set(http.TrailerPrefix+k, v)
+}
+
+// WriteStatus answers a gRPC call with only a status (a trailers-only
+// response). details, if set, is the binary google.rpc.Status.
+func WriteStatus(w http.ResponseWriter, code int, msg string, details []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/grpc")
+	h.Set("Grpc-Status", strconv.Itoa(code))
+	if msg != "" {
+		h.Set("Grpc-Message", encodeGrpcMessage(msg))
+	}
+	if len(details) > 0 {
+		h.Set("Grpc-Status-Details-Bin", encodeBin(details))
+	}
+	w.WriteHeader(http.StatusOK)
+}

@@ -1,0 +1,188 @@
+package tunnel
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+)
+
+// FrameStream is the part of an OpenTunnel stream (client or server side)
+// that Conn needs.
+type FrameStream interface {
+	Send(*pb.TunnelFrame) error
+	Recv() (*pb.TunnelFrame, error)
+}
+
+const (
+	maxPending   = 1 << 20   // bytes buffered before Write blocks
+	maxSendBytes = 256 << 10 // bytes per TunnelFrame
+)
+
+// Conn is a net.Conn over an OpenTunnel stream: StreamFrames carry the
+// bytes. Writes never wait for the network unless 1 MiB is already pending;
+// one goroutine sends what has accumulated, so a burst of small writes (a
+// yamux header and its body, many small messages) leaves in one frame.
+type Conn struct {
+	s           FrameStream
+	abort       func() // ends the underlying stream (cancels its context)
+	local       net.Addr
+	remote      net.Addr
+	OnHeartbeat func(*pb.TunnelHeartbeat)
+
+	rbuf []byte
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	pending  []byte
+	werr     error
+	closing  bool
+	sending  bool
+	done     chan struct{}
+	closeOne sync.Once
+}
+
+// NewConn wraps s. abort must end s so that a blocked Recv returns (for a
+// client stream: cancel its context; for a server stream: return from the
+// handler, e.g. by cancelling a context the handler waits on).
+func NewConn(s FrameStream, abort func(), local, remote net.Addr) *Conn {
+	c := &Conn{s: s, abort: abort, local: local, remote: remote, done: make(chan struct{})}
+	c.cond = sync.NewCond(&c.mu)
+	go c.writeLoop()
+	return c
+}
+
+// Read returns bytes of the next StreamFrames.
+func (c *Conn) Read(p []byte) (int, error) {
+	for len(c.rbuf) == 0 {
+		f, err := c.s.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return 0, io.EOF
+			}
+			return 0, err
+		}
+		switch pl := f.Payload.(type) {
+		case *pb.TunnelFrame_Stream:
+			c.rbuf = pl.Stream.Data
+			if pl.Stream.EndOfStream && len(c.rbuf) == 0 {
+				return 0, io.EOF
+			}
+		case *pb.TunnelFrame_Heartbeat:
+			if c.OnHeartbeat != nil {
+				c.OnHeartbeat(pl.Heartbeat)
+			}
+		case *pb.TunnelFrame_Error:
+			return 0, errors.New("tunnel closed by peer: " + pl.Error.Code + ": " + pl.Error.Message)
+		}
+	}
+	n := copy(p, c.rbuf)
+	c.rbuf = c.rbuf[n:]
+	return n, nil
+}
+
+// Write queues p for sending.
+func (c *Conn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.pending) >= maxPending && c.werr == nil && !c.closing {
+		c.cond.Wait()
+	}
+	if c.werr != nil {
+		return 0, c.werr
+	}
+	if c.closing {
+		return 0, net.ErrClosed
+	}
+	c.pending = append(c.pending, p...)
+	c.cond.Broadcast()
+	return len(p), nil
+}
+
+func (c *Conn) writeLoop() {
+	defer close(c.done)
+	var out []byte
+	for {
+		c.mu.Lock()
+		for len(c.pending) == 0 && !c.closing && c.werr == nil {
+			c.cond.Wait()
+		}
+		if c.werr != nil || (len(c.pending) == 0 && c.closing) {
+			c.mu.Unlock()
+			return
+		}
+		n := min(len(c.pending), maxSendBytes)
+		out = append(out[:0], c.pending[:n]...)
+		rest := copy(c.pending, c.pending[n:])
+		c.pending = c.pending[:rest]
+		c.sending = true
+		c.cond.Broadcast()
+		c.mu.Unlock()
+
+		err := c.s.Send(DataFrame(out, false))
+
+		c.mu.Lock()
+		c.sending = false
+		if err != nil && c.werr == nil {
+			c.werr = err
+		}
+		c.cond.Broadcast()
+		c.mu.Unlock()
+		if cap(out) > maxSendBytes*2 {
+			out = nil
+		}
+	}
+}
+
+// Close sends what is pending (waiting at most a second), then ends the
+// stream.
+func (c *Conn) Close() error {
+	c.closeOne.Do(func() {
+		c.mu.Lock()
+		c.closing = true
+		c.cond.Broadcast()
+		c.mu.Unlock()
+		select {
+		case <-c.done:
+		case <-time.After(time.Second):
+		}
+		c.mu.Lock()
+		if c.werr == nil {
+			c.werr = net.ErrClosed
+		}
+		c.cond.Broadcast()
+		c.mu.Unlock()
+		if c.abort != nil {
+			c.abort()
+		}
+	})
+	return nil
+}
+
+// LocalAddr returns the local address given to NewConn.
+func (c *Conn) LocalAddr() net.Addr { return c.local }
+
+// RemoteAddr returns the remote address given to NewConn.
+func (c *Conn) RemoteAddr() net.Addr { return c.remote }
+
+// SetDeadline is not supported and returns nil; yamux keeps its own timers.
+func (c *Conn) SetDeadline(time.Time) error { return nil }
+
+// SetReadDeadline is not supported and returns nil.
+func (c *Conn) SetReadDeadline(time.Time) error { return nil }
+
+// SetWriteDeadline is not supported and returns nil.
+func (c *Conn) SetWriteDeadline(time.Time) error { return nil }
+
+var _ net.Conn = (*Conn)(nil)
+
+// Addr is a net.Addr for tunnel endpoints.
+type Addr string
+
+// Network returns "tunnel".
+func (Addr) Network() string { return "tunnel" }
+
+func (a Addr) String() string { return string(a) }

@@ -1,0 +1,310 @@
+package tunnel
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/yamux"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+)
+
+// testService is the "agent side" service the calls reach.
+type testService struct {
+	testpb.UnimplementedTestServiceServer
+	cancelled chan struct{}
+}
+
+func (s *testService) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	grpc.SetHeader(ctx, metadata.Pairs("echo-header", strings.Join(md.Get("x-custom"), ",")))
+	grpc.SetTrailer(ctx, metadata.Pairs("echo-user", strings.Join(md.Get("x-betcode-user"), ",")))
+	switch string(req.GetPayload().GetBody()) {
+	case "fail":
+		st, _ := status.New(codes.NotFound, "no such thing").WithDetails(&errdetails.ErrorInfo{Reason: "SESSION_NOT_FOUND", Domain: "betcode.dev"})
+		return nil, st.Err()
+	case "slow":
+		<-ctx.Done()
+		if s.cancelled != nil {
+			close(s.cancelled)
+		}
+		return nil, ctx.Err()
+	}
+	return &testpb.SimpleResponse{Payload: req.GetPayload()}, nil
+}
+
+func (s *testService) StreamingOutputCall(req *testpb.StreamingOutputCallRequest, stream testpb.TestService_StreamingOutputCallServer) error {
+	for _, p := range req.ResponseParameters {
+		if err := stream.Send(&testpb.StreamingOutputCallResponse{Payload: &testpb.Payload{Body: make([]byte, p.Size)}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *testService) FullDuplexCall(stream testpb.TestService_FullDuplexCallServer) error {
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(&testpb.StreamingOutputCallResponse{Payload: req.Payload}); err != nil {
+			return err
+		}
+	}
+}
+
+// harness wires client → relay-style HTTP/2 proxy → yamux over transport →
+// agent-style grpc.Server.
+type harness struct {
+	client testpb.TestServiceClient
+	svc    *testService
+}
+
+func newHarness(t *testing.T, transport string) *harness {
+	t.Helper()
+	svc := &testService{}
+	gs := grpc.NewServer()
+	testpb.RegisterTestServiceServer(gs, svc)
+
+	relayConn, agentConn := transportPair(t, transport)
+	relaySess, err := yamux.Client(relayConn, YamuxConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentSess, err := yamux.Server(agentConn, YamuxConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // agent: serve every stream
+		defer wg.Done()
+		for {
+			st, err := agentSess.AcceptStream()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = Serve(context.Background(), st, gs, "relay")
+			}()
+		}
+	}()
+	proxy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st, err := relaySess.OpenStream()
+		if err != nil {
+			WriteStatus(w, 14, "tunnel down", nil)
+			return
+		}
+		_ = Forward(r.Context(), st, w, r, "req-1", http.Header{"x-betcode-user": {"alice"}})
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: proxy, Protocols: new(http.Protocols)}
+	hs.Protocols.SetUnencryptedHTTP2(true)
+	go hs.Serve(ln)
+	cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cc.Close()
+		hs.Close()
+		relaySess.Close()
+		agentSess.Close()
+		gs.Stop()
+		wg.Wait()
+	})
+	return &harness{client: testpb.NewTestServiceClient(cc), svc: svc}
+}
+
+// transportPair returns the two ends of the byte transport yamux runs on.
+func transportPair(t *testing.T, kind string) (net.Conn, net.Conn) {
+	switch kind {
+	case "pipe":
+		return net.Pipe()
+	case "tcp":
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		ch := make(chan net.Conn, 1)
+		go func() {
+			c, _ := ln.Accept()
+			ch <- c
+		}()
+		a, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a, <-ch
+	case "grpc-stream":
+		return grpcStreamPair(t)
+	}
+	t.Fatalf("unknown transport %q", kind)
+	return nil, nil
+}
+
+// tunnelServer is a minimal TunnelService whose OpenTunnel hands the stream
+// over as a Conn.
+type tunnelServer struct {
+	pb.UnimplementedTunnelServiceServer
+	conns chan net.Conn
+}
+
+func (s *tunnelServer) OpenTunnel(stream pb.TunnelService_OpenTunnelServer) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	s.conns <- NewConn(stream, cancel, Addr("relay"), Addr("agent"))
+	<-ctx.Done()
+	return nil
+}
+
+// grpcStreamPair runs a real OpenTunnel stream over loopback TCP.
+func grpcStreamPair(t *testing.T) (relaySide, agentSide net.Conn) {
+	ts := &tunnelServer{conns: make(chan net.Conn, 1)}
+	gs := grpc.NewServer()
+	pb.RegisterTunnelServiceServer(gs, ts)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(ln)
+	cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := pb.NewTunnelServiceClient(cc).OpenTunnel(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := NewConn(st, cancel, Addr("agent"), Addr("relay"))
+	// The stream reaches the server on its first frame.
+	if _, err := agent.Write([]byte{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		cc.Close()
+		gs.Stop()
+	})
+	return <-ts.conns, agent
+}
+
+func TestForwardedCalls(t *testing.T) {
+	for _, transport := range []string{"pipe", "tcp", "grpc-stream"} {
+		t.Run(transport, func(t *testing.T) {
+			h := newHarness(t, transport)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+
+			t.Run("unary with metadata both ways", func(t *testing.T) {
+				var hdr, tr metadata.MD
+				ctx := metadata.AppendToOutgoingContext(ctx, "x-custom", "v1", "x-betcode-user", "mallory")
+				resp, err := h.client.UnaryCall(ctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("hello")}}, grpc.Header(&hdr), grpc.Trailer(&tr))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(resp.Payload.Body) != "hello" {
+					t.Errorf("body %q", resp.Payload.Body)
+				}
+				if got := hdr.Get("echo-header"); len(got) != 1 || got[0] != "v1" {
+					t.Errorf("response header echo = %v", got)
+				}
+				if got := tr.Get("echo-user"); len(got) != 1 || got[0] != "alice" {
+					t.Errorf("the relay's identity must override the client's: trailer = %v", got)
+				}
+			})
+			t.Run("status and details pass through", func(t *testing.T) {
+				_, err := h.client.UnaryCall(ctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("fail")}})
+				st := status.Convert(err)
+				if st.Code() != codes.NotFound || st.Message() != "no such thing" || len(st.Details()) != 1 {
+					t.Fatalf("got %v (details %v)", err, st.Details())
+				}
+			})
+			t.Run("server streaming", func(t *testing.T) {
+				req := &testpb.StreamingOutputCallRequest{}
+				for i := 0; i < 500; i++ {
+					req.ResponseParameters = append(req.ResponseParameters, &testpb.ResponseParameters{Size: int32(i % 100)})
+				}
+				s, err := h.client.StreamingOutputCall(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := 0
+				for {
+					m, err := s.Recv()
+					if errors.Is(err, io.EOF) {
+						break
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(m.Payload.Body) != n%100 {
+						t.Fatalf("message %d has %d bytes", n, len(m.Payload.Body))
+					}
+					n++
+				}
+				if n != 500 {
+					t.Fatalf("got %d messages", n)
+				}
+			})
+			t.Run("bidi", func(t *testing.T) {
+				s, err := h.client.FullDuplexCall(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := 0; i < 50; i++ {
+					body := []byte(strings.Repeat("x", i))
+					if err := s.Send(&testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: body}}); err != nil {
+						t.Fatal(err)
+					}
+					m, err := s.Recv()
+					if err != nil || len(m.Payload.Body) != i {
+						t.Fatalf("echo %d: %v %v", i, m, err)
+					}
+				}
+				s.CloseSend()
+				if _, err := s.Recv(); !errors.Is(err, io.EOF) {
+					t.Fatalf("after half-close: %v", err)
+				}
+			})
+			t.Run("deadline and cancellation reach the agent", func(t *testing.T) {
+				h.svc.cancelled = make(chan struct{})
+				dctx, dcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+				defer dcancel()
+				_, err := h.client.UnaryCall(dctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("slow")}})
+				if status.Code(err) != codes.DeadlineExceeded {
+					t.Fatalf("got %v", err)
+				}
+				select {
+				case <-h.svc.cancelled:
+				case <-ctx.Done():
+					t.Fatal("the agent-side handler was never cancelled")
+				}
+			})
+		})
+	}
+}
