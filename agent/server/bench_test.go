@@ -368,7 +368,7 @@ func cpuTime() time.Duration {
 func TestFanoutClientProcess(t *testing.T) {
 	addr, id := os.Getenv(envFanoutAddr), os.Getenv(envFanoutSession)
 	if addr == "" {
-		t.Skip("client side of BenchmarkFanout")
+		return // only meaningful as BenchmarkFanout's child process
 	}
 	warm, err := strconv.ParseUint(os.Getenv(envFanoutWarm), 10, 64)
 	if err != nil {

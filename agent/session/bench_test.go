@@ -37,23 +37,34 @@ var errTurnDone = errors.New("turn complete")
 // turnStats is what one client saw of one turn.
 type turnStats struct {
 	events int
+	cuts   int             // times the client was cut off as too slow and resumed
 	lat    []time.Duration // emit (event timestamp) to client receipt
 }
 
 // runTurn sends prompt and streams the session as one client until the
-// turn's TurnComplete, returning what the client received.
+// turn's TurnComplete, returning what the client received. A client cut off
+// for falling behind resumes from its last sequence, as real clients do.
 func runTurn(ctx context.Context, s *Session, prompt string, expect int) (turnStats, error) {
 	st := turnStats{lat: make([]time.Duration, 0, expect+16)}
 	errc := make(chan error, 1)
 	go func() {
-		errc <- s.Stream(ctx, StreamOptions{From: s.LastSeq()}, func(ev *pb.AgentEvent) error {
-			st.lat = append(st.lat, time.Since(ev.Timestamp.AsTime()))
-			st.events++
-			if ev.GetTurnComplete() != nil {
-				return errTurnDone
+		from := s.LastSeq()
+		for {
+			err := s.Stream(ctx, StreamOptions{From: from}, func(ev *pb.AgentEvent) error {
+				st.lat = append(st.lat, time.Since(ev.Timestamp.AsTime()))
+				st.events++
+				from = ev.Sequence
+				if ev.GetTurnComplete() != nil {
+					return errTurnDone
+				}
+				return nil
+			})
+			if !errors.Is(err, ErrSlowConsumer) {
+				errc <- err
+				return
 			}
-			return nil
-		})
+			st.cuts++
+		}
 	}()
 	if err := s.SendUser(ctx, prompt, nil); err != nil {
 		return st, err
@@ -75,7 +86,10 @@ func runTurn(ctx context.Context, s *Session, prompt string, expect int) (turnSt
 // fake CLI is a separate process and uses the other core. It reports
 // events/s and the latency from emit (the event's timestamp, taken just
 // before it is appended) to the client's receipt, which covers queueing,
-// the durable commit and the fan-out.
+// the durable commit and the fan-out. The client is a goroutine of this
+// process; when it is cut off as a slow consumer (the producer outruns the
+// log, so the queue is always full) it resumes, and slow-consumer-cuts
+// counts how often.
 //
 // The cli=cat variants take the fake CLI's JSON encoding off the machine's
 // second core: the same lines, recorded from the fake CLI before the timer
@@ -154,6 +168,7 @@ func benchBridge(b *testing.B, fake string, recorded bool) {
 		b.Fatalf("client received %d events, want at least %d", st.events, b.N)
 	}
 	b.ReportMetric(float64(st.events)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(st.cuts), "slow-consumer-cuts")
 	reportLatency(b, st.lat, "emit-to-client")
 }
 

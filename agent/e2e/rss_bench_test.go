@@ -1,0 +1,162 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+)
+
+// rssSessions is how many idle sessions BenchmarkIdleRSS creates.
+const rssSessions = 100
+
+// BenchmarkIdleRSS measures the resident memory of a real betcode-agent
+// process (built without -race, unlike the e2e tests' agent, since the race
+// detector multiplies memory) holding 100 idle sessions. The sessions are
+// created over the Unix socket with Converse StartConversation and never get
+// a message, so no CLI runs; the fake CLI is --claude-bin only because the
+// agent checks the binary's version at start.
+//
+// It reports VmRSS from /proc/PID/status, in MiB: of the fresh agent
+// (empty), with the 100 sessions and a client stream attached to each
+// (attached), and after those streams closed (idle, the target's figure),
+// plus the peak (VmHWM). The measurement runs once per call whatever b.N is:
+// run it with -benchtime 1x.
+func BenchmarkIdleRSS(b *testing.B) {
+	dir := b.TempDir()
+	agentBin, fakeBin := filepath.Join(dir, "betcode-agent"), filepath.Join(dir, "fakeclaude")
+	_, file, _, _ := runtime.Caller(0)
+	for bin, pkg := range map[string]string{agentBin: "./cmd/betcode-agent", fakeBin: "./internal/fakeclaude"} {
+		cmd := exec.Command("go", "build", "-o", bin, pkg)
+		cmd.Dir = filepath.Join(filepath.Dir(file), "..")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	sockDir, err := os.MkdirTemp("", "bc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(sockDir)
+	sock := filepath.Join(sockDir, "agent.sock")
+	home := filepath.Join(dir, "home")
+	cmd := exec.Command(agentBin, "serve", "--listen", "unix://"+sock, "--data-dir", filepath.Join(dir, "data"),
+		"--claude-bin", fakeBin, "--log-level", "info")
+	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+home, "XDG_DATA_HOME="+home)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Signal(syscall.SIGKILL); _ = cmd.Wait() }()
+	ready := make(chan struct{})
+	go func() {
+		// Keep reading until the agent exits, so its stderr never fills.
+		sc := bufio.NewScanner(stderr)
+		signalled := false
+		for sc.Scan() {
+			if !signalled && strings.Contains(sc.Text(), "agent serving") {
+				close(ready)
+				signalled = true
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		b.Fatal("agent did not start within 30s")
+	}
+	pid := cmd.Process.Pid
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	api := pb.NewAgentServiceClient(conn)
+
+	b.ResetTimer()
+	empty := settledRSS(b, pid, "VmRSS")
+	streamCtx, closeStreams := context.WithCancel(ctx)
+	work := b.TempDir()
+	for i := range rssSessions {
+		s, err := api.Converse(streamCtx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := &pb.StartConversation{WorkingDirectory: work}
+		if err := s.Send(&pb.AgentRequest{Request: &pb.AgentRequest_Start{Start: start}}); err != nil {
+			b.Fatal(err)
+		}
+		if ev, err := s.Recv(); err != nil || ev.GetSessionInfo() == nil {
+			b.Fatalf("session %d: first event %v, %v; want SessionInfo", i, ev, err)
+		}
+	}
+	attached := settledRSS(b, pid, "VmRSS")
+	closeStreams()
+	list, err := api.ListSessions(ctx, &pb.ListSessionsRequest{})
+	if err != nil || list.Total != rssSessions {
+		b.Fatalf("ListSessions = %v, %v; want %d sessions", list, err, rssSessions)
+	}
+	idle := settledRSS(b, pid, "VmRSS")
+	peak := settledRSS(b, pid, "VmHWM")
+	if kids := children(b, pid); kids != "" {
+		b.Fatalf("agent has child processes %s; no CLI should run", kids)
+	}
+	for range b.N {
+	}
+	b.StopTimer()
+	b.ReportMetric(empty, "empty-MiB")
+	b.ReportMetric(attached, "attached-MiB")
+	b.ReportMetric(idle, "idle-MiB")
+	b.ReportMetric(peak, "peak-MiB")
+}
+
+// settledRSS waits a second for the agent to settle, then returns field
+// (VmRSS or VmHWM) of /proc/pid/status in MiB.
+func settledRSS(b *testing.B, pid int, field string) float64 {
+	b.Helper()
+	time.Sleep(time.Second)
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			if err != nil {
+				b.Fatalf("parse %s: %v", line, err)
+			}
+			return kb / 1024
+		}
+	}
+	b.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
+
+// children lists pid's child processes ("" for none).
+func children(b *testing.B, pid int) string {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return strings.TrimSpace(string(data))
+}
