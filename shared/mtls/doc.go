@@ -1,0 +1,21 @@
+// Package mtls holds the TLS settings shared by the relay and the agent, and
+// the rule that turns a verified client certificate into a machine id.
+//
+// Agents dial out to the relay and prove who they are with a client
+// certificate issued by the relay's CA (see relay/pki and
+// docs/certificates.md). The certificate names the machine twice: as the
+// subject CN and as a URI SAN
+//
+//	betcode://machine/<ID>
+//
+// The URI SAN is the identity; the CN is for humans reading the certificate.
+// The relay takes the machine id from the verified certificate only
+// (MachineID, MachineIDFromPeer), never from a request field, so an agent
+// cannot register as another machine.
+//
+// The relay serves agents and plain clients (which have no certificate) on one
+// port, so it runs in VerifyClientCertIfGiven mode: a presented certificate
+// must chain to the CA, but none is required by the handshake. Services that
+// need a machine call MachineIDFromPeer, which fails with ErrNoClientCert when
+// the connection carries no verified client certificate.
+package mtls
