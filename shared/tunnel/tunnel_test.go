@@ -19,6 +19,7 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
@@ -306,5 +307,51 @@ func TestForwardedCalls(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+func TestInvoke(t *testing.T) {
+	svc := &testService{}
+	gs := grpc.NewServer()
+	testpb.RegisterTestServiceServer(gs, svc)
+	a, b := net.Pipe()
+	relay, _ := yamux.Client(a, YamuxConfig())
+	agent, _ := yamux.Server(b, YamuxConfig())
+	defer relay.Close()
+	defer agent.Close()
+	go func() {
+		for {
+			st, err := agent.AcceptStream()
+			if err != nil {
+				return
+			}
+			go Serve(context.Background(), st, gs, "relay")
+		}
+	}()
+	tests := []struct {
+		body string
+		code int
+	}{{"hello", 0}, {"fail", int(codes.NotFound)}}
+	for _, tt := range tests {
+		req, _ := proto.Marshal(&testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte(tt.body)}})
+		st, err := relay.OpenStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Invoke(st, "r1", "grpc.testing.TestService", "UnaryCall", nil, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Code != tt.code {
+			t.Fatalf("%s: code %d (%s), want %d", tt.body, res.Code, res.Message, tt.code)
+		}
+		if tt.code == 0 {
+			var resp testpb.SimpleResponse
+			if err := proto.Unmarshal(res.Response, &resp); err != nil || string(resp.Payload.Body) != tt.body {
+				t.Fatalf("response %v %v", &resp, err)
+			}
+		} else if res.Message != "no such thing" {
+			t.Fatalf("message %q", res.Message)
+		}
 	}
 }
