@@ -1223,7 +1223,12 @@ type PermissionRequest struct {
 	// Human-readable description of what the tool will do.
 	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
 	// Tool input as JSON.
-	Input         *structpb.Struct `protobuf:"bytes,4,opt,name=input,proto3" json:"input,omitempty"`
+	Input *structpb.Struct `protobuf:"bytes,4,opt,name=input,proto3" json:"input,omitempty"`
+	// Claude Code's permission_suggestions (e.g. rules it proposes to add),
+	// offered to the client as they came. (Added in 0.2.0.)
+	Suggestions []*structpb.Struct `protobuf:"bytes,5,rep,name=suggestions,proto3" json:"suggestions,omitempty"`
+	// The tool call this request is for. (Added in 0.2.0.)
+	ToolUseId     string `protobuf:"bytes,6,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1284,6 +1289,20 @@ func (x *PermissionRequest) GetInput() *structpb.Struct {
 		return x.Input
 	}
 	return nil
+}
+
+func (x *PermissionRequest) GetSuggestions() []*structpb.Struct {
+	if x != nil {
+		return x.Suggestions
+	}
+	return nil
+}
+
+func (x *PermissionRequest) GetToolUseId() string {
+	if x != nil {
+		return x.ToolUseId
+	}
+	return ""
 }
 
 // UserQuestion is a question from Claude (AskUserQuestion tool); answer with
@@ -2763,6 +2782,518 @@ func (x *QueueMessageResponse) GetSequence() uint64 {
 	return 0
 }
 
+// PermissionLogRequest selects a session's permission log.
+type PermissionLogRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// At most this many entries, newest last (0 = all).
+	Limit         uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PermissionLogRequest) Reset() {
+	*x = PermissionLogRequest{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PermissionLogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PermissionLogRequest) ProtoMessage() {}
+
+func (x *PermissionLogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PermissionLogRequest.ProtoReflect.Descriptor instead.
+func (*PermissionLogRequest) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *PermissionLogRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *PermissionLogRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// PermissionLogResponse is a session's permission log, oldest first.
+type PermissionLogResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The decisions.
+	Entries       []*PermissionLogEntry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PermissionLogResponse) Reset() {
+	*x = PermissionLogResponse{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PermissionLogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PermissionLogResponse) ProtoMessage() {}
+
+func (x *PermissionLogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PermissionLogResponse.ProtoReflect.Descriptor instead.
+func (*PermissionLogResponse) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *PermissionLogResponse) GetEntries() []*PermissionLogEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+// PermissionLogEntry is one permission decision.
+type PermissionLogEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The can_use_tool request id.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The tool asked for.
+	ToolName string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// Its input.
+	Input *structpb.Struct `protobuf:"bytes,3,opt,name=input,proto3" json:"input,omitempty"`
+	// "allow" or "deny".
+	Decision string `protobuf:"bytes,4,opt,name=decision,proto3" json:"decision,omitempty"`
+	// Who decided: "rule", "session_grant", "user", "timeout", "cancelled".
+	Source string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	// The rule that decided, when source is "rule" or "session_grant".
+	Rule string `protobuf:"bytes,6,opt,name=rule,proto3" json:"rule,omitempty"`
+	// Why, in words (e.g. the deny message given to Claude).
+	Reason string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	// When.
+	DecidedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=decided_at,json=decidedAt,proto3" json:"decided_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PermissionLogEntry) Reset() {
+	*x = PermissionLogEntry{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PermissionLogEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PermissionLogEntry) ProtoMessage() {}
+
+func (x *PermissionLogEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PermissionLogEntry.ProtoReflect.Descriptor instead.
+func (*PermissionLogEntry) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *PermissionLogEntry) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *PermissionLogEntry) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *PermissionLogEntry) GetInput() *structpb.Struct {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+func (x *PermissionLogEntry) GetDecision() string {
+	if x != nil {
+		return x.Decision
+	}
+	return ""
+}
+
+func (x *PermissionLogEntry) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *PermissionLogEntry) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *PermissionLogEntry) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PermissionLogEntry) GetDecidedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DecidedAt
+	}
+	return nil
+}
+
+// ListLocalSessionsRequest filters the machine's Claude Code sessions.
+type ListLocalSessionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only sessions of this working directory (empty = all).
+	WorkingDirectory string `protobuf:"bytes,1,opt,name=working_directory,json=workingDirectory,proto3" json:"working_directory,omitempty"`
+	// At most this many, newest first (0 = 100).
+	Limit         uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLocalSessionsRequest) Reset() {
+	*x = ListLocalSessionsRequest{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLocalSessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLocalSessionsRequest) ProtoMessage() {}
+
+func (x *ListLocalSessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLocalSessionsRequest.ProtoReflect.Descriptor instead.
+func (*ListLocalSessionsRequest) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ListLocalSessionsRequest) GetWorkingDirectory() string {
+	if x != nil {
+		return x.WorkingDirectory
+	}
+	return ""
+}
+
+func (x *ListLocalSessionsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// ListLocalSessionsResponse lists Claude Code sessions found on the machine.
+type ListLocalSessionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sessions, newest first.
+	Sessions      []*LocalSession `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLocalSessionsResponse) Reset() {
+	*x = ListLocalSessionsResponse{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLocalSessionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLocalSessionsResponse) ProtoMessage() {}
+
+func (x *ListLocalSessionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLocalSessionsResponse.ProtoReflect.Descriptor instead.
+func (*ListLocalSessionsResponse) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ListLocalSessionsResponse) GetSessions() []*LocalSession {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+// LocalSession is one Claude Code transcript on the machine.
+type LocalSession struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Claude Code's session id.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The directory it ran in.
+	WorkingDirectory string `protobuf:"bytes,2,opt,name=working_directory,json=workingDirectory,proto3" json:"working_directory,omitempty"`
+	// When its transcript last changed.
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// User and assistant messages in it.
+	MessageCount uint32 `protobuf:"varint,4,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
+	// The first user prompt.
+	FirstPrompt string `protobuf:"bytes,5,opt,name=first_prompt,json=firstPrompt,proto3" json:"first_prompt,omitempty"`
+	// The last message, shortened.
+	LastMessagePreview string `protobuf:"bytes,6,opt,name=last_message_preview,json=lastMessagePreview,proto3" json:"last_message_preview,omitempty"`
+	// True when the agent already manages it.
+	Adopted       bool `protobuf:"varint,7,opt,name=adopted,proto3" json:"adopted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LocalSession) Reset() {
+	*x = LocalSession{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocalSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocalSession) ProtoMessage() {}
+
+func (x *LocalSession) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocalSession.ProtoReflect.Descriptor instead.
+func (*LocalSession) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *LocalSession) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *LocalSession) GetWorkingDirectory() string {
+	if x != nil {
+		return x.WorkingDirectory
+	}
+	return ""
+}
+
+func (x *LocalSession) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+func (x *LocalSession) GetMessageCount() uint32 {
+	if x != nil {
+		return x.MessageCount
+	}
+	return 0
+}
+
+func (x *LocalSession) GetFirstPrompt() string {
+	if x != nil {
+		return x.FirstPrompt
+	}
+	return ""
+}
+
+func (x *LocalSession) GetLastMessagePreview() string {
+	if x != nil {
+		return x.LastMessagePreview
+	}
+	return ""
+}
+
+func (x *LocalSession) GetAdopted() bool {
+	if x != nil {
+		return x.Adopted
+	}
+	return false
+}
+
+// AdoptSessionRequest names a local session to adopt.
+type AdoptSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Claude Code's session id (from ListLocalSessions).
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdoptSessionRequest) Reset() {
+	*x = AdoptSessionRequest{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdoptSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdoptSessionRequest) ProtoMessage() {}
+
+func (x *AdoptSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdoptSessionRequest.ProtoReflect.Descriptor instead.
+func (*AdoptSessionRequest) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *AdoptSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// AdoptSessionResponse describes the adopted session.
+type AdoptSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session as ListSessions shows it.
+	Session *SessionSummary `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// Events imported from the transcript.
+	ImportedEvents uint32 `protobuf:"varint,2,opt,name=imported_events,json=importedEvents,proto3" json:"imported_events,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *AdoptSessionResponse) Reset() {
+	*x = AdoptSessionResponse{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdoptSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdoptSessionResponse) ProtoMessage() {}
+
+func (x *AdoptSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdoptSessionResponse.ProtoReflect.Descriptor instead.
+func (*AdoptSessionResponse) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *AdoptSessionResponse) GetSession() *SessionSummary {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *AdoptSessionResponse) GetImportedEvents() uint32 {
+	if x != nil {
+		return x.ImportedEvents
+	}
+	return 0
+}
+
 var File_betcode_v1_agent_proto protoreflect.FileDescriptor
 
 const file_betcode_v1_agent_proto_rawDesc = "" +
@@ -2847,13 +3378,15 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\x06output\x18\x02 \x01(\tR\x06output\x12\x19\n" +
 	"\bis_error\x18\x03 \x01(\bR\aisError\x12\x1f\n" +
 	"\vduration_ms\x18\x04 \x01(\rR\n" +
-	"durationMs\"\xa0\x01\n" +
+	"durationMs\"\xfb\x01\n" +
 	"\x11PermissionRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1b\n" +
 	"\ttool_name\x18\x02 \x01(\tR\btoolName\x12 \n" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x12-\n" +
-	"\x05input\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x05input\"\xa4\x01\n" +
+	"\x05input\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x05input\x129\n" +
+	"\vsuggestions\x18\x05 \x03(\v2\x17.google.protobuf.StructR\vsuggestions\x12\x1e\n" +
+	"\vtool_use_id\x18\x06 \x01(\tR\ttoolUseId\"\xa4\x01\n" +
 	"\fUserQuestion\x12\x1f\n" +
 	"\vquestion_id\x18\x01 \x01(\tR\n" +
 	"questionId\x12\x1a\n" +
@@ -2971,7 +3504,45 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x1a\n" +
 	"\bbuffered\x18\x02 \x01(\bR\bbuffered\x12\x1c\n" +
 	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x12\x1a\n" +
-	"\bsequence\x18\x04 \x01(\x04R\bsequence*f\n" +
+	"\bsequence\x18\x04 \x01(\x04R\bsequence\"K\n" +
+	"\x14PermissionLogRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"Q\n" +
+	"\x15PermissionLogResponse\x128\n" +
+	"\aentries\x18\x01 \x03(\v2\x1e.betcode.v1.PermissionLogEntryR\aentries\"\x9a\x02\n" +
+	"\x12PermissionLogEntry\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1b\n" +
+	"\ttool_name\x18\x02 \x01(\tR\btoolName\x12-\n" +
+	"\x05input\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x05input\x12\x1a\n" +
+	"\bdecision\x18\x04 \x01(\tR\bdecision\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\x12\x12\n" +
+	"\x04rule\x18\x06 \x01(\tR\x04rule\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x129\n" +
+	"\n" +
+	"decided_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tdecidedAt\"]\n" +
+	"\x18ListLocalSessionsRequest\x12+\n" +
+	"\x11working_directory\x18\x01 \x01(\tR\x10workingDirectory\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"Q\n" +
+	"\x19ListLocalSessionsResponse\x124\n" +
+	"\bsessions\x18\x01 \x03(\v2\x18.betcode.v1.LocalSessionR\bsessions\"\xa9\x02\n" +
+	"\fLocalSession\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12+\n" +
+	"\x11working_directory\x18\x02 \x01(\tR\x10workingDirectory\x129\n" +
+	"\n" +
+	"updated_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12#\n" +
+	"\rmessage_count\x18\x04 \x01(\rR\fmessageCount\x12!\n" +
+	"\ffirst_prompt\x18\x05 \x01(\tR\vfirstPrompt\x120\n" +
+	"\x14last_message_preview\x18\x06 \x01(\tR\x12lastMessagePreview\x12\x18\n" +
+	"\aadopted\x18\a \x01(\bR\aadopted\"4\n" +
+	"\x13AdoptSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"u\n" +
+	"\x14AdoptSessionResponse\x124\n" +
+	"\asession\x18\x01 \x01(\v2\x1a.betcode.v1.SessionSummaryR\asession\x12'\n" +
+	"\x0fimported_events\x18\x02 \x01(\rR\x0eimportedEvents*f\n" +
 	"\x12PermissionDecision\x12#\n" +
 	"\x1fPERMISSION_DECISION_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -2992,7 +3563,7 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\x04IDLE\x10\x04\x12\x0e\n" +
 	"\n" +
 	"COMPACTING\x10\x05\x12\t\n" +
-	"\x05ERROR\x10\x062\xba\x04\n" +
+	"\x05ERROR\x10\x062\xc9\x06\n" +
 	"\fAgentService\x12@\n" +
 	"\bConverse\x12\x18.betcode.v1.AgentRequest\x1a\x16.betcode.v1.AgentEvent(\x010\x01\x12Q\n" +
 	"\fListSessions\x12\x1f.betcode.v1.ListSessionsRequest\x1a .betcode.v1.ListSessionsResponse\x12K\n" +
@@ -3001,7 +3572,10 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"CancelTurn\x12\x1d.betcode.v1.CancelTurnRequest\x1a\x1e.betcode.v1.CancelTurnResponse\x12O\n" +
 	"\x10RequestInputLock\x12\x1c.betcode.v1.InputLockRequest\x1a\x1d.betcode.v1.InputLockResponse\x12Q\n" +
-	"\fQueueMessage\x12\x1f.betcode.v1.QueueMessageRequest\x1a .betcode.v1.QueueMessageResponseB;Z9github.com/betcode-dev/betcode/shared/betcodepb;betcodepbb\x06proto3"
+	"\fQueueMessage\x12\x1f.betcode.v1.QueueMessageRequest\x1a .betcode.v1.QueueMessageResponse\x12X\n" +
+	"\x11ListPermissionLog\x12 .betcode.v1.PermissionLogRequest\x1a!.betcode.v1.PermissionLogResponse\x12`\n" +
+	"\x11ListLocalSessions\x12$.betcode.v1.ListLocalSessionsRequest\x1a%.betcode.v1.ListLocalSessionsResponse\x12Q\n" +
+	"\fAdoptSession\x12\x1f.betcode.v1.AdoptSessionRequest\x1a .betcode.v1.AdoptSessionResponseB;Z9github.com/betcode-dev/betcode/shared/betcodepb;betcodepbb\x06proto3"
 
 var (
 	file_betcode_v1_agent_proto_rawDescOnce sync.Once
@@ -3016,50 +3590,58 @@ func file_betcode_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_betcode_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_betcode_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_betcode_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_betcode_v1_agent_proto_goTypes = []any{
-	(PermissionDecision)(0),        // 0: betcode.v1.PermissionDecision
-	(TodoStatus)(0),                // 1: betcode.v1.TodoStatus
-	(AgentStatus)(0),               // 2: betcode.v1.AgentStatus
-	(*AgentRequest)(nil),           // 3: betcode.v1.AgentRequest
-	(*StartConversation)(nil),      // 4: betcode.v1.StartConversation
-	(*UserMessage)(nil),            // 5: betcode.v1.UserMessage
-	(*Attachment)(nil),             // 6: betcode.v1.Attachment
-	(*PermissionResponse)(nil),     // 7: betcode.v1.PermissionResponse
-	(*UserQuestionResponse)(nil),   // 8: betcode.v1.UserQuestionResponse
-	(*CancelRequest)(nil),          // 9: betcode.v1.CancelRequest
-	(*AgentEvent)(nil),             // 10: betcode.v1.AgentEvent
-	(*TextDelta)(nil),              // 11: betcode.v1.TextDelta
-	(*ToolCallStart)(nil),          // 12: betcode.v1.ToolCallStart
-	(*ToolCallResult)(nil),         // 13: betcode.v1.ToolCallResult
-	(*PermissionRequest)(nil),      // 14: betcode.v1.PermissionRequest
-	(*UserQuestion)(nil),           // 15: betcode.v1.UserQuestion
-	(*QuestionOption)(nil),         // 16: betcode.v1.QuestionOption
-	(*TodoUpdate)(nil),             // 17: betcode.v1.TodoUpdate
-	(*TodoItem)(nil),               // 18: betcode.v1.TodoItem
-	(*StatusChange)(nil),           // 19: betcode.v1.StatusChange
-	(*SessionInfo)(nil),            // 20: betcode.v1.SessionInfo
-	(*ErrorEvent)(nil),             // 21: betcode.v1.ErrorEvent
-	(*UsageReport)(nil),            // 22: betcode.v1.UsageReport
-	(*PlanModeChange)(nil),         // 23: betcode.v1.PlanModeChange
-	(*TurnComplete)(nil),           // 24: betcode.v1.TurnComplete
-	(*ListSessionsRequest)(nil),    // 25: betcode.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),   // 26: betcode.v1.ListSessionsResponse
-	(*SessionSummary)(nil),         // 27: betcode.v1.SessionSummary
-	(*ResumeSessionRequest)(nil),   // 28: betcode.v1.ResumeSessionRequest
-	(*CompactSessionRequest)(nil),  // 29: betcode.v1.CompactSessionRequest
-	(*CompactSessionResponse)(nil), // 30: betcode.v1.CompactSessionResponse
-	(*CancelTurnRequest)(nil),      // 31: betcode.v1.CancelTurnRequest
-	(*CancelTurnResponse)(nil),     // 32: betcode.v1.CancelTurnResponse
-	(*InputLockRequest)(nil),       // 33: betcode.v1.InputLockRequest
-	(*InputLockResponse)(nil),      // 34: betcode.v1.InputLockResponse
-	(*QueueMessageRequest)(nil),    // 35: betcode.v1.QueueMessageRequest
-	(*QueueMessageResponse)(nil),   // 36: betcode.v1.QueueMessageResponse
-	nil,                            // 37: betcode.v1.StartConversation.MetadataEntry
-	nil,                            // 38: betcode.v1.UserQuestionResponse.AnswersEntry
-	nil,                            // 39: betcode.v1.ErrorEvent.DetailsEntry
-	(*timestamppb.Timestamp)(nil),  // 40: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),        // 41: google.protobuf.Struct
+	(PermissionDecision)(0),           // 0: betcode.v1.PermissionDecision
+	(TodoStatus)(0),                   // 1: betcode.v1.TodoStatus
+	(AgentStatus)(0),                  // 2: betcode.v1.AgentStatus
+	(*AgentRequest)(nil),              // 3: betcode.v1.AgentRequest
+	(*StartConversation)(nil),         // 4: betcode.v1.StartConversation
+	(*UserMessage)(nil),               // 5: betcode.v1.UserMessage
+	(*Attachment)(nil),                // 6: betcode.v1.Attachment
+	(*PermissionResponse)(nil),        // 7: betcode.v1.PermissionResponse
+	(*UserQuestionResponse)(nil),      // 8: betcode.v1.UserQuestionResponse
+	(*CancelRequest)(nil),             // 9: betcode.v1.CancelRequest
+	(*AgentEvent)(nil),                // 10: betcode.v1.AgentEvent
+	(*TextDelta)(nil),                 // 11: betcode.v1.TextDelta
+	(*ToolCallStart)(nil),             // 12: betcode.v1.ToolCallStart
+	(*ToolCallResult)(nil),            // 13: betcode.v1.ToolCallResult
+	(*PermissionRequest)(nil),         // 14: betcode.v1.PermissionRequest
+	(*UserQuestion)(nil),              // 15: betcode.v1.UserQuestion
+	(*QuestionOption)(nil),            // 16: betcode.v1.QuestionOption
+	(*TodoUpdate)(nil),                // 17: betcode.v1.TodoUpdate
+	(*TodoItem)(nil),                  // 18: betcode.v1.TodoItem
+	(*StatusChange)(nil),              // 19: betcode.v1.StatusChange
+	(*SessionInfo)(nil),               // 20: betcode.v1.SessionInfo
+	(*ErrorEvent)(nil),                // 21: betcode.v1.ErrorEvent
+	(*UsageReport)(nil),               // 22: betcode.v1.UsageReport
+	(*PlanModeChange)(nil),            // 23: betcode.v1.PlanModeChange
+	(*TurnComplete)(nil),              // 24: betcode.v1.TurnComplete
+	(*ListSessionsRequest)(nil),       // 25: betcode.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),      // 26: betcode.v1.ListSessionsResponse
+	(*SessionSummary)(nil),            // 27: betcode.v1.SessionSummary
+	(*ResumeSessionRequest)(nil),      // 28: betcode.v1.ResumeSessionRequest
+	(*CompactSessionRequest)(nil),     // 29: betcode.v1.CompactSessionRequest
+	(*CompactSessionResponse)(nil),    // 30: betcode.v1.CompactSessionResponse
+	(*CancelTurnRequest)(nil),         // 31: betcode.v1.CancelTurnRequest
+	(*CancelTurnResponse)(nil),        // 32: betcode.v1.CancelTurnResponse
+	(*InputLockRequest)(nil),          // 33: betcode.v1.InputLockRequest
+	(*InputLockResponse)(nil),         // 34: betcode.v1.InputLockResponse
+	(*QueueMessageRequest)(nil),       // 35: betcode.v1.QueueMessageRequest
+	(*QueueMessageResponse)(nil),      // 36: betcode.v1.QueueMessageResponse
+	(*PermissionLogRequest)(nil),      // 37: betcode.v1.PermissionLogRequest
+	(*PermissionLogResponse)(nil),     // 38: betcode.v1.PermissionLogResponse
+	(*PermissionLogEntry)(nil),        // 39: betcode.v1.PermissionLogEntry
+	(*ListLocalSessionsRequest)(nil),  // 40: betcode.v1.ListLocalSessionsRequest
+	(*ListLocalSessionsResponse)(nil), // 41: betcode.v1.ListLocalSessionsResponse
+	(*LocalSession)(nil),              // 42: betcode.v1.LocalSession
+	(*AdoptSessionRequest)(nil),       // 43: betcode.v1.AdoptSessionRequest
+	(*AdoptSessionResponse)(nil),      // 44: betcode.v1.AdoptSessionResponse
+	nil,                               // 45: betcode.v1.StartConversation.MetadataEntry
+	nil,                               // 46: betcode.v1.UserQuestionResponse.AnswersEntry
+	nil,                               // 47: betcode.v1.ErrorEvent.DetailsEntry
+	(*timestamppb.Timestamp)(nil),     // 48: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),           // 49: google.protobuf.Struct
 }
 var file_betcode_v1_agent_proto_depIdxs = []int32{
 	4,  // 0: betcode.v1.AgentRequest.start:type_name -> betcode.v1.StartConversation
@@ -3067,11 +3649,11 @@ var file_betcode_v1_agent_proto_depIdxs = []int32{
 	7,  // 2: betcode.v1.AgentRequest.permission:type_name -> betcode.v1.PermissionResponse
 	8,  // 3: betcode.v1.AgentRequest.question_response:type_name -> betcode.v1.UserQuestionResponse
 	9,  // 4: betcode.v1.AgentRequest.cancel:type_name -> betcode.v1.CancelRequest
-	37, // 5: betcode.v1.StartConversation.metadata:type_name -> betcode.v1.StartConversation.MetadataEntry
+	45, // 5: betcode.v1.StartConversation.metadata:type_name -> betcode.v1.StartConversation.MetadataEntry
 	6,  // 6: betcode.v1.UserMessage.attachments:type_name -> betcode.v1.Attachment
 	0,  // 7: betcode.v1.PermissionResponse.decision:type_name -> betcode.v1.PermissionDecision
-	38, // 8: betcode.v1.UserQuestionResponse.answers:type_name -> betcode.v1.UserQuestionResponse.AnswersEntry
-	40, // 9: betcode.v1.AgentEvent.timestamp:type_name -> google.protobuf.Timestamp
+	46, // 8: betcode.v1.UserQuestionResponse.answers:type_name -> betcode.v1.UserQuestionResponse.AnswersEntry
+	48, // 9: betcode.v1.AgentEvent.timestamp:type_name -> google.protobuf.Timestamp
 	11, // 10: betcode.v1.AgentEvent.text_delta:type_name -> betcode.v1.TextDelta
 	12, // 11: betcode.v1.AgentEvent.tool_call_start:type_name -> betcode.v1.ToolCallStart
 	13, // 12: betcode.v1.AgentEvent.tool_call_result:type_name -> betcode.v1.ToolCallResult
@@ -3084,36 +3666,49 @@ var file_betcode_v1_agent_proto_depIdxs = []int32{
 	22, // 19: betcode.v1.AgentEvent.usage:type_name -> betcode.v1.UsageReport
 	23, // 20: betcode.v1.AgentEvent.plan_mode:type_name -> betcode.v1.PlanModeChange
 	24, // 21: betcode.v1.AgentEvent.turn_complete:type_name -> betcode.v1.TurnComplete
-	41, // 22: betcode.v1.ToolCallStart.input:type_name -> google.protobuf.Struct
-	41, // 23: betcode.v1.PermissionRequest.input:type_name -> google.protobuf.Struct
-	16, // 24: betcode.v1.UserQuestion.options:type_name -> betcode.v1.QuestionOption
-	18, // 25: betcode.v1.TodoUpdate.items:type_name -> betcode.v1.TodoItem
-	1,  // 26: betcode.v1.TodoItem.status:type_name -> betcode.v1.TodoStatus
-	2,  // 27: betcode.v1.StatusChange.status:type_name -> betcode.v1.AgentStatus
-	39, // 28: betcode.v1.ErrorEvent.details:type_name -> betcode.v1.ErrorEvent.DetailsEntry
-	27, // 29: betcode.v1.ListSessionsResponse.sessions:type_name -> betcode.v1.SessionSummary
-	40, // 30: betcode.v1.SessionSummary.created_at:type_name -> google.protobuf.Timestamp
-	40, // 31: betcode.v1.SessionSummary.updated_at:type_name -> google.protobuf.Timestamp
-	5,  // 32: betcode.v1.QueueMessageRequest.message:type_name -> betcode.v1.UserMessage
-	3,  // 33: betcode.v1.AgentService.Converse:input_type -> betcode.v1.AgentRequest
-	25, // 34: betcode.v1.AgentService.ListSessions:input_type -> betcode.v1.ListSessionsRequest
-	28, // 35: betcode.v1.AgentService.ResumeSession:input_type -> betcode.v1.ResumeSessionRequest
-	29, // 36: betcode.v1.AgentService.CompactSession:input_type -> betcode.v1.CompactSessionRequest
-	31, // 37: betcode.v1.AgentService.CancelTurn:input_type -> betcode.v1.CancelTurnRequest
-	33, // 38: betcode.v1.AgentService.RequestInputLock:input_type -> betcode.v1.InputLockRequest
-	35, // 39: betcode.v1.AgentService.QueueMessage:input_type -> betcode.v1.QueueMessageRequest
-	10, // 40: betcode.v1.AgentService.Converse:output_type -> betcode.v1.AgentEvent
-	26, // 41: betcode.v1.AgentService.ListSessions:output_type -> betcode.v1.ListSessionsResponse
-	10, // 42: betcode.v1.AgentService.ResumeSession:output_type -> betcode.v1.AgentEvent
-	30, // 43: betcode.v1.AgentService.CompactSession:output_type -> betcode.v1.CompactSessionResponse
-	32, // 44: betcode.v1.AgentService.CancelTurn:output_type -> betcode.v1.CancelTurnResponse
-	34, // 45: betcode.v1.AgentService.RequestInputLock:output_type -> betcode.v1.InputLockResponse
-	36, // 46: betcode.v1.AgentService.QueueMessage:output_type -> betcode.v1.QueueMessageResponse
-	40, // [40:47] is the sub-list for method output_type
-	33, // [33:40] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	49, // 22: betcode.v1.ToolCallStart.input:type_name -> google.protobuf.Struct
+	49, // 23: betcode.v1.PermissionRequest.input:type_name -> google.protobuf.Struct
+	49, // 24: betcode.v1.PermissionRequest.suggestions:type_name -> google.protobuf.Struct
+	16, // 25: betcode.v1.UserQuestion.options:type_name -> betcode.v1.QuestionOption
+	18, // 26: betcode.v1.TodoUpdate.items:type_name -> betcode.v1.TodoItem
+	1,  // 27: betcode.v1.TodoItem.status:type_name -> betcode.v1.TodoStatus
+	2,  // 28: betcode.v1.StatusChange.status:type_name -> betcode.v1.AgentStatus
+	47, // 29: betcode.v1.ErrorEvent.details:type_name -> betcode.v1.ErrorEvent.DetailsEntry
+	27, // 30: betcode.v1.ListSessionsResponse.sessions:type_name -> betcode.v1.SessionSummary
+	48, // 31: betcode.v1.SessionSummary.created_at:type_name -> google.protobuf.Timestamp
+	48, // 32: betcode.v1.SessionSummary.updated_at:type_name -> google.protobuf.Timestamp
+	5,  // 33: betcode.v1.QueueMessageRequest.message:type_name -> betcode.v1.UserMessage
+	39, // 34: betcode.v1.PermissionLogResponse.entries:type_name -> betcode.v1.PermissionLogEntry
+	49, // 35: betcode.v1.PermissionLogEntry.input:type_name -> google.protobuf.Struct
+	48, // 36: betcode.v1.PermissionLogEntry.decided_at:type_name -> google.protobuf.Timestamp
+	42, // 37: betcode.v1.ListLocalSessionsResponse.sessions:type_name -> betcode.v1.LocalSession
+	48, // 38: betcode.v1.LocalSession.updated_at:type_name -> google.protobuf.Timestamp
+	27, // 39: betcode.v1.AdoptSessionResponse.session:type_name -> betcode.v1.SessionSummary
+	3,  // 40: betcode.v1.AgentService.Converse:input_type -> betcode.v1.AgentRequest
+	25, // 41: betcode.v1.AgentService.ListSessions:input_type -> betcode.v1.ListSessionsRequest
+	28, // 42: betcode.v1.AgentService.ResumeSession:input_type -> betcode.v1.ResumeSessionRequest
+	29, // 43: betcode.v1.AgentService.CompactSession:input_type -> betcode.v1.CompactSessionRequest
+	31, // 44: betcode.v1.AgentService.CancelTurn:input_type -> betcode.v1.CancelTurnRequest
+	33, // 45: betcode.v1.AgentService.RequestInputLock:input_type -> betcode.v1.InputLockRequest
+	35, // 46: betcode.v1.AgentService.QueueMessage:input_type -> betcode.v1.QueueMessageRequest
+	37, // 47: betcode.v1.AgentService.ListPermissionLog:input_type -> betcode.v1.PermissionLogRequest
+	40, // 48: betcode.v1.AgentService.ListLocalSessions:input_type -> betcode.v1.ListLocalSessionsRequest
+	43, // 49: betcode.v1.AgentService.AdoptSession:input_type -> betcode.v1.AdoptSessionRequest
+	10, // 50: betcode.v1.AgentService.Converse:output_type -> betcode.v1.AgentEvent
+	26, // 51: betcode.v1.AgentService.ListSessions:output_type -> betcode.v1.ListSessionsResponse
+	10, // 52: betcode.v1.AgentService.ResumeSession:output_type -> betcode.v1.AgentEvent
+	30, // 53: betcode.v1.AgentService.CompactSession:output_type -> betcode.v1.CompactSessionResponse
+	32, // 54: betcode.v1.AgentService.CancelTurn:output_type -> betcode.v1.CancelTurnResponse
+	34, // 55: betcode.v1.AgentService.RequestInputLock:output_type -> betcode.v1.InputLockResponse
+	36, // 56: betcode.v1.AgentService.QueueMessage:output_type -> betcode.v1.QueueMessageResponse
+	38, // 57: betcode.v1.AgentService.ListPermissionLog:output_type -> betcode.v1.PermissionLogResponse
+	41, // 58: betcode.v1.AgentService.ListLocalSessions:output_type -> betcode.v1.ListLocalSessionsResponse
+	44, // 59: betcode.v1.AgentService.AdoptSession:output_type -> betcode.v1.AdoptSessionResponse
+	50, // [50:60] is the sub-list for method output_type
+	40, // [40:50] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_betcode_v1_agent_proto_init() }
@@ -3148,7 +3743,7 @@ func file_betcode_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_betcode_v1_agent_proto_rawDesc), len(file_betcode_v1_agent_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   37,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,13 +24,16 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AgentService_Converse_FullMethodName         = "/betcode.v1.AgentService/Converse"
-	AgentService_ListSessions_FullMethodName     = "/betcode.v1.AgentService/ListSessions"
-	AgentService_ResumeSession_FullMethodName    = "/betcode.v1.AgentService/ResumeSession"
-	AgentService_CompactSession_FullMethodName   = "/betcode.v1.AgentService/CompactSession"
-	AgentService_CancelTurn_FullMethodName       = "/betcode.v1.AgentService/CancelTurn"
-	AgentService_RequestInputLock_FullMethodName = "/betcode.v1.AgentService/RequestInputLock"
-	AgentService_QueueMessage_FullMethodName     = "/betcode.v1.AgentService/QueueMessage"
+	AgentService_Converse_FullMethodName          = "/betcode.v1.AgentService/Converse"
+	AgentService_ListSessions_FullMethodName      = "/betcode.v1.AgentService/ListSessions"
+	AgentService_ResumeSession_FullMethodName     = "/betcode.v1.AgentService/ResumeSession"
+	AgentService_CompactSession_FullMethodName    = "/betcode.v1.AgentService/CompactSession"
+	AgentService_CancelTurn_FullMethodName        = "/betcode.v1.AgentService/CancelTurn"
+	AgentService_RequestInputLock_FullMethodName  = "/betcode.v1.AgentService/RequestInputLock"
+	AgentService_QueueMessage_FullMethodName      = "/betcode.v1.AgentService/QueueMessage"
+	AgentService_ListPermissionLog_FullMethodName = "/betcode.v1.AgentService/ListPermissionLog"
+	AgentService_ListLocalSessions_FullMethodName = "/betcode.v1.AgentService/ListLocalSessions"
+	AgentService_AdoptSession_FullMethodName      = "/betcode.v1.AgentService/AdoptSession"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -66,6 +69,15 @@ type AgentServiceClient interface {
 	// it the request a relay may buffer while the machine is offline and
 	// deliver exactly once when it reconnects. (Added in 0.2.0.)
 	QueueMessage(ctx context.Context, in *QueueMessageRequest, opts ...grpc.CallOption) (*QueueMessageResponse, error)
+	// ListPermissionLog lists every permission decision of a session: by the
+	// user, by a rule, or by timeout. (Added in 0.2.0.)
+	ListPermissionLog(ctx context.Context, in *PermissionLogRequest, opts ...grpc.CallOption) (*PermissionLogResponse, error)
+	// ListLocalSessions lists the machine's own Claude Code sessions (the
+	// CLI's transcripts), including those started in a terminal. (Added in 0.2.0.)
+	ListLocalSessions(ctx context.Context, in *ListLocalSessionsRequest, opts ...grpc.CallOption) (*ListLocalSessionsResponse, error)
+	// AdoptSession imports a local Claude Code session into the agent so it
+	// replays like any other and continues with --resume. (Added in 0.2.0.)
+	AdoptSession(ctx context.Context, in *AdoptSessionRequest, opts ...grpc.CallOption) (*AdoptSessionResponse, error)
 }
 
 type agentServiceClient struct {
@@ -158,6 +170,36 @@ func (c *agentServiceClient) QueueMessage(ctx context.Context, in *QueueMessageR
 	return out, nil
 }
 
+func (c *agentServiceClient) ListPermissionLog(ctx context.Context, in *PermissionLogRequest, opts ...grpc.CallOption) (*PermissionLogResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PermissionLogResponse)
+	err := c.cc.Invoke(ctx, AgentService_ListPermissionLog_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) ListLocalSessions(ctx context.Context, in *ListLocalSessionsRequest, opts ...grpc.CallOption) (*ListLocalSessionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListLocalSessionsResponse)
+	err := c.cc.Invoke(ctx, AgentService_ListLocalSessions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) AdoptSession(ctx context.Context, in *AdoptSessionRequest, opts ...grpc.CallOption) (*AdoptSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AdoptSessionResponse)
+	err := c.cc.Invoke(ctx, AgentService_AdoptSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -191,6 +233,15 @@ type AgentServiceServer interface {
 	// it the request a relay may buffer while the machine is offline and
 	// deliver exactly once when it reconnects. (Added in 0.2.0.)
 	QueueMessage(context.Context, *QueueMessageRequest) (*QueueMessageResponse, error)
+	// ListPermissionLog lists every permission decision of a session: by the
+	// user, by a rule, or by timeout. (Added in 0.2.0.)
+	ListPermissionLog(context.Context, *PermissionLogRequest) (*PermissionLogResponse, error)
+	// ListLocalSessions lists the machine's own Claude Code sessions (the
+	// CLI's transcripts), including those started in a terminal. (Added in 0.2.0.)
+	ListLocalSessions(context.Context, *ListLocalSessionsRequest) (*ListLocalSessionsResponse, error)
+	// AdoptSession imports a local Claude Code session into the agent so it
+	// replays like any other and continues with --resume. (Added in 0.2.0.)
+	AdoptSession(context.Context, *AdoptSessionRequest) (*AdoptSessionResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -221,6 +272,15 @@ func (UnimplementedAgentServiceServer) RequestInputLock(context.Context, *InputL
 }
 func (UnimplementedAgentServiceServer) QueueMessage(context.Context, *QueueMessageRequest) (*QueueMessageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method QueueMessage not implemented")
+}
+func (UnimplementedAgentServiceServer) ListPermissionLog(context.Context, *PermissionLogRequest) (*PermissionLogResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPermissionLog not implemented")
+}
+func (UnimplementedAgentServiceServer) ListLocalSessions(context.Context, *ListLocalSessionsRequest) (*ListLocalSessionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListLocalSessions not implemented")
+}
+func (UnimplementedAgentServiceServer) AdoptSession(context.Context, *AdoptSessionRequest) (*AdoptSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AdoptSession not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -351,6 +411,60 @@ func _AgentService_QueueMessage_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_ListPermissionLog_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PermissionLogRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ListPermissionLog(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ListPermissionLog_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ListPermissionLog(ctx, req.(*PermissionLogRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_ListLocalSessions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLocalSessionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ListLocalSessions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ListLocalSessions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ListLocalSessions(ctx, req.(*ListLocalSessionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_AdoptSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AdoptSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).AdoptSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_AdoptSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).AdoptSession(ctx, req.(*AdoptSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -377,6 +491,18 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "QueueMessage",
 			Handler:    _AgentService_QueueMessage_Handler,
+		},
+		{
+			MethodName: "ListPermissionLog",
+			Handler:    _AgentService_ListPermissionLog_Handler,
+		},
+		{
+			MethodName: "ListLocalSessions",
+			Handler:    _AgentService_ListLocalSessions_Handler,
+		},
+		{
+			MethodName: "AdoptSession",
+			Handler:    _AgentService_AdoptSession_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
