@@ -577,7 +577,9 @@ type PermissionResponse struct {
 	// The PermissionRequest.request_id being answered.
 	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// The decision.
-	Decision      PermissionDecision `protobuf:"varint,2,opt,name=decision,proto3,enum=betcode.v1.PermissionDecision" json:"decision,omitempty"`
+	Decision PermissionDecision `protobuf:"varint,2,opt,name=decision,proto3,enum=betcode.v1.PermissionDecision" json:"decision,omitempty"`
+	// For DENY: the reason, passed to Claude. (Added in 0.2.0.)
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -624,6 +626,13 @@ func (x *PermissionResponse) GetDecision() PermissionDecision {
 		return x.Decision
 	}
 	return PermissionDecision_PERMISSION_DECISION_UNSPECIFIED
+}
+
+func (x *PermissionResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 // UserQuestionResponse answers a UserQuestion event.
@@ -3329,11 +3338,12 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"Attachment\x12\x1a\n" +
 	"\bfilename\x18\x01 \x01(\tR\bfilename\x12\x1b\n" +
 	"\tmime_type\x18\x02 \x01(\tR\bmimeType\x12\x12\n" +
-	"\x04data\x18\x03 \x01(\fR\x04data\"o\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\x87\x01\n" +
 	"\x12PermissionResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12:\n" +
-	"\bdecision\x18\x02 \x01(\x0e2\x1e.betcode.v1.PermissionDecisionR\bdecision\"\xbc\x01\n" +
+	"\bdecision\x18\x02 \x01(\x0e2\x1e.betcode.v1.PermissionDecisionR\bdecision\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xbc\x01\n" +
 	"\x14UserQuestionResponse\x12\x1f\n" +
 	"\vquestion_id\x18\x01 \x01(\tR\n" +
 	"questionId\x12G\n" +
