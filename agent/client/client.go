@@ -6,6 +6,7 @@
 package client
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -17,12 +18,14 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 )
 
 // DialOptions configure Dial.
 type DialOptions struct {
-	CAFile string // trust this CA for TLS (implies TLS)
-	TLS    bool   // use TLS with the system roots
+	CAFile  string // trust this CA for TLS (implies TLS)
+	TLS     bool   // use TLS (with the system roots unless CAFile)
+	Machine string // through a relay: send every call to this machine
 }
 
 // Dial connects to an agent at addr: "unix:///path", a bare socket path, or
@@ -50,13 +53,23 @@ func Dial(addr string, o DialOptions) (*grpc.ClientConn, error) {
 	} else if !strings.HasPrefix(target, "unix://") && !isLoopback(target) {
 		return nil, errors.New("refusing to talk to " + addr + " without TLS off loopback: pass a CA file")
 	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))}
+	if o.Machine != "" {
+		opts = append(opts, grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, co ...grpc.CallOption) error {
+			return invoker(metadata.AppendToOutgoingContext(ctx, MachineMetadata, o.Machine), method, req, reply, cc, co...)
+		}), grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, co ...grpc.CallOption) (grpc.ClientStream, error) {
+			return streamer(metadata.AppendToOutgoingContext(ctx, MachineMetadata, o.Machine), desc, cc, method, co...)
+		}))
+	}
+	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	return conn, nil
 }
+
+// MachineMetadata names the target machine of a call through a relay.
+const MachineMetadata = "x-betcode-machine-id"
 
 func isLoopback(hostport string) bool {
 	host, _, err := net.SplitHostPort(hostport)

@@ -21,6 +21,8 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/betcode-dev/betcode/agent/claude"
+	"github.com/betcode-dev/betcode/agent/permission"
+	"github.com/betcode-dev/betcode/agent/relaylink"
 	"github.com/betcode-dev/betcode/agent/server"
 	"github.com/betcode-dev/betcode/agent/session"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
@@ -36,9 +38,53 @@ type Config struct {
 	TLSCert, TLSKey string // required to listen on TCP off loopback
 	Version         string
 	ShutdownTimeout time.Duration // default 10s
-	Logger          *slog.Logger
+	// Relay, when set, makes the agent dial out to a relay (host:port) with
+	// the machine certificate, so clients can reach it from anywhere.
+	Relay                            string
+	RelayCA, MachineCert, MachineKey string
+	MachineName                      string
+	Logger                           *slog.Logger
+
+	// Permission rules: Claude Code syntax (e.g. "Bash(git *)") and
+	// ccgrid-style rules. Deny wins over allow, allow over ask.
+	Permissions       permission.Settings
+	PermissionRules   []CCGridRule
+	PermissionTimeout time.Duration
+	MaxProcesses      int
+	HangTimeout       time.Duration
+	AutoCompactTokens uint64
 	// Ready, if set, is called with the bound addresses once serving.
 	Ready func(addrs []net.Addr)
+}
+
+// CCGridRule is a permission rule in ccgrid's shape.
+type CCGridRule struct {
+	ID          string `mapstructure:"id"`
+	ToolName    string `mapstructure:"toolName"`
+	PathPattern string `mapstructure:"pathPattern"`
+	Behavior    string `mapstructure:"behavior"`
+}
+
+// permissionEngine compiles the configured rules; a bad rule stops the agent
+// with a message naming it.
+func permissionEngine(cfg Config) (*permission.Engine, error) {
+	rules, err := cfg.Permissions.Rules()
+	if err != nil {
+		return nil, fmt.Errorf("permission rules: %w", err)
+	}
+	for i, r := range cfg.PermissionRules {
+		id := r.ID
+		if id == "" {
+			id = fmt.Sprintf("rule-%d", i+1)
+		}
+		rule, err := permission.CCGridRule(id, r.ToolName, r.PathPattern, r.Behavior)
+		if err != nil {
+			return nil, fmt.Errorf("permission_rules[%d]: %w", i, err)
+		}
+		rules = append(rules, rule)
+	}
+	home, _ := os.UserHomeDir()
+	return permission.New(rules, permission.Options{Home: home})
 }
 
 // DefaultSocketPath is $XDG_RUNTIME_DIR/betcode/agent.sock, or
@@ -98,8 +144,16 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir %q (set --data-dir): %w", cfg.DataDir, err)
 	}
+	eng, err := permissionEngine(cfg)
+	if err != nil {
+		return err
+	}
 	mgr, err := session.Open(ctx, session.Config{
 		ClaudeBin: bin, ClaudeEnv: cfg.ClaudeEnv, DefaultModel: cfg.DefaultModel, Logger: log,
+		Permissions: eng, PermissionTimeout: cfg.PermissionTimeout, MaxProcesses: cfg.MaxProcesses,
+		HangTimeout: cfg.HangTimeout, AutoCompactTokens: cfg.AutoCompactTokens,
+		// TodoWrite (not the Task* tools) so that todos arrive as whole lists.
+		ClaudeEnvDefaults: []string{"CLAUDE_CODE_ENABLE_TODO_TOOLS=1", "CLAUDE_CODE_ENABLE_TASKS=0"},
 	}, filepath.Join(cfg.DataDir, "agent.db"))
 	if err != nil {
 		return err
@@ -132,6 +186,27 @@ func Run(ctx context.Context, cfg Config) error {
 	hs.SetServingStatus(pb.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	reflection.Register(srv)
 
+	var link *relaylink.Link
+	if cfg.Relay != "" {
+		link, err = relaylink.New(relaylink.Config{
+			Relay: cfg.Relay, CAFile: cfg.RelayCA, CertFile: cfg.MachineCert, KeyFile: cfg.MachineKey,
+			MachineName: cfg.MachineName, Version: cfg.Version, Handler: srv, Logger: log,
+		})
+		if err != nil {
+			closeAll()
+			mgr.Close(context.Background())
+			return err
+		}
+	}
+	linkCtx, stopLink := context.WithCancel(ctx)
+	linkDone := make(chan struct{})
+	go func() {
+		defer close(linkDone)
+		if link != nil {
+			_ = link.Run(linkCtx)
+		}
+	}()
+
 	serveErr := make(chan error, len(lns))
 	addrs := make([]net.Addr, 0, len(lns))
 	for _, l := range lns {
@@ -151,6 +226,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	log.Info("agent shutting down")
 	hs.Shutdown()
+	stopLink()
+	<-linkDone
 	stopped := make(chan struct{})
 	go func() {
 		srv.GracefulStop()

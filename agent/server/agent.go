@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -62,10 +63,11 @@ func (a *Agent) Converse(stream pb.AgentService_ConverseServer) error {
 	fail := func(err error) error {
 		st := toStatus(err)
 		if code := BetCodeCode(st); code != "" && code != CodeSlowConsumer {
-			_ = send(clientError(code, status.Convert(st).Message(), true))
+			_ = send(clientError(st, true))
 		}
 		return st
 	}
+	clientID := ClientID(ctx)
 
 	var sess *session.Session
 	var from uint64
@@ -88,6 +90,8 @@ func (a *Agent) Converse(stream pb.AgentService_ConverseServer) error {
 		}
 	}
 
+	// The input lock follows its holder: a client that goes away frees it.
+	defer sess.ReleaseInputLock(clientID)
 	var halfClosed atomic.Bool
 	wake := make(chan struct{}, 1)
 	streamDone := make(chan error, 1)
@@ -108,9 +112,8 @@ func (a *Agent) Converse(stream pb.AgentService_ConverseServer) error {
 				recvDone <- err
 				return
 			}
-			if err := a.handleRequest(ctx, sess, req); err != nil {
-				st := toStatus(err)
-				_ = send(clientError(BetCodeCode(st), status.Convert(st).Message(), false))
+			if err := a.handleRequest(ctx, sess, clientID, req); err != nil {
+				_ = send(clientError(toStatus(err), false))
 			}
 		}
 	}()
@@ -170,30 +173,49 @@ func (a *Agent) cutError(reason error, lastSent uint64) error {
 	return reason
 }
 
-// clientError is an ErrorEvent addressed to one client. It is not part of the
-// session's log and so carries sequence 0.
-func clientError(code, msg string, fatal bool) *pb.AgentEvent {
-	ev := bridge.ErrorEvent(code, msg, fatal)
+// clientError is an ErrorEvent addressed to one client, made from a status
+// error. It is not part of the session's log and so carries sequence 0.
+func clientError(st error, fatal bool) *pb.AgentEvent {
+	ev := bridge.ErrorEvent(BetCodeCode(st), status.Convert(st).Message(), fatal)
+	ev.GetError().Details = ErrorDetails(st)
 	ev.Timestamp = timestamppb.Now()
 	return ev
 }
 
-func (a *Agent) handleRequest(ctx context.Context, sess *session.Session, req *pb.AgentRequest) error {
+// MDClientID names the client (for the input lock). Without it each Converse
+// stream is its own client.
+const MDClientID = "x-betcode-client-id"
+
+// ClientID returns the caller's client id: the x-betcode-client-id metadata,
+// or a fresh id for this call.
+func ClientID(ctx context.Context) string {
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get(MDClientID); len(v) > 0 && v[0] != "" {
+			return v[0]
+		}
+	}
+	return "stream-" + uuid.NewString()
+}
+
+func (a *Agent) handleRequest(ctx context.Context, sess *session.Session, clientID string, req *pb.AgentRequest) error {
 	switch r := req.Request.(type) {
 	case *pb.AgentRequest_Message:
-		return sess.SendUser(ctx, r.Message.GetContent(), r.Message.GetAttachments())
+		return sess.SendUserAs(ctx, clientID, r.Message.GetContent(), r.Message.GetAttachments())
 	case *pb.AgentRequest_Permission:
 		if r.Permission.GetRequestId() == "" {
 			return &session.InvalidError{Msg: "permission response needs a request_id"}
 		}
-		return sess.AnswerPermission(ctx, r.Permission.GetRequestId(), r.Permission.GetDecision())
+		return sess.AnswerPermission(ctx, r.Permission.GetRequestId(), r.Permission.GetDecision(), r.Permission.GetReason())
 	case *pb.AgentRequest_Cancel:
 		_, err := sess.Cancel(ctx)
 		return err
 	case *pb.AgentRequest_Start:
 		return &session.InvalidError{Msg: "this stream is already attached to session " + sess.ID() + "; open a new Converse stream for another session"}
 	case *pb.AgentRequest_QuestionResponse:
-		return Status(codes.Unimplemented, CodeNotImplemented, "answering questions is not supported by this agent version")
+		if r.QuestionResponse.GetQuestionId() == "" {
+			return &session.InvalidError{Msg: "question response needs a question_id"}
+		}
+		return sess.AnswerQuestion(ctx, r.QuestionResponse.GetQuestionId(), r.QuestionResponse.GetAnswers())
 	default:
 		return &session.InvalidError{Msg: "empty AgentRequest: set one of start, message, permission, question_response, cancel"}
 	}
@@ -309,4 +331,54 @@ func (a *Agent) QueueMessage(ctx context.Context, req *pb.QueueMessageRequest) (
 		return nil, toStatus(err)
 	}
 	return &pb.QueueMessageResponse{Accepted: true, Duplicate: dup, Sequence: sess.LastSeq()}, nil
+}
+
+// ListPermissionLog lists a session's permission decisions.
+func (a *Agent) ListPermissionLog(ctx context.Context, req *pb.PermissionLogRequest) (*pb.PermissionLogResponse, error) {
+	sess, err := a.Sessions.Get(ctx, req.SessionId)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	entries, err := sess.PermissionLog(ctx, int(req.Limit))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.PermissionLogResponse{Entries: entries}, nil
+}
+
+// CompactSession compacts an idle session.
+func (a *Agent) CompactSession(ctx context.Context, req *pb.CompactSessionRequest) (*pb.CompactSessionResponse, error) {
+	sess, err := a.Sessions.Get(ctx, req.SessionId)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	res, err := sess.Compact(ctx)
+	if err != nil {
+		if errors.Is(err, session.ErrBusy) {
+			return nil, toStatus(err)
+		}
+		return nil, Status(codes.Internal, "COMPACTION_FAILED", "Session compaction failed: "+err.Error())
+	}
+	return &pb.CompactSessionResponse{
+		MessagesBefore: uint32(res.MessagesBefore), MessagesAfter: uint32(res.MessagesAfter), TokensSaved: uint32(min(res.TokensSaved, 1<<32-1)),
+	}, nil
+}
+
+// RequestInputLock gives the calling client (x-betcode-client-id) the
+// session's input lock.
+func (a *Agent) RequestInputLock(ctx context.Context, req *pb.InputLockRequest) (*pb.InputLockResponse, error) {
+	sess, err := a.Sessions.Get(ctx, req.SessionId)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	ids := md.Get(MDClientID)
+	if len(ids) == 0 || ids[0] == "" {
+		return nil, Status(codes.InvalidArgument, CodeInvalidArgument, "set the x-betcode-client-id metadata (the same on your Converse stream) to hold the input lock")
+	}
+	prev, err := sess.RequestInputLock(ids[0])
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.InputLockResponse{Granted: true, PreviousHolder: prev}, nil
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -25,17 +26,41 @@ const (
 	CodeInternal          = "INTERNAL"
 	CodeNotImplemented    = "NOT_IMPLEMENTED"
 	CodeClaudeUnavailable = "CLAUDE_UNAVAILABLE"
+	CodeNoInputLock       = "NO_INPUT_LOCK"
+	CodePoolExhausted     = "POOL_EXHAUSTED"
+	CodeSubprocessCrashed = "SUBPROCESS_CRASHED"
+	CodeSessionActive     = "SESSION_ACTIVE"
 )
 
 // Status builds a gRPC status with a BetCode error code attached.
 func Status(c codes.Code, betcode, msg string) error {
+	return StatusWith(c, betcode, msg, nil)
+}
+
+// StatusWith is Status with ErrorInfo metadata (the ErrorEvent details of
+// the spec, e.g. retry_after_ms, holder_client_id).
+func StatusWith(c codes.Code, betcode, msg string, details map[string]string) error {
 	st := status.New(c, msg)
 	if betcode != "" {
-		if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: betcode, Domain: ErrorDomain}); err == nil {
+		if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: betcode, Domain: ErrorDomain, Metadata: details}); err == nil {
 			st = d
 		}
 	}
 	return st.Err()
+}
+
+// ErrorDetails returns the ErrorInfo metadata of a status error.
+func ErrorDetails(err error) map[string]string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return nil
+	}
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.Domain == ErrorDomain {
+			return ei.Metadata
+		}
+	}
+	return nil
 }
 
 // BetCodeCode extracts the BetCode error code from a status error.
@@ -57,7 +82,18 @@ func toStatus(err error) error {
 	var inv *session.InvalidError
 	var slow *session.SlowConsumerError
 	var bin *claude.BinaryError
+	var lock *session.NoInputLockError
+	var pool *session.PoolExhaustedError
+	var crash *session.CrashLoopError
 	switch {
+	case errors.As(err, &lock):
+		return StatusWith(codes.PermissionDenied, CodeNoInputLock, lock.Error(), map[string]string{"holder_client_id": lock.Holder})
+	case errors.As(err, &pool):
+		return StatusWith(codes.ResourceExhausted, CodePoolExhausted, pool.Error(), map[string]string{"retry_after_ms": strconv.FormatInt(pool.RetryAfter.Milliseconds(), 10)})
+	case errors.As(err, &crash):
+		return StatusWith(codes.Unavailable, CodeSubprocessCrashed, crash.Error(), map[string]string{"retry_after_ms": strconv.FormatInt(crash.RetryAfter.Milliseconds(), 10)})
+	case errors.Is(err, session.ErrBusy):
+		return StatusWith(codes.FailedPrecondition, CodeSessionActive, "Session has active turn", map[string]string{"required_state": "IDLE"})
 	case errors.As(err, &bin):
 		return Status(codes.FailedPrecondition, CodeClaudeUnavailable, bin.Error())
 	case err == nil:

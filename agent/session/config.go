@@ -2,21 +2,38 @@ package session
 
 import (
 	"errors"
+
+	"github.com/betcode-dev/betcode/agent/permission"
 	"log/slog"
 	"time"
 )
 
 // Config configures a Manager. Zero values take the defaults in brackets.
 type Config struct {
-	ClaudeBin        string        // path of the claude binary (required)
-	ClaudeEnv        []string      // extra environment for every CLI (KEY=VALUE)
-	DefaultModel     string        // --model when the client names none
-	DefaultDir       string        // working directory when the client names none [process cwd]
-	SubscriberBuffer int           // events buffered per client before it is cut off [8192]
-	StopGrace        time.Duration // per stop step: end_session, SIGTERM, SIGKILL [3s]
-	MaxMessageBytes  int           // largest user message accepted [1 MiB]
-	Logger           *slog.Logger
-	Now              func() time.Time
+	ClaudeBin string   // path of the claude binary (required)
+	ClaudeEnv []string // extra environment for every CLI (KEY=VALUE)
+	// ClaudeEnvDefaults are set for every CLI unless the agent's own
+	// environment sets them.
+	ClaudeEnvDefaults []string
+	DefaultModel      string        // --model when the client names none
+	DefaultDir        string        // working directory when the client names none [process cwd]
+	SubscriberBuffer  int           // events buffered per client before it is cut off [8192]
+	StopGrace         time.Duration // per stop step: end_session, SIGTERM, SIGKILL [3s]
+	MaxMessageBytes   int           // largest user message accepted [1 MiB]
+	// Permissions decides can_use_tool requests before anyone is asked
+	// [no rules: always ask].
+	Permissions *permission.Engine
+	// PermissionTimeout denies a request nobody answered [5m]; negative
+	// disables the timeout.
+	PermissionTimeout time.Duration
+	MaxProcesses      int           // concurrent Claude processes [8]
+	HangTimeout       time.Duration // kill a CLI silent this long mid-turn [10m]; negative disables
+	MaxRestarts       int           // consecutive crash restarts before a cooldown [5]
+	CrashCooldown     time.Duration // refusal period after MaxRestarts crashes [5m]
+	CancelGrace       time.Duration // wait for an interrupted turn before SIGINT [3s]
+	AutoCompactTokens uint64        // compact after a turn whose context exceeds this; 0 = off
+	Logger            *slog.Logger
+	Now               func() time.Time
 }
 
 func (c *Config) setDefaults() {
@@ -28,6 +45,27 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = 1 << 20
+	}
+	if c.Permissions == nil {
+		c.Permissions, _ = permission.New(nil, permission.Options{})
+	}
+	if c.PermissionTimeout == 0 {
+		c.PermissionTimeout = 5 * time.Minute
+	}
+	if c.MaxProcesses <= 0 {
+		c.MaxProcesses = 8
+	}
+	if c.HangTimeout == 0 {
+		c.HangTimeout = 10 * time.Minute
+	}
+	if c.MaxRestarts <= 0 {
+		c.MaxRestarts = 5
+	}
+	if c.CrashCooldown <= 0 {
+		c.CrashCooldown = 5 * time.Minute
+	}
+	if c.CancelGrace <= 0 {
+		c.CancelGrace = 3 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/google/uuid"
@@ -23,6 +24,7 @@ type Manager struct {
 	mu       sync.Mutex
 	sessions map[string]*Session
 	closing  bool
+	running  int            // CLI processes holding a pool slot
 	procs    sync.WaitGroup // one per running CLI reader
 }
 
@@ -184,12 +186,15 @@ func (m *Manager) Get(ctx context.Context, id string) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load session %s: %w", id, err)
 	}
+	s = newSession(m, meta, last)
+	if err := s.loadGrants(ctx); err != nil {
+		return nil, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if s := m.sessions[id]; s != nil {
-		return s, nil
+	if cur := m.sessions[id]; cur != nil {
+		return cur, nil
 	}
-	s = newSession(m, meta, last)
 	m.sessions[id] = s
 	return s, nil
 }
@@ -247,3 +252,16 @@ func (m *Manager) SlowConsumer(lastSeq uint64) error {
 
 // NewSessionID is exposed for tests that need a syntactically valid id.
 func NewSessionID() string { return uuid.NewString() }
+
+// claudeEnv is the extra environment of a CLI: defaults the agent's own
+// environment does not override, then the configured variables.
+func (m *Manager) claudeEnv() []string {
+	var env []string
+	for _, kv := range m.cfg.ClaudeEnvDefaults {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, set := os.LookupEnv(k); !set {
+			env = append(env, kv)
+		}
+	}
+	return append(env, m.cfg.ClaudeEnv...)
+}

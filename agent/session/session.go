@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/betcode-dev/betcode/agent/bridge"
 	"github.com/betcode-dev/betcode/agent/claude"
 	"github.com/betcode-dev/betcode/agent/eventlog"
+	"github.com/betcode-dev/betcode/agent/permission"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
@@ -59,8 +62,22 @@ type Session struct {
 	sentTurns, doneTurns int
 	resetAt              uint64 // publishing this sequence settles every turn (crash)
 	proc                 *claude.Process
-	perms                map[string]json.RawMessage // open can_use_tool request id -> tool input
+	perms                map[string]*pending // open can_use_tool requests by request id
+	eng                  *permission.Engine  // agent rules + this session's grants
 	cancelRequested      bool
+	lockHolder           string // client id holding the input lock ("" = free)
+	crashes              int    // consecutive crashes of the CLI
+	lastCrash            time.Time
+	lastUsed             time.Time     // for choosing an idle CLI to stop when the pool is full
+	contextTokens        uint64        // input + cache-read tokens of the last turn
+	readerDone           chan struct{} // closed when the running CLI's reader ends
+	lastCompact          *compactMeta  // figures of Claude's last /compact
+
+	compactMu sync.Mutex // one compaction at a time
+
+	// trMu guards the translator: the reader goroutine translates, answer
+	// paths adjust its status.
+	trMu sync.Mutex
 
 	idemMu sync.Mutex // serialises SendUserOnce
 }
@@ -68,7 +85,8 @@ type Session struct {
 func newSession(m *Manager, meta eventlog.Session, lastSeq uint64) *Session {
 	return &Session{
 		m: m, id: meta.ID, meta: meta, seq: lastSeq, committed: lastSeq,
-		tr: bridge.New(m.cfg.Now), subs: map[*subscriber]struct{}{}, perms: map[string]json.RawMessage{},
+		tr: bridge.New(m.cfg.Now), subs: map[*subscriber]struct{}{}, perms: map[string]*pending{},
+		eng: m.cfg.Permissions,
 	}
 }
 
@@ -217,6 +235,13 @@ func (s *Session) Busy() bool {
 // SendUser sends a user message, starting the CLI (with --resume when the
 // session has history) if it is not running.
 func (s *Session) SendUser(ctx context.Context, text string, attachments []*pb.Attachment) error {
+	return s.SendUserAs(ctx, "", text, attachments)
+}
+
+// SendUserAs is SendUser for a client: it fails with *NoInputLockError when
+// another client holds the session's input lock, and takes the free lock for
+// a named client.
+func (s *Session) SendUserAs(ctx context.Context, clientID, text string, attachments []*pb.Attachment) error {
 	if strings.TrimSpace(text) == "" && len(attachments) == 0 {
 		return invalidf("user message is empty")
 	}
@@ -230,8 +255,20 @@ func (s *Session) SendUser(ctx context.Context, text string, attachments []*pb.A
 	if err != nil {
 		return err
 	}
+	if err := s.checkLock(clientID); err != nil {
+		return err
+	}
+	if err := s.waitRestartBackoff(ctx); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.lockHolder != "" && s.lockHolder != clientID {
+		return &NoInputLockError{Holder: s.lockHolder}
+	}
+	if s.lockHolder == "" && clientID != "" {
+		s.lockHolder = clientID
+	}
 	if err := s.ensureProcessLocked(ctx); err != nil {
 		return err
 	}
@@ -239,6 +276,7 @@ func (s *Session) SendUser(ctx context.Context, text string, attachments []*pb.A
 		return fmt.Errorf("send message to claude: %w", err)
 	}
 	s.sentTurns++
+	s.lastUsed = s.m.cfg.Now()
 	s.cancelRequested = false
 	s.meta.Status = StatusActive
 	s.meta.MessageCount++
@@ -269,6 +307,9 @@ func (s *Session) ensureProcessLocked(ctx context.Context) error {
 	if s.proc != nil {
 		return nil
 	}
+	if err := s.m.acquireSlot(s); err != nil {
+		return err
+	}
 	s.m.mu.Lock()
 	closing := s.m.closing
 	if !closing {
@@ -276,11 +317,12 @@ func (s *Session) ensureProcessLocked(ctx context.Context) error {
 	}
 	s.m.mu.Unlock()
 	if closing {
+		s.m.releaseSlot()
 		return ErrClosed
 	}
 	opts := claude.Options{
 		Bin: s.m.cfg.ClaudeBin, Dir: s.meta.WorkingDirectory, Model: s.meta.Model,
-		SessionID: s.id, Resume: s.meta.ClaudeStarted, Env: s.m.cfg.ClaudeEnv,
+		SessionID: s.id, Resume: s.meta.ClaudeStarted, Env: s.m.claudeEnv(),
 		Logger: s.m.cfg.Logger.With("session_id", s.id),
 	}
 	if v := s.meta.Metadata[metaAllowedTools]; v != "" {
@@ -292,25 +334,39 @@ func (s *Session) ensureProcessLocked(ctx context.Context) error {
 	p, err := claude.Start(ctx, opts)
 	if err != nil {
 		s.m.procs.Done()
+		s.m.releaseSlot()
 		return err
 	}
 	if _, err := p.Initialize(); err != nil {
 		p.Kill()
 		go func() { _ = p.Conn.Drain(context.Background()); _ = p.Wait() }()
 		s.m.procs.Done()
+		s.m.releaseSlot()
 		return fmt.Errorf("initialize claude: %w", err)
 	}
 	s.proc = p
 	resumed := s.meta.ClaudeStarted
-	go s.readLoop(p, resumed)
+	restart := s.crashes
+	s.readerDone = make(chan struct{})
+	go s.readLoop(p, resumed, restart, s.readerDone)
 	return nil
 }
 
 // readLoop turns the CLI's output into events until it exits.
-func (s *Session) readLoop(p *claude.Process, resumed bool) {
+func (s *Session) readLoop(p *claude.Process, resumed bool, restart int, done chan struct{}) {
 	defer s.m.procs.Done()
+	defer close(done)
+	defer s.m.releaseSlot()
 	ctx := context.Background()
 	log := s.m.cfg.Logger.With("session_id", s.id, "pid", p.Pid())
+	var lastOutput atomic.Int64
+	lastOutput.Store(time.Now().UnixNano())
+	var hung atomic.Bool
+	stopWatch := s.watchHang(p, &lastOutput, &hung)
+	defer stopWatch()
+	if restart > 0 {
+		s.emitStatus(ctx, nil, pb.AgentStatus_THINKING, fmt.Sprintf("Claude restarted with --resume after a crash (restart %d of %d)", restart, s.m.cfg.MaxRestarts))
+	}
 	if resumed {
 		s.mu.Lock()
 		info := s.info(true)
@@ -319,6 +375,7 @@ func (s *Session) readLoop(p *claude.Process, resumed bool) {
 	}
 	for {
 		env, err := p.Next()
+		lastOutput.Store(time.Now().UnixNano())
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				log.Warn("session: reading claude output", "err", err)
@@ -330,8 +387,8 @@ func (s *Session) readLoop(p *claude.Process, resumed bool) {
 	waitErr := p.Wait()
 	s.mu.Lock()
 	s.proc = nil
-	s.perms = map[string]json.RawMessage{}
 	s.mu.Unlock()
+	s.clearPending()
 	if bad := p.BadLines(); bad > 0 {
 		log.Warn("session: claude wrote malformed lines", "bad_lines", bad)
 	}
@@ -339,11 +396,31 @@ func (s *Session) readLoop(p *claude.Process, resumed bool) {
 		log.Debug("session: claude exited", "err", waitErr)
 		return
 	}
+	s.mu.Lock()
+	cancelled := s.cancelRequested
+	s.cancelRequested = false
+	s.mu.Unlock()
+	if cancelled {
+		// Stopped with SIGINT after an interrupt went unanswered.
+		s.trMu.Lock()
+		s.tr.SetStatus(pb.AgentStatus_IDLE)
+		s.trMu.Unlock()
+		s.emitEvents(ctx, true, bridge.TurnCompleteEvent("cancelled"), bridge.StatusEvent(pb.AgentStatus_IDLE, ""))
+		s.saveMeta(ctx)
+		return
+	}
 	msg := fmt.Sprintf("Claude process exited mid-turn (%v)", exitText(waitErr))
+	if hung.Load() {
+		msg = fmt.Sprintf("Claude produced no output for %s mid-turn and was stopped", s.m.cfg.HangTimeout)
+	}
 	if tail := p.Stderr(); tail != "" {
 		msg += ": " + lastLine(tail)
 	}
-	log.Warn("session: claude crashed mid-turn", "err", waitErr, "stderr", p.Stderr())
+	log.Warn("session: claude crashed mid-turn", "err", waitErr, "stderr", p.Stderr(), "hung", hung.Load())
+	s.mu.Lock()
+	s.crashes++
+	s.lastCrash = s.m.cfg.Now()
+	s.mu.Unlock()
 	s.emitCrash(ctx, msg)
 }
 
@@ -367,7 +444,9 @@ func (s *Session) emitCrash(ctx context.Context, msg string) {
 		bridge.TurnCompleteEvent("crashed"),
 		bridge.StatusEvent(pb.AgentStatus_IDLE, ""),
 	}
+	s.trMu.Lock()
 	s.tr.SetStatus(pb.AgentStatus_IDLE)
+	s.trMu.Unlock()
 	s.emitEvents(ctx, true, evs...)
 	s.saveMeta(ctx)
 }
@@ -388,6 +467,9 @@ func lastLine(s string) string {
 func (s *Session) handle(ctx context.Context, p *claude.Process, env *claude.Envelope) {
 	switch env.Type {
 	case claude.TypeSystem:
+		if env.Subtype == "compact_boundary" {
+			s.noteCompactBoundary(env)
+		}
 		if env.Subtype == "init" {
 			s.mu.Lock()
 			first := !s.meta.ClaudeStarted
@@ -407,15 +489,20 @@ func (s *Session) handle(ctx context.Context, p *claude.Process, env *claude.Env
 			_ = p.SendControlError(env.RequestID, "unsupported control request subtype: "+req.Subtype)
 			return
 		}
-		s.mu.Lock()
-		s.perms[env.RequestID] = req.Input
-		s.mu.Unlock()
+		if !s.canUseTool(ctx, p, env, &req) {
+			return // decided by a rule: nothing for the user to see
+		}
 	case claude.TypeControlCancel:
+		s.dropPending(ctx, env.RequestID)
+	}
+	s.trMu.Lock()
+	evs := s.tr.Translate(env)
+	s.trMu.Unlock()
+	if env.Type == claude.TypeResult {
 		s.mu.Lock()
-		delete(s.perms, env.RequestID)
+		s.crashes = 0 // a turn finished: the CLI works
 		s.mu.Unlock()
 	}
-	evs := s.tr.Translate(env)
 	if env.Type == claude.TypeResult {
 		s.mu.Lock()
 		cancelled := s.cancelRequested
@@ -431,6 +518,7 @@ func (s *Session) handle(ctx context.Context, p *claude.Process, env *claude.Env
 	s.emit(ctx, evs...)
 	if env.Type == claude.TypeResult {
 		s.saveMeta(ctx)
+		s.maybeAutoCompact()
 	}
 }
 
@@ -440,6 +528,9 @@ func (s *Session) recordResult(evs []*pb.AgentEvent) {
 	defer s.mu.Unlock()
 	for _, ev := range evs {
 		if u := ev.GetUsage(); u != nil {
+			if ctxTokens := uint64(u.InputTokens) + uint64(u.CacheReadTokens) + uint64(u.CacheCreationTokens); ctxTokens > 0 {
+				s.contextTokens = ctxTokens
+			}
 			s.meta.TotalInputTokens += uint64(u.InputTokens)
 			s.meta.TotalOutputTokens += uint64(u.OutputTokens)
 			s.meta.TotalCostUSD += u.CostUsd
@@ -464,34 +555,6 @@ func (s *Session) saveMeta(ctx context.Context) {
 	}
 }
 
-// AnswerPermission answers an open can_use_tool request.
-func (s *Session) AnswerPermission(ctx context.Context, requestID string, decision pb.PermissionDecision) error {
-	s.mu.Lock()
-	input, ok := s.perms[requestID]
-	p := s.proc
-	if ok {
-		delete(s.perms, requestID)
-	}
-	s.mu.Unlock()
-	if !ok || p == nil {
-		return ErrStale
-	}
-	switch decision {
-	case pb.PermissionDecision_ALLOW_ONCE, pb.PermissionDecision_ALLOW_SESSION:
-		resp := map[string]any{"behavior": "allow"}
-		if len(input) > 0 {
-			resp["updatedInput"] = input
-		}
-		return p.SendControlSuccess(requestID, resp)
-	case pb.PermissionDecision_DENY:
-		return p.SendControlSuccess(requestID, map[string]any{"behavior": "deny", "message": "The user denied this tool call."})
-	}
-	s.mu.Lock()
-	s.perms[requestID] = input
-	s.mu.Unlock()
-	return invalidf("permission decision must be ALLOW_ONCE, ALLOW_SESSION or DENY")
-}
-
 // Cancel interrupts the running turn; it reports whether one was running.
 // The turn ends with TurnComplete{stop_reason: "cancelled"}.
 func (s *Session) Cancel(ctx context.Context) (bool, error) {
@@ -505,9 +568,23 @@ func (s *Session) Cancel(ctx context.Context) (bool, error) {
 	if !busy || p == nil {
 		return false, nil
 	}
+	s.mu.Lock()
+	target := s.sentTurns
+	s.mu.Unlock()
 	if _, err := p.Interrupt(); err != nil {
 		return true, fmt.Errorf("interrupt claude: %w", err)
 	}
+	// If the CLI does not end the turn, SIGINT ends the process (it exits
+	// within ~0.3 s); the turn then completes as cancelled.
+	time.AfterFunc(s.m.cfg.CancelGrace, func() {
+		s.mu.Lock()
+		stuck := s.proc == p && s.doneTurns < target && s.cancelRequested
+		s.mu.Unlock()
+		if stuck {
+			s.m.cfg.Logger.Warn("session: interrupt unanswered; sending SIGINT", "session_id", s.id)
+			_ = p.Signal(os.Interrupt)
+		}
+	})
 	return true, nil
 }
 

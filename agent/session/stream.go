@@ -111,6 +111,16 @@ func (s *Session) Stream(ctx context.Context, opt StreamOptions, send func(*pb.A
 		}()
 	}
 	last := opt.From
+	s.mu.Lock()
+	boundary := s.meta.CompactionSeq
+	s.mu.Unlock()
+	if boundary > 1 && last+1 < boundary && last < snapshot {
+		// The events before the boundary were compacted away.
+		if err := send(s.compactedSnapshot(boundary)); err != nil {
+			return err
+		}
+		last = boundary - 1
+	}
 	cutErr := func() error {
 		if sc, ok := sub.cutErr.(*SlowConsumerError); ok {
 			return &SlowConsumerError{LastSeq: last, Buffer: sc.Buffer}

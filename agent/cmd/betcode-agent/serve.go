@@ -1,10 +1,14 @@
 package main
 
 import (
+	"fmt"
+	"time"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 
 	"github.com/betcode-dev/betcode/agent/daemon"
+	"github.com/betcode-dev/betcode/agent/permission"
 )
 
 func newServeCmd() *cobra.Command {
@@ -27,15 +31,32 @@ or JSON). The command line wins over the environment, which wins over the file.`
 			if err != nil {
 				return err
 			}
+			var ccgrid []daemon.CCGridRule
+			if err := v.UnmarshalKey("permission_rules", &ccgrid); err != nil {
+				return fmt.Errorf("permission_rules in the config file: %w", err)
+			}
 			return daemon.Run(cmd.Context(), daemon.Config{
-				Listen:       v.GetStringSlice("listen"),
-				DataDir:      v.GetString("data-dir"),
-				ClaudeBin:    v.GetString("claude-bin"),
-				DefaultModel: v.GetString("model"),
-				TLSCert:      v.GetString("tls-cert"),
-				TLSKey:       v.GetString("tls-key"),
-				Version:      version,
-				Logger:       log,
+				Permissions: permission.Settings{
+					Allow: v.GetStringSlice("allow"), Deny: v.GetStringSlice("deny"), Ask: v.GetStringSlice("ask"),
+				},
+				PermissionRules:   ccgrid,
+				PermissionTimeout: v.GetDuration("permission-timeout"),
+				MaxProcesses:      v.GetInt("max-processes"),
+				HangTimeout:       v.GetDuration("hang-timeout"),
+				AutoCompactTokens: v.GetUint64("auto-compact-tokens"),
+				Listen:            v.GetStringSlice("listen"),
+				DataDir:           v.GetString("data-dir"),
+				ClaudeBin:         v.GetString("claude-bin"),
+				DefaultModel:      v.GetString("model"),
+				TLSCert:           v.GetString("tls-cert"),
+				TLSKey:            v.GetString("tls-key"),
+				Version:           version,
+				Logger:            log,
+				Relay:             v.GetString("relay"),
+				RelayCA:           v.GetString("relay-ca"),
+				MachineCert:       v.GetString("machine-cert"),
+				MachineKey:        v.GetString("machine-key"),
+				MachineName:       v.GetString("machine-name"),
 			})
 		},
 	}
@@ -46,6 +67,18 @@ or JSON). The command line wins over the environment, which wins over the file.`
 	f.String("model", "", "default model for new sessions (Claude Code's default when empty)")
 	f.String("tls-cert", "", "TLS certificate for TCP listeners (required off loopback)")
 	f.String("tls-key", "", "TLS key for --tls-cert")
+	f.String("relay", "", "relay to dial out to (host:port); clients then reach this machine through it")
+	f.String("relay-ca", "", "CA certificate of the relay")
+	f.String("machine-cert", "", "this machine's client certificate (from `betcode-relay certs machine`)")
+	f.String("machine-key", "", "the key of --machine-cert")
+	f.String("machine-name", "", "name shown in `betcode machines` (default: the hostname)")
+	f.StringSlice("allow", nil, "permission rule to allow without asking, Claude Code syntax, e.g. 'Bash(go test *)' (repeatable)")
+	f.StringSlice("deny", nil, "permission rule to deny without asking, e.g. 'Bash(rm *)' (repeatable; deny wins)")
+	f.StringSlice("ask", nil, "permission rule that always asks (repeatable)")
+	f.Duration("permission-timeout", 5*time.Minute, "deny a permission request nobody answered within this time")
+	f.Int("max-processes", 8, "Claude processes running at once; idle ones are stopped to make room")
+	f.Duration("hang-timeout", 10*time.Minute, "stop a Claude process that prints nothing this long mid-turn")
+	f.Uint64("auto-compact-tokens", 0, "compact a session after a turn whose context exceeds this many tokens (0: never)")
 	f.String("config", "", "config file")
 	f.String("log-level", "info", "log level: debug, info, warn, error")
 	return cmd

@@ -36,11 +36,21 @@ func newRootCmd() *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.String("agent", "unix://"+daemon.DefaultSocketPath(), "agent address: unix:///path or host:port (env BETCODE_AGENT)")
 	pf.String("ca", "", "CA certificate to trust for a TLS agent address")
-	root.AddCommand(newChatCmd(g), newSessionsCmd(g), newReplayCmd(g))
+	pf.String("relay", "", "reach machines through this relay (host:port) instead of a local agent (env BETCODE_RELAY)")
+	pf.String("relay-ca", "", "CA certificate of the relay (default: the system's roots)")
+	pf.String("machine", "", "with --relay: the machine for this command (default: the one you switched to)")
+	root.AddCommand(newChatCmd(g), newSessionsCmd(g), newReplayCmd(g), newMachinesCmd(g), newMachineCmd(g), newSendCmd(g))
 	return root
 }
 
 func (g *globals) dial() (*grpc.ClientConn, error) {
+	if relay := g.v.GetString("relay"); relay != "" {
+		conn, err := client.Dial(relay, client.DialOptions{CAFile: g.v.GetString("relay-ca"), TLS: true, Machine: g.v.GetString("machine")})
+		if err != nil {
+			return nil, &client.ExitError{Code: client.ExitConnection, Err: err}
+		}
+		return conn, nil
+	}
 	conn, err := client.Dial(g.v.GetString("agent"), client.DialOptions{CAFile: g.v.GetString("ca")})
 	if err != nil {
 		return nil, &client.ExitError{Code: client.ExitConnection, Err: err}

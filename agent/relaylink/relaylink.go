@@ -1,0 +1,231 @@
+// Package relaylink keeps the agent connected to a relay: it dials out over
+// mTLS, registers, opens the tunnel and serves every call the relay forwards
+// through it with the agent's own gRPC server. On any failure it reconnects
+// with backoff (1 s, 2 s, 5 s, 10 s, then every 30 s, each ±20 %) and
+// registers again. Local clients are served whatever the tunnel does.
+package relaylink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/hashicorp/yamux"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/mtls"
+	"github.com/betcode-dev/betcode/shared/tunnel"
+)
+
+// Config configures the link.
+type Config struct {
+	Relay       string // host:port
+	CAFile      string // the relay's CA (--relay-ca)
+	CertFile    string // this machine's certificate (--machine-cert)
+	KeyFile     string // its key (--machine-key)
+	MachineName string
+	Version     string
+	Handler     http.Handler // the agent's grpc.Server
+	Logger      *slog.Logger
+	// ActiveSessions, if set, is reported in heartbeats.
+	ActiveSessions func() uint32
+}
+
+// Link is a running connection manager.
+type Link struct {
+	cfg       Config
+	connected atomic.Bool
+	since     atomic.Int64 // unix nanos of the last state change
+}
+
+// New checks cfg and returns a Link; Run starts it.
+func New(cfg Config) (*Link, error) {
+	if cfg.Relay == "" || cfg.CertFile == "" || cfg.KeyFile == "" || cfg.CAFile == "" {
+		return nil, errors.New("relay link needs --relay, --machine-cert, --machine-key and --relay-ca")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MachineName == "" {
+		cfg.MachineName, _ = os.Hostname()
+	}
+	l := &Link{cfg: cfg}
+	l.since.Store(time.Now().UnixNano())
+	return l, nil
+}
+
+// Connected reports whether the tunnel is up, and since when.
+func (l *Link) Connected() (bool, time.Time) {
+	return l.connected.Load(), time.Unix(0, l.since.Load())
+}
+
+func (l *Link) setConnected(v bool) {
+	l.connected.Store(v)
+	l.since.Store(time.Now().UnixNano())
+}
+
+// Steps is the reconnection schedule.
+var Steps = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second}
+
+// stepBackOff walks Steps with ±20 % jitter, staying at the last step.
+type stepBackOff struct{ i int }
+
+func (b *stepBackOff) NextBackOff() time.Duration {
+	d := Steps[min(b.i, len(Steps)-1)]
+	b.i++
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+func (b *stepBackOff) Reset() { b.i = 0 }
+
+var _ backoff.BackOff = (*stepBackOff)(nil)
+
+// Run keeps the link up until ctx ends.
+func (l *Link) Run(ctx context.Context) error {
+	log := l.cfg.Logger.With("relay", l.cfg.Relay)
+	bo := &stepBackOff{}
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := l.session(ctx, log)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(start) > time.Minute {
+			bo.Reset() // it was up for a while: start the schedule over
+		}
+		wait := bo.NextBackOff()
+		log.Warn("relay link down; reconnecting", "err", err, "retry_in", wait.Round(time.Millisecond))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// session runs one connection until it fails.
+func (l *Link) session(ctx context.Context, log *slog.Logger) error {
+	host, _, err := net.SplitHostPort(l.cfg.Relay)
+	if err != nil {
+		return fmt.Errorf("--relay %q: %w", l.cfg.Relay, err)
+	}
+	tlsCfg, err := mtls.ClientConfig(l.cfg.CAFile, l.cfg.CertFile, l.cfg.KeyFile, host)
+	if err != nil {
+		return err
+	}
+	cc, err := grpc.NewClient(l.cfg.Relay,
+		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(4<<20),
+	)
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	api := pb.NewTunnelServiceClient(cc)
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	resp, err := api.Register(rctx, &pb.RegisterRequest{
+		MachineName: l.cfg.MachineName, Capabilities: []string{"claude-code"},
+		Info: &pb.MachineInfo{Os: runtime.GOOS, Arch: runtime.GOARCH, Version: l.cfg.Version, CpuCores: uint32(runtime.NumCPU())},
+	})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("register: %s", mtls.DescribeHandshakeError(err))
+	}
+	if !resp.Accepted {
+		return fmt.Errorf("relay refused registration: %s", resp.Message)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	stream, err := api.OpenTunnel(sctx)
+	if err != nil {
+		return fmt.Errorf("open tunnel: %w", err)
+	}
+	conn := tunnel.NewConn(stream, stop, tunnel.Addr("machine"), tunnel.Addr("relay:"+l.cfg.Relay))
+	sess, err := yamux.Server(conn, tunnel.YamuxConfig())
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	l.setConnected(true)
+	defer l.setConnected(false)
+	log.Info("relay link up", "message", resp.Message)
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	interval := time.Duration(resp.HeartbeatIntervalSecs) * time.Second
+	if interval <= 0 {
+		interval = 30 * time.Second
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		l.heartbeats(sctx, api, interval, sess, log)
+	}()
+	for {
+		st, err := sess.AcceptStream()
+		if err != nil {
+			stop()
+			return fmt.Errorf("tunnel closed: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := tunnel.Serve(sctx, st, l.cfg.Handler, "relay:"+l.cfg.Relay); err != nil {
+				log.Debug("relay link: forwarded call", "err", err)
+			}
+		}()
+	}
+}
+
+// heartbeats sends a heartbeat every interval; missing three in a row ends
+// the session so the link reconnects.
+func (l *Link) heartbeats(ctx context.Context, api pb.TunnelServiceClient, interval time.Duration, sess *yamux.Session, log *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		req := &pb.HeartbeatRequest{SentAt: timestamppb.Now(), Metrics: &pb.MachineMetrics{}}
+		if l.cfg.ActiveSessions != nil {
+			req.Metrics.ActiveSessions = l.cfg.ActiveSessions()
+		}
+		hctx, cancel := context.WithTimeout(ctx, interval)
+		resp, err := api.Heartbeat(hctx, req)
+		cancel()
+		if err != nil {
+			failures++
+			log.Warn("relay heartbeat failed", "err", err, "failures", failures)
+			if failures >= 3 {
+				sess.Close()
+				return
+			}
+			continue
+		}
+		failures = 0
+		if resp.BufferedMessages > 0 {
+			log.Info("relay holds buffered messages for this machine", "count", resp.BufferedMessages)
+		}
+	}
+}

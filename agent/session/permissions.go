@@ -1,0 +1,347 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/betcode-dev/betcode/agent/bridge"
+	"github.com/betcode-dev/betcode/agent/claude"
+	"github.com/betcode-dev/betcode/agent/permission"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+)
+
+// CodePermissionTimeout is the ErrorEvent code of a request nobody answered.
+const CodePermissionTimeout = "PERMISSION_TIMEOUT"
+
+// pending is an open can_use_tool request.
+type pending struct {
+	tool      string
+	input     json.RawMessage
+	toolUseID string
+	question  bool // AskUserQuestion: answered with UserQuestionResponse
+	timer     *time.Timer
+}
+
+// LogEntry is one permission decision, as stored in the session's log.
+type LogEntry struct {
+	RequestID string          `json:"request_id"`
+	Tool      string          `json:"tool"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	Decision  string          `json:"decision"` // allow | deny
+	Source    string          `json:"source"`   // rule | session_grant | user | timeout | cancelled
+	Rule      string          `json:"rule,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
+	At        time.Time       `json:"at"`
+}
+
+const (
+	permLogPrefix = "permlog/"
+	grantPrefix   = "grant/"
+)
+
+// engine returns the session's permission engine: the agent's rules plus
+// the session's grants.
+func (s *Session) engine() *permission.Engine {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.eng
+}
+
+// loadGrants reads persisted ALLOW_SESSION grants and builds the engine.
+func (s *Session) loadGrants(ctx context.Context) error {
+	kv, err := s.m.log.GetKV(ctx, s.id, grantPrefix)
+	if err != nil {
+		return fmt.Errorf("load grants: %w", err)
+	}
+	keys := make([]string, 0, len(kv))
+	for k := range kv {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var grants []permission.Rule
+	for _, k := range keys {
+		r, err := permission.ParseRule(string(kv[k]), permission.Allow)
+		if err != nil {
+			s.m.cfg.Logger.Warn("session: skipping unreadable grant", "session_id", s.id, "grant", string(kv[k]), "err", err)
+			continue
+		}
+		r.Source = "session-grant"
+		grants = append(grants, r)
+	}
+	eng, err := s.m.cfg.Permissions.With(grants...)
+	if err != nil {
+		return fmt.Errorf("build permission engine: %w", err)
+	}
+	s.mu.Lock()
+	s.eng = eng
+	s.mu.Unlock()
+	return nil
+}
+
+// canUseTool decides a can_use_tool request. It returns the events to emit
+// (none when a rule decided).
+func (s *Session) canUseTool(ctx context.Context, p *claude.Process, env *claude.Envelope, req *claude.ControlRequest) (ask bool) {
+	pend := &pending{tool: req.ToolName, input: req.Input, toolUseID: req.ToolUseID, question: req.ToolName == "AskUserQuestion"}
+	if !pend.question {
+		var input map[string]any
+		_ = json.Unmarshal(req.Input, &input)
+		d := s.engine().Decide(permission.Request{Tool: req.ToolName, Input: input, Cwd: s.meta.WorkingDirectory})
+		if d.Behavior != permission.Ask && d.Rule != nil {
+			source := "rule"
+			if d.Rule.Source == "session-grant" {
+				source = "session_grant"
+			}
+			entry := LogEntry{RequestID: env.RequestID, Tool: req.ToolName, Input: req.Input, Source: source, Rule: d.Rule.String() + " (" + d.Rule.Source + ")", Reason: d.Reason}
+			if d.Behavior == permission.Allow {
+				entry.Decision = "allow"
+				_ = p.SendControlSuccess(env.RequestID, allowResponse(req.Input))
+			} else {
+				entry.Decision = "deny"
+				entry.Reason = "denied by rule " + d.Rule.String()
+				_ = p.SendControlSuccess(env.RequestID, map[string]any{"behavior": "deny", "message": "Denied by the BetCode permission rule " + d.Rule.String() + "."})
+			}
+			s.m.cfg.Logger.Info("session: permission decided by rule", "session_id", s.id, "tool", req.ToolName, "decision", entry.Decision, "rule", entry.Rule)
+			s.logDecision(ctx, entry)
+			return false
+		}
+	}
+	s.mu.Lock()
+	s.perms[env.RequestID] = pend
+	if t := s.m.cfg.PermissionTimeout; t > 0 {
+		id := env.RequestID
+		pend.timer = time.AfterFunc(t, func() { s.expire(id, p) })
+	}
+	s.mu.Unlock()
+	return true
+}
+
+func allowResponse(input json.RawMessage) map[string]any {
+	resp := map[string]any{"behavior": "allow"}
+	if len(input) > 0 {
+		resp["updatedInput"] = input
+	}
+	return resp
+}
+
+// expire denies a request nobody answered in time.
+func (s *Session) expire(requestID string, p *claude.Process) {
+	pend := s.takePending(requestID)
+	if pend == nil {
+		return
+	}
+	t := s.m.cfg.PermissionTimeout
+	msg := fmt.Sprintf("No answer within %s; the request was denied.", t)
+	_ = p.SendControlSuccess(requestID, map[string]any{"behavior": "deny", "message": msg})
+	ctx := context.Background()
+	ev := bridge.ErrorEvent(CodePermissionTimeout, fmt.Sprintf("Permission request for %s timed out after %s and was denied", pend.tool, t), false)
+	ev.GetError().Details = map[string]string{"request_id": requestID, "session_id": s.id}
+	s.emitStatus(ctx, ev, pb.AgentStatus_EXECUTING_TOOL, "")
+	s.logDecision(ctx, LogEntry{RequestID: requestID, Tool: pend.tool, Input: pend.input, Decision: "deny", Source: "timeout", Reason: msg})
+}
+
+func (s *Session) takePending(id string) *pending {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pend := s.perms[id]
+	if pend == nil {
+		return nil
+	}
+	delete(s.perms, id)
+	if pend.timer != nil {
+		pend.timer.Stop()
+	}
+	return pend
+}
+
+// dropPending forgets requests the CLI withdrew (control_cancel_request).
+func (s *Session) dropPending(ctx context.Context, id string) {
+	if pend := s.takePending(id); pend != nil {
+		s.logDecision(ctx, LogEntry{RequestID: id, Tool: pend.tool, Input: pend.input, Decision: "deny", Source: "cancelled", Reason: "withdrawn by Claude (turn interrupted)"})
+	}
+}
+
+// clearPending forgets every open request (the CLI exited).
+func (s *Session) clearPending() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, p := range s.perms {
+		if p.timer != nil {
+			p.timer.Stop()
+		}
+		delete(s.perms, id)
+	}
+}
+
+// emitStatus emits ev (if any) and a status change, keeping the
+// translator's idea of the status in step.
+func (s *Session) emitStatus(ctx context.Context, ev *pb.AgentEvent, st pb.AgentStatus, msg string) {
+	s.trMu.Lock()
+	s.tr.SetStatus(st)
+	s.trMu.Unlock()
+	evs := []*pb.AgentEvent{}
+	if ev != nil {
+		evs = append(evs, ev)
+	}
+	s.emit(ctx, append(evs, bridge.StatusEvent(st, msg))...)
+}
+
+func (s *Session) logDecision(ctx context.Context, e LogEntry) {
+	if e.At.IsZero() {
+		e.At = s.m.cfg.Now()
+	}
+	b, _ := json.Marshal(e)
+	key := fmt.Sprintf("%s%020d", permLogPrefix, e.At.UnixNano())
+	if err := s.m.log.PutKV(context.WithoutCancel(ctx), s.id, key, b); err != nil {
+		s.m.cfg.Logger.Error("session: write permission log", "session_id", s.id, "err", err)
+	}
+}
+
+// PermissionLog returns the session's decisions, oldest first.
+func (s *Session) PermissionLog(ctx context.Context, limit int) ([]*pb.PermissionLogEntry, error) {
+	kv, err := s.m.log.GetKV(ctx, s.id, permLogPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("read permission log: %w", err)
+	}
+	keys := make([]string, 0, len(kv))
+	for k := range kv {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if limit > 0 && len(keys) > limit {
+		keys = keys[len(keys)-limit:]
+	}
+	out := make([]*pb.PermissionLogEntry, 0, len(keys))
+	for _, k := range keys {
+		var e LogEntry
+		if json.Unmarshal(kv[k], &e) != nil {
+			continue
+		}
+		out = append(out, &pb.PermissionLogEntry{
+			RequestId: e.RequestID, ToolName: e.Tool, Input: bridge.ToStruct(e.Input), Decision: e.Decision,
+			Source: e.Source, Rule: e.Rule, Reason: e.Reason, DecidedAt: timestamppb.New(e.At),
+		})
+	}
+	return out, nil
+}
+
+// AnswerPermission answers an open can_use_tool request. ALLOW_SESSION also
+// grants the same tool and pattern for the rest of the session (persisted).
+func (s *Session) AnswerPermission(ctx context.Context, requestID string, decision pb.PermissionDecision, reason string) error {
+	switch decision {
+	case pb.PermissionDecision_ALLOW_ONCE, pb.PermissionDecision_ALLOW_SESSION, pb.PermissionDecision_DENY:
+	default:
+		return invalidf("permission decision must be ALLOW_ONCE, ALLOW_SESSION or DENY")
+	}
+	s.mu.Lock()
+	pend := s.perms[requestID]
+	p := s.proc
+	s.mu.Unlock()
+	if pend == nil || p == nil || pend.question {
+		if pend != nil && pend.question {
+			return invalidf("request %s is a question: answer it with a UserQuestionResponse", requestID)
+		}
+		return ErrStale
+	}
+	if s.takePending(requestID) == nil {
+		return ErrStale
+	}
+	entry := LogEntry{RequestID: requestID, Tool: pend.tool, Input: pend.input, Source: "user"}
+	if decision == pb.PermissionDecision_DENY {
+		msg := strings.TrimSpace(reason)
+		if msg == "" {
+			msg = "The user denied this tool call."
+		} else {
+			msg = "The user denied this tool call: " + msg
+		}
+		entry.Decision, entry.Reason = "deny", msg
+		if err := p.SendControlSuccess(requestID, map[string]any{"behavior": "deny", "message": msg}); err != nil {
+			return fmt.Errorf("answer claude: %w", err)
+		}
+		s.logDecision(ctx, entry)
+		s.emitStatus(ctx, nil, pb.AgentStatus_THINKING, "")
+		return nil
+	}
+	entry.Decision = "allow"
+	if decision == pb.PermissionDecision_ALLOW_SESSION {
+		var input map[string]any
+		_ = json.Unmarshal(pend.input, &input)
+		g := permission.GrantFor(pend.tool, input)
+		entry.Rule, entry.Reason = g.String(), "allowed for the rest of the session"
+		if err := s.addGrant(ctx, g); err != nil {
+			return err
+		}
+	}
+	if err := p.SendControlSuccess(requestID, allowResponse(pend.input)); err != nil {
+		return fmt.Errorf("answer claude: %w", err)
+	}
+	s.logDecision(ctx, entry)
+	s.emitStatus(ctx, nil, pb.AgentStatus_EXECUTING_TOOL, pend.tool)
+	return nil
+}
+
+func (s *Session) addGrant(ctx context.Context, g permission.Rule) error {
+	key := fmt.Sprintf("%s%020d", grantPrefix, s.m.cfg.Now().UnixNano())
+	if err := s.m.log.PutKV(context.WithoutCancel(ctx), s.id, key, []byte(g.String())); err != nil {
+		return fmt.Errorf("save grant: %w", err)
+	}
+	g.Source = "session-grant"
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	eng, err := s.eng.With(g)
+	if err != nil {
+		return fmt.Errorf("add grant %s: %w", g.String(), err)
+	}
+	s.eng = eng
+	return nil
+}
+
+// AnswerQuestion answers an AskUserQuestion request: answers maps each
+// question's text to the chosen label(s) (several joined with ", ") or free
+// text.
+func (s *Session) AnswerQuestion(ctx context.Context, questionID string, answers map[string]string) error {
+	s.mu.Lock()
+	pend := s.perms[questionID]
+	p := s.proc
+	s.mu.Unlock()
+	if pend == nil || p == nil || !pend.question {
+		return ErrStale
+	}
+	if len(answers) == 0 {
+		return invalidf("answers is empty: map each question's text to an answer")
+	}
+	var input map[string]any
+	if err := json.Unmarshal(pend.input, &input); err != nil {
+		return fmt.Errorf("question input: %w", err)
+	}
+	known := map[string]bool{}
+	if qs, ok := input["questions"].([]any); ok {
+		for _, q := range qs {
+			if m, ok := q.(map[string]any); ok {
+				if t, ok := m["question"].(string); ok {
+					known[t] = true
+				}
+			}
+		}
+	}
+	for q := range answers {
+		if !known[q] {
+			return invalidf("answers names %q, which is not one of the questions asked", q)
+		}
+	}
+	if s.takePending(questionID) == nil {
+		return ErrStale
+	}
+	input["answers"] = answers
+	if err := p.SendControlSuccess(questionID, map[string]any{"behavior": "allow", "updatedInput": input}); err != nil {
+		return fmt.Errorf("answer claude: %w", err)
+	}
+	s.logDecision(ctx, LogEntry{RequestID: questionID, Tool: pend.tool, Input: pend.input, Decision: "allow", Source: "user", Reason: "answered"})
+	s.emitStatus(ctx, nil, pb.AgentStatus_THINKING, "")
+	return nil
+}
