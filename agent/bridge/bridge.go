@@ -14,6 +14,50 @@
 //   - A result with is_error is a failed turn whatever its subtype; it gives
 //     an ErrorEvent (RATE_LIMITED for HTTP 429, AGENT_ERROR otherwise) before
 //     UsageReport and TurnComplete.
+//
+// Tools rendered specially. Their ToolCallStart and ToolCallResult are
+// emitted as for any tool (a client that shows the richer events below can
+// hide those by tool name); the richer events come on top:
+//   - can_use_tool gives a PermissionRequest with the CLI's
+//     permission_suggestions (as Structs, in order) and tool_use_id, then
+//     StatusChange WAITING_FOR_USER, except for AskUserQuestion.
+//   - can_use_tool for AskUserQuestion gives one UserQuestion per entry of
+//     input.questions, all with question_id = the control request_id, then
+//     WAITING_FOR_USER. Options map to QuestionOption{value: label, label:
+//     label, description}; multiSelect to multi_select; header and preview
+//     have no field and are dropped. A client answers every question of one
+//     request_id with a single UserQuestionResponse whose answers map each
+//     question text to its answer (labels joined with ", " for several, or
+//     free text), for the daemon to send back as updatedInput.answers. If the
+//     input holds no question, a PermissionRequest is sent instead, so the
+//     request can still be answered.
+//   - Plan mode is tracked from the permissionMode of system/init and of
+//     system/status lines (see PlanMode). Entering it gives
+//     PlanModeChange{active: true}; leaving it PlanModeChange{active: false,
+//     plan}. ExitPlanMode's own can_use_tool stays a PermissionRequest: the
+//     user approves leaving plan mode, and the mode change that follows is
+//     what ends it. The plan is the latest "plan" an ExitPlanMode input
+//     carried (assistant tool_use or can_use_tool), else the result's
+//     tool_use_result.plan, else "". As the CLI switches the mode while
+//     ExitPlanMode runs, before its result, the exit is held back until that
+//     result (or, if it never comes, the turn's result line). Subagents'
+//     ExitPlanMode calls are ignored: they do not change the session's mode.
+//   - TodoWrite gives a TodoUpdate with its whole input.todos list, once per
+//     tool_use id, as soon as the input is known (like ToolCallStart). Item
+//     ids are the 1-based positions ("1", "2", …), subject the content,
+//     active_form the activeForm; an unknown status is TODO_STATUS_UNSPECIFIED.
+//   - TaskCreate and TaskUpdate edit one list the translator keeps; each
+//     successful result that changes it gives a TodoUpdate with the whole
+//     list. A task's id is the result's tool_use_result.task.id
+//     (TaskCreateOutput), else the next number after the highest seen, which
+//     is how Claude Code numbers tasks ("1", "2", …, never reused).
+//     TaskUpdate sets the fields it names; status "deleted" removes the task;
+//     a failed call (is_error, or success false) or one for a task the
+//     translator never saw created changes nothing.
+//   - Events a subagent's line produces carry its Agent call's id in
+//     parent_tool_use_id, TodoUpdates included: a TodoWrite list from a
+//     subagent is that subagent's own, while the translator keeps one Task*
+//     list per session.
 package bridge
 
 import (
@@ -46,6 +90,19 @@ type Translator struct {
 	streamed bool // a text delta was streamed for the current API message
 	model    string
 	agents   map[string]string // subagent id -> the Agent tool_use id that spawned it
+
+	calls     map[string]call // tool id -> ExitPlanMode or Task* call awaiting its result
+	todoWrite map[string]bool // TodoWrite tool ids already turned into a TodoUpdate
+	checklist checklist       // the Task* tools' list
+	plan      bool            // the CLI is in plan mode
+	planExit  bool            // plan mode was left; its PlanModeChange waits for the plan
+	planText  string          // the latest plan ExitPlanMode carried
+}
+
+// call is a tool call whose result changes translator state.
+type call struct {
+	name  string
+	input json.RawMessage
 }
 
 type block struct {
@@ -60,7 +117,10 @@ func New(now func() time.Time) *Translator {
 	if now == nil {
 		now = time.Now
 	}
-	return &Translator{now: now, blocks: map[int]*block{}, tools: map[string]time.Time{}, agents: map[string]string{}}
+	return &Translator{
+		now: now, blocks: map[int]*block{}, tools: map[string]time.Time{}, agents: map[string]string{},
+		calls: map[string]call{}, todoWrite: map[string]bool{},
+	}
 }
 
 // Status returns the last status the translator announced.
@@ -125,17 +185,27 @@ func (t *Translator) system(env *claude.Envelope, out []*pb.AgentEvent) []*pb.Ag
 	switch env.Subtype {
 	case "init":
 		var init struct {
-			Model string `json:"model"`
+			Model          string `json:"model"`
+			PermissionMode string `json:"permissionMode"`
 		}
-		if json.Unmarshal(env.Raw, &init) == nil && init.Model != "" {
+		if json.Unmarshal(env.Raw, &init) != nil {
+			return t.setStatus(out, pb.AgentStatus_THINKING, "")
+		}
+		if init.Model != "" {
 			t.model = init.Model
 		}
-		return t.setStatus(out, pb.AgentStatus_THINKING, "")
+		out = t.setStatus(out, pb.AgentStatus_THINKING, "")
+		return t.setMode(out, init.PermissionMode)
 	case "status":
 		var st struct {
-			Status *string `json:"status"`
+			Status         *string `json:"status"`
+			PermissionMode string  `json:"permissionMode"`
 		}
-		if json.Unmarshal(env.Raw, &st) == nil && st.Status != nil && *st.Status == "compacting" {
+		if json.Unmarshal(env.Raw, &st) != nil {
+			return out
+		}
+		out = t.setMode(out, st.PermissionMode)
+		if st.Status != nil && *st.Status == "compacting" {
 			return t.setStatus(out, pb.AgentStatus_COMPACTING, "")
 		}
 	case "task_started":
@@ -210,7 +280,9 @@ func (t *Translator) streamEvent(env *claude.Envelope, out []*pb.AgentEvent) []*
 		case "text":
 			return append(out, &pb.AgentEvent{Event: &pb.AgentEvent_TextDelta{TextDelta: &pb.TextDelta{IsComplete: true}}})
 		case "tool_use":
-			return t.toolStart(out, b.toolID, b.name, json.RawMessage(b.partial.String()))
+			input := json.RawMessage(b.partial.String())
+			out = t.toolStart(out, b.toolID, b.name, input)
+			return t.toolInput(out, b.toolID, b.name, input, env.Parent() != "")
 		}
 	}
 	return out
@@ -286,6 +358,7 @@ func (t *Translator) assistant(env *claude.Envelope, out []*pb.AgentEvent) []*pb
 		switch b.Type {
 		case "tool_use":
 			out = t.toolStart(out, b.ID, b.Name, b.Input)
+			out = t.toolInput(out, b.ID, b.Name, b.Input, sub)
 		case "text":
 			// Main-thread text was streamed as deltas already, unless the CLI
 			// fell back to a non-streaming call; subagent text never streams.
@@ -309,6 +382,12 @@ func (t *Translator) user(env *claude.Envelope, out []*pb.AgentEvent) []*pb.Agen
 	if err != nil {
 		return out
 	}
+	results := 0
+	for _, b := range blocks {
+		if b.Type == "tool_result" {
+			results++
+		}
+	}
 	for _, b := range blocks {
 		if b.Type != "tool_result" {
 			continue
@@ -320,6 +399,20 @@ func (t *Translator) user(env *claude.Envelope, out []*pb.AgentEvent) []*pb.Agen
 		out = append(out, &pb.AgentEvent{Event: &pb.AgentEvent_ToolCallResult{ToolCallResult: &pb.ToolCallResult{
 			ToolId: b.ToolUseID, Output: claude.ToolResultText(b.Content), IsError: b.IsError, DurationMs: dur,
 		}}})
+		if c, ok := t.calls[b.ToolUseID]; ok {
+			delete(t.calls, b.ToolUseID)
+			// tool_use_result is per line: it belongs to this block only
+			// when the line holds no other result (the CLI writes one).
+			var res json.RawMessage
+			if results == 1 {
+				var r struct {
+					ToolUseResult json.RawMessage `json:"tool_use_result"`
+				}
+				_ = json.Unmarshal(env.Raw, &r)
+				res = r.ToolUseResult
+			}
+			out = t.callResult(out, c, b.IsError, res)
+		}
 		if env.Parent() == "" {
 			out = t.setStatus(out, pb.AgentStatus_THINKING, "")
 		} else {
@@ -334,6 +427,9 @@ func (t *Translator) user(env *claude.Envelope, out []*pb.AgentEvent) []*pb.Agen
 func (t *Translator) result(env *claude.Envelope, out []*pb.AgentEvent) []*pb.AgentEvent {
 	out = t.closeBlocks(out)
 	t.streamed = false
+	// No tool result comes after the turn's end: stop waiting for one.
+	out = t.flushPlanExit(out)
+	clear(t.calls)
 	var r claude.Result
 	if err := json.Unmarshal(env.Raw, &r); err != nil {
 		out = append(out, ErrorEvent(CodeAgentError, "undecodable result line: "+err.Error(), false), TurnCompleteEvent("error"))
@@ -408,16 +504,93 @@ func (t *Translator) controlRequest(env *claude.Envelope, out []*pb.AgentEvent) 
 	if err := json.Unmarshal(env.Request, &req); err != nil || req.Subtype != "can_use_tool" {
 		return out
 	}
-	desc := req.Description
-	if desc == "" {
-		desc = req.DecisionReason
+	first := len(out)
+	if req.ToolName == ToolAskUserQuestion {
+		out = append(out, questionEvents(env.RequestID, req.Input)...)
 	}
-	out = append(out, &pb.AgentEvent{Event: &pb.AgentEvent_PermissionRequest{PermissionRequest: &pb.PermissionRequest{
-		RequestId: env.RequestID, ToolName: req.ToolName, Description: desc, Input: ToStruct(req.Input),
-	}}})
+	if len(out) == first {
+		desc := req.Description
+		if desc == "" {
+			desc = req.DecisionReason
+		}
+		out = append(out, &pb.AgentEvent{Event: &pb.AgentEvent_PermissionRequest{PermissionRequest: &pb.PermissionRequest{
+			RequestId: env.RequestID, ToolName: req.ToolName, Description: desc, Input: ToStruct(req.Input),
+			Suggestions: suggestions(req.PermissionSuggestions), ToolUseId: req.ToolUseID,
+		}}})
+	}
+	out = t.toolInput(out, req.ToolUseID, req.ToolName, req.Input, req.AgentID != "")
 	if req.AgentID != "" {
 		// A subagent asks: attribute it to the Agent tool call that started it.
-		out[len(out)-1].ParentToolUseId = t.agents[req.AgentID]
+		for _, ev := range out[first:] {
+			ev.ParentToolUseId = t.agents[req.AgentID]
+		}
 	}
 	return t.setStatus(out, pb.AgentStatus_WAITING_FOR_USER, req.ToolName)
+}
+
+// suggestions converts permission_suggestions (PermissionUpdate objects)
+// to Structs, dropping any element that is not an object.
+func suggestions(raw json.RawMessage) []*structpb.Struct {
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) != nil {
+		return nil
+	}
+	var out []*structpb.Struct
+	for _, s := range list {
+		if st := ToStruct(s); st != nil {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// toolInput handles the tools whose input means more than a tool call:
+// TodoWrite's list becomes a TodoUpdate at once (once per tool id); Task*
+// calls and main-thread ExitPlanMode calls are kept until their results;
+// ExitPlanMode's plan, if its input has one, is remembered.
+func (t *Translator) toolInput(out []*pb.AgentEvent, id, name string, input json.RawMessage, sub bool) []*pb.AgentEvent {
+	if id == "" {
+		return out
+	}
+	switch name {
+	case ToolTodoWrite:
+		if t.todoWrite[id] {
+			return out
+		}
+		if ev, ok := todoWrite(input); ok {
+			t.todoWrite[id] = true
+			out = append(out, ev)
+		}
+	case ToolTaskCreate, ToolTaskUpdate:
+		if _, ok := t.calls[id]; !ok && len(input) > 0 && json.Valid(input) {
+			t.calls[id] = call{name: name, input: input}
+		}
+	case ToolExitPlanMode:
+		// A subagent's ExitPlanMode does not change the session's mode.
+		if sub {
+			return out
+		}
+		if _, ok := t.calls[id]; !ok {
+			t.calls[id] = call{name: name}
+		}
+		t.notePlan(input)
+	}
+	return out
+}
+
+// callResult applies the result of a call toolInput kept.
+func (t *Translator) callResult(out []*pb.AgentEvent, c call, isError bool, result json.RawMessage) []*pb.AgentEvent {
+	switch c.name {
+	case ToolExitPlanMode:
+		return t.exitPlanResult(out, isError, result)
+	case ToolTaskCreate:
+		if !isError && t.checklist.create(c.input, result) {
+			out = append(out, t.checklist.event())
+		}
+	case ToolTaskUpdate:
+		if !isError && t.checklist.update(c.input, result) {
+			out = append(out, t.checklist.event())
+		}
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -118,6 +119,35 @@ func describe(ev *pb.AgentEvent) string {
 	case *pb.AgentEvent_PermissionRequest:
 		p := e.PermissionRequest
 		fmt.Fprintf(&b, "permission %s %s desc=%q input=%s", p.RequestId, p.ToolName, p.Description, structJSON(p.Input))
+		if p.ToolUseId != "" {
+			fmt.Fprintf(&b, " tool_use=%s", p.ToolUseId)
+		}
+		for _, s := range p.Suggestions {
+			fmt.Fprintf(&b, " suggest=%s", structJSON(s))
+		}
+	case *pb.AgentEvent_UserQuestion:
+		q := e.UserQuestion
+		fmt.Fprintf(&b, "question %s multi=%t %q", q.QuestionId, q.MultiSelect, q.Question)
+		for _, o := range q.Options {
+			fmt.Fprintf(&b, " [%s|%s|%s]", o.Value, o.Label, o.Description)
+		}
+	case *pb.AgentEvent_TodoUpdate:
+		b.WriteString("todos")
+		if len(e.TodoUpdate.Items) == 0 {
+			b.WriteString(" (empty)")
+		}
+		for _, it := range e.TodoUpdate.Items {
+			fmt.Fprintf(&b, " [%s %s %q", it.Id, it.Status, it.Subject)
+			if it.ActiveForm != "" {
+				fmt.Fprintf(&b, " active=%q", it.ActiveForm)
+			}
+			if it.Description != "" {
+				fmt.Fprintf(&b, " desc=%q", it.Description)
+			}
+			b.WriteString("]")
+		}
+	case *pb.AgentEvent_PlanMode:
+		fmt.Fprintf(&b, "plan_mode active=%t plan=%q", e.PlanMode.Active, e.PlanMode.Plan)
 	case *pb.AgentEvent_StatusChange:
 		fmt.Fprintf(&b, "status %s", e.StatusChange.Status)
 		if e.StatusChange.Message != "" {
@@ -218,12 +248,19 @@ type line struct {
 	ParentToolUseID   *string         `json:"parent_tool_use_id"`
 	IsAPIErrorMessage bool            `json:"is_api_error_message"`
 	Message           json.RawMessage `json:"message"` // an object, or a string on system/permission_denied
+	RequestID         string          `json:"request_id"`
 	Request           struct {
-		Subtype string `json:"subtype"`
-		AgentID string `json:"agent_id"`
+		Subtype               string            `json:"subtype"`
+		AgentID               string            `json:"agent_id"`
+		ToolName              string            `json:"tool_name"`
+		Input                 json.RawMessage   `json:"input"`
+		ToolUseID             string            `json:"tool_use_id"`
+		PermissionSuggestions []json.RawMessage `json:"permission_suggestions"`
 	} `json:"request"`
-	TaskID    string `json:"task_id"`
-	ToolUseID string `json:"tool_use_id"`
+	TaskID         string          `json:"task_id"`
+	ToolUseID      string          `json:"tool_use_id"`
+	PermissionMode string          `json:"permissionMode"`
+	ToolUseResult  json.RawMessage `json:"tool_use_result"`
 
 	IsError        bool   `json:"is_error"`
 	APIErrorStatus *int   `json:"api_error_status"`
@@ -298,7 +335,9 @@ func checkInvariants(t *testing.T, steps []fed) {
 		}
 	}
 
-	agents := map[string]string{} // task_id -> Agent tool_use id
+	agents := map[string]string{}   // task_id -> Agent tool_use id
+	calls := map[string]lineBlock{} // tool_use id -> its block
+	plan, planChanges := false, 0
 	var wantText, gotText = map[string][]string{}, map[string][]string{}
 	results0 := 0
 	for _, s := range steps {
@@ -320,12 +359,11 @@ func checkInvariants(t *testing.T, steps []fed) {
 		case l.Type == "system" && l.Subtype == "task_started":
 			agents[l.TaskID] = l.ToolUseID
 		case l.Type == "control_request" && l.Request.Subtype == "can_use_tool":
-			if len(s.evs) == 0 || s.evs[0].GetPermissionRequest() == nil {
-				t.Errorf("%s: can_use_tool gave %v, want a PermissionRequest first", where, describeAll(s.evs))
-				break
-			}
-			if want := agents[l.Request.AgentID]; s.evs[0].ParentToolUseId != want {
-				t.Errorf("%s: permission parent = %q, want %q", where, s.evs[0].ParentToolUseId, want)
+			checkCanUseTool(t, where, &l, agents[l.Request.AgentID], s.evs)
+		case l.Type == "system" && (l.Subtype == "init" || l.Subtype == "status") && l.PermissionMode != "":
+			if p := l.PermissionMode == "plan"; p != plan {
+				plan = p
+				planChanges++
 			}
 		case l.Type == "assistant":
 			for _, b := range l.blocks() {
@@ -342,6 +380,10 @@ func checkInvariants(t *testing.T, steps []fed) {
 					}
 					if got[0].ToolName != b.Name || !reflect.DeepEqual(got[0].Input.AsMap(), want) {
 						t.Errorf("%s: ToolCallStart %s %s input %v, want %s input %v", where, b.ID, got[0].ToolName, got[0].Input.AsMap(), b.Name, want)
+					}
+					calls[b.ID] = b
+					if b.Name == "TodoWrite" {
+						checkTodoWrite(t, where, b.Input, s.evs)
 					}
 				case "text":
 					if !l.IsAPIErrorMessage {
@@ -365,11 +407,39 @@ func checkInvariants(t *testing.T, steps []fed) {
 				if _, ok := startPos[b.ToolUseID]; !ok || startPos[b.ToolUseID] > resultPos[b.ToolUseID] {
 					t.Errorf("%s: ToolCallResult %s without an earlier ToolCallStart", where, b.ToolUseID)
 				}
+				if c := calls[b.ToolUseID]; (c.Name == "TaskCreate" || c.Name == "TaskUpdate") && !b.IsError {
+					checkTaskResult(t, where, c, l.ToolUseResult, s.evs)
+				}
 			}
 		case l.Type == "result":
 			results0++
 			checkResult(t, where, &l, s.evs)
 		}
+	}
+
+	// Every entry into or out of plan mode the CLI reported is announced
+	// once (an exit may wait for ExitPlanMode's result, at the latest for
+	// the turn's result), alternating, starting with an entry.
+	var planEvs []bool
+	for _, ev := range evs {
+		if p := ev.GetPlanMode(); p != nil {
+			if p.Active == (len(planEvs)%2 == 1) {
+				t.Errorf("PlanModeChange #%d active=%t does not alternate", len(planEvs)+1, p.Active)
+			}
+			planEvs = append(planEvs, p.Active)
+		}
+		if u := ev.GetTodoUpdate(); u != nil {
+			seen := map[string]bool{}
+			for _, it := range u.Items {
+				if it.Id == "" || seen[it.Id] {
+					t.Errorf("TodoUpdate %s: empty or repeated id %q", describe(ev), it.Id)
+				}
+				seen[it.Id] = true
+			}
+		}
+	}
+	if len(planEvs) != planChanges {
+		t.Errorf("%d PlanModeChange for %d plan mode changes in the transcript", len(planEvs), planChanges)
 	}
 
 	// TextDeltas, cut into blocks at is_complete, must join to the
@@ -439,6 +509,8 @@ func checkResult(t *testing.T, where string, l *line, evs []*pb.AgentEvent) {
 			kinds = append(kinds, "status")
 		case ev.GetTextDelta() != nil:
 			// closing a text block an interrupt left open; not a result event
+		case ev.GetPlanMode() != nil:
+			// a plan mode exit that waited for a tool result that never came
 		default:
 			kinds = append(kinds, describe(ev))
 		}
@@ -469,6 +541,139 @@ func checkResult(t *testing.T, where string, l *line, evs []*pb.AgentEvent) {
 	}
 	if strings.HasPrefix(l.TerminalReason, "aborted_") && tc.StopReason != "cancelled" {
 		t.Errorf("%s: interrupted turn stop_reason = %q, want cancelled", where, tc.StopReason)
+	}
+}
+
+// checkCanUseTool checks the events of a can_use_tool line: UserQuestions
+// for AskUserQuestion (one per question, all with the request id), a
+// PermissionRequest carrying the suggestions and tool id otherwise; the
+// request's events attributed to the subagent's Agent call; then WAITING_FOR_USER.
+func checkCanUseTool(t *testing.T, where string, l *line, parent string, evs []*pb.AgentEvent) {
+	t.Helper()
+	if len(evs) == 0 || evs[len(evs)-1].GetStatusChange().GetStatus() != pb.AgentStatus_WAITING_FOR_USER {
+		t.Errorf("%s: can_use_tool gave %v, want StatusChange WAITING_FOR_USER last", where, describeAll(evs))
+		return
+	}
+	var ask askInput
+	_ = json.Unmarshal(l.Request.Input, &ask)
+	if l.Request.ToolName == "AskUserQuestion" && len(ask.Questions) > 0 {
+		if len(evs) != len(ask.Questions)+1 {
+			t.Errorf("%s: AskUserQuestion gave %v, want %d UserQuestion then a status", where, describeAll(evs), len(ask.Questions))
+			return
+		}
+		for i, q := range ask.Questions {
+			uq := evs[i].GetUserQuestion()
+			if uq == nil || uq.QuestionId != l.RequestID || uq.Question != q.Question || uq.MultiSelect != q.MultiSelect || len(uq.Options) != len(q.Options) {
+				t.Errorf("%s: question %d = %s, want id %s %q multi=%t with %d options", where, i, describe(evs[i]), l.RequestID, q.Question, q.MultiSelect, len(q.Options))
+				continue
+			}
+			for j, o := range q.Options {
+				if got := uq.Options[j]; got.Value != o.Label || got.Label != o.Label || got.Description != o.Description {
+					t.Errorf("%s: question %d option %d = %v, want %v", where, i, j, got, o)
+				}
+			}
+			if evs[i].ParentToolUseId != parent {
+				t.Errorf("%s: question parent = %q, want %q", where, evs[i].ParentToolUseId, parent)
+			}
+		}
+		return
+	}
+	p := evs[0].GetPermissionRequest()
+	if p == nil {
+		t.Errorf("%s: can_use_tool gave %v, want a PermissionRequest first", where, describeAll(evs))
+		return
+	}
+	if p.RequestId != l.RequestID || p.ToolName != l.Request.ToolName || p.ToolUseId != l.Request.ToolUseID {
+		t.Errorf("%s: %s, want request %s tool %s tool_use %s", where, describe(evs[0]), l.RequestID, l.Request.ToolName, l.Request.ToolUseID)
+	}
+	if len(p.Suggestions) != len(l.Request.PermissionSuggestions) {
+		t.Errorf("%s: %d suggestions, want %d", where, len(p.Suggestions), len(l.Request.PermissionSuggestions))
+	} else {
+		for i, raw := range l.Request.PermissionSuggestions {
+			var want map[string]any
+			_ = json.Unmarshal(raw, &want)
+			if got := p.Suggestions[i].AsMap(); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s: suggestion %d = %v, want %v", where, i, got, want)
+			}
+		}
+	}
+	if evs[0].ParentToolUseId != parent {
+		t.Errorf("%s: permission parent = %q, want %q", where, evs[0].ParentToolUseId, parent)
+	}
+}
+
+// checkTodoWrite checks that a TodoWrite block gave one TodoUpdate with
+// its whole list, numbered from 1.
+func checkTodoWrite(t *testing.T, where string, input json.RawMessage, evs []*pb.AgentEvent) {
+	t.Helper()
+	var in struct {
+		Todos []struct{ Content, Status, ActiveForm string }
+	}
+	if err := json.Unmarshal(input, &in); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i, td := range in.Todos {
+		want = append(want, fmt.Sprintf("%d %s %s %s", i+1, td.Content, td.ActiveForm, strings.ToUpper(td.Status)))
+	}
+	var ups [][]string
+	for _, ev := range evs {
+		if u := ev.GetTodoUpdate(); u != nil {
+			var got []string
+			for _, it := range u.Items {
+				got = append(got, fmt.Sprintf("%s %s %s %s", it.Id, it.Subject, it.ActiveForm, it.Status))
+			}
+			ups = append(ups, got)
+		}
+	}
+	if len(ups) != 1 || !reflect.DeepEqual(ups[0], want) {
+		t.Errorf("%s: TodoWrite gave TodoUpdates %q, want one with %q", where, ups, want)
+	}
+}
+
+// checkTaskResult checks the TodoUpdate a successful Task* result gives:
+// a created task is in the list, pending, with its subject; an updated one
+// has the new status; a deleted one is gone.
+func checkTaskResult(t *testing.T, where string, c lineBlock, result json.RawMessage, evs []*pb.AgentEvent) {
+	t.Helper()
+	var ups []*pb.TodoUpdate
+	for _, ev := range evs {
+		if u := ev.GetTodoUpdate(); u != nil {
+			ups = append(ups, u)
+		}
+	}
+	if len(ups) > 1 {
+		t.Errorf("%s: %d TodoUpdates for one %s", where, len(ups), c.Name)
+		return
+	}
+	var in struct {
+		TaskID  string `json:"taskId"`
+		Subject string `json:"subject"`
+		Status  string `json:"status"`
+	}
+	_ = json.Unmarshal(c.Input, &in)
+	switch c.Name {
+	case "TaskCreate":
+		var out struct{ Task struct{ ID string } }
+		_ = json.Unmarshal(result, &out)
+		if len(ups) != 1 || !slices.ContainsFunc(ups[0].Items, func(it *pb.TodoItem) bool {
+			return it.Subject == in.Subject && it.Status == pb.TodoStatus_PENDING && (out.Task.ID == "" || it.Id == out.Task.ID)
+		}) {
+			t.Errorf("%s: TaskCreate %q gave %v, want it in the list as pending", where, in.Subject, describeAll(evs))
+		}
+	case "TaskUpdate":
+		if len(ups) == 0 {
+			return // nothing changed
+		}
+		i := slices.IndexFunc(ups[0].Items, func(it *pb.TodoItem) bool { return it.Id == in.TaskID })
+		switch {
+		case in.Status == "deleted" && i >= 0:
+			t.Errorf("%s: deleted task %s still listed", where, in.TaskID)
+		case in.Status != "deleted" && i < 0:
+			t.Errorf("%s: updated task %s not listed", where, in.TaskID)
+		case in.Status != "" && in.Status != "deleted" && ups[0].Items[i].Status.String() != strings.ToUpper(in.Status):
+			t.Errorf("%s: task %s status %s, want %s", where, in.TaskID, ups[0].Items[i].Status, in.Status)
+		}
 	}
 }
 
@@ -526,7 +731,10 @@ func TestTranscripts(t *testing.T) {
 			check: func(t *testing.T, evs []*pb.AgentEvent) {
 				want := []string{
 					`tool_start toolu_fake_002_0 Bash desc="Create a file" input={"command":"touch created-by-tool.txt && echo done","description":"Create a file"}`,
-					`permission 6285d0ca-180e-4b74-b7a8-aa8391ef0606 Bash desc="Create a file" input={"command":"touch created-by-tool.txt && echo done","description":"Create a file"}`,
+					`permission 6285d0ca-180e-4b74-b7a8-aa8391ef0606 Bash desc="Create a file" input={"command":"touch created-by-tool.txt && echo done","description":"Create a file"} tool_use=toolu_fake_002_0` +
+						` suggest={"behavior":"allow","destination":"localSettings","rules":[{"ruleContent":"touch created-by-tool.txt && echo done","toolName":"Bash"}],"type":"addRules"}` +
+						` suggest={"destination":"session","directories":["/home/dev/proj-uoqv5z_v"],"type":"addDirectories"}` +
+						` suggest={"destination":"session","mode":"acceptEdits","type":"setMode"}`,
 					`tool_result toolu_fake_002_0 err=false dur=7ms output="done"`,
 					"usage in=24 out=40 cache_read=0 cache_write=0 cost=0.000896 model=claude-opus-5-5 dur=87ms",
 				}
@@ -686,6 +894,82 @@ func TestTranscripts(t *testing.T) {
 			},
 		},
 		{
+			// One UserQuestion per question, all answerable with one
+			// UserQuestionResponse to the request id; no PermissionRequest.
+			name:  "ask_user_question",
+			files: []string{"ask_user_question.jsonl"},
+			check: func(t *testing.T, evs []*pb.AgentEvent) {
+				want := []string{
+					`question 6c2ac28e-a438-40df-bb2c-2eb2a80c051a multi=false "Which database should we use?" [Postgres|Postgres|Relational, robust] [SQLite|SQLite|Embedded, simple]`,
+					`question 6c2ac28e-a438-40df-bb2c-2eb2a80c051a multi=true "Which features do you want?" [Auth|Auth|Login] [Search|Search|Full text] [Billing|Billing|Payments]`,
+					`status WAITING_FOR_USER "AskUserQuestion"`,
+				}
+				got := append(find(evs, "question"), find(evs, "status WAITING")...)
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+				}
+				if got := find(evs, "permission"); len(got) != 0 {
+					t.Errorf("AskUserQuestion gave a PermissionRequest: %q", got)
+				}
+				// The tool call itself stays visible.
+				if got := find(evs, "tool_start toolu_fake_012_0 AskUserQuestion"); len(got) != 1 {
+					t.Errorf("tool starts = %q", got)
+				}
+			},
+		},
+		{
+			name:  "todo_write",
+			files: []string{"todo_write.jsonl"},
+			check: func(t *testing.T, evs []*pb.AgentEvent) {
+				want := []string{
+					`todos [1 COMPLETED "Write the parser" active="Writing the parser"] [2 IN_PROGRESS "Add tests" active="Adding tests"] [3 PENDING "Update docs" active="Updating docs"]`,
+					`todos [1 COMPLETED "Write the parser" active="Writing the parser"] [2 COMPLETED "Add tests" active="Adding tests"] [3 COMPLETED "Update docs" active="Updating docs"]`,
+				}
+				if got := find(evs, "todos"); !reflect.DeepEqual(got, want) {
+					t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+				}
+			},
+		},
+		{
+			name:  "task_tools",
+			files: []string{"task_tools.jsonl"},
+			check: func(t *testing.T, evs []*pb.AgentEvent) {
+				const (
+					parser  = `"Write the parser" active="Writing the parser" desc="Parse the NDJSON lines into envelopes"]`
+					parser2 = `"Write the NDJSON parser" active="Writing the parser" desc="Parse the NDJSON lines into envelopes"]`
+					tests   = ` [2 PENDING "Add tests" active="Adding tests" desc="Golden tests for every line type"]`
+				)
+				want := []string{
+					`todos [1 PENDING ` + parser,
+					`todos [1 PENDING ` + parser + tests,
+					`todos [1 IN_PROGRESS ` + parser + tests,
+					`todos [1 COMPLETED ` + parser2 + tests,
+					`todos [1 COMPLETED ` + parser2,
+				}
+				if got := find(evs, "todos"); !reflect.DeepEqual(got, want) {
+					t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+				}
+			},
+		},
+		{
+			// Launched in plan mode; ExitPlanMode (input {}) is allowed, the
+			// mode changes, and the plan comes with the tool's result.
+			name:  "plan_mode",
+			files: []string{"plan_mode.jsonl"},
+			check: func(t *testing.T, evs []*pb.AgentEvent) {
+				want := []string{
+					`plan_mode active=true plan=""`,
+					`plan_mode active=false plan="# Plan\n\n1. Add a parser for the NDJSON lines.\n2. Cover it with golden tests.\n"`,
+				}
+				if got := find(evs, "plan_mode"); !reflect.DeepEqual(got, want) {
+					t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+				}
+				if got := find(evs, "permission 58687947-e460-4f70-aeaa-4e265388058e ExitPlanMode"); len(got) != 1 {
+					t.Errorf("ExitPlanMode permission = %q", got)
+				}
+			},
+		},
+		{
 			name:  "unknown_types",
 			files: []string{"unknown_types.jsonl"},
 			check: func(t *testing.T, evs []*pb.AgentEvent) {
@@ -708,13 +992,19 @@ func TestTranscripts(t *testing.T) {
 // translate feeds raw lines to tr and returns the events in compact form.
 func translate(t *testing.T, tr *Translator, lines ...string) []string {
 	t.Helper()
-	var out []string
+	return describeAll(translateEvents(t, tr, lines...))
+}
+
+// translateEvents feeds raw lines to tr and returns the events.
+func translateEvents(t *testing.T, tr *Translator, lines ...string) []*pb.AgentEvent {
+	t.Helper()
+	var out []*pb.AgentEvent
 	for _, l := range lines {
 		env, err := claude.DecodeLine([]byte(l))
 		if err != nil {
 			t.Fatalf("%v: %s", err, l)
 		}
-		out = append(out, describeAll(tr.Translate(env))...)
+		out = append(out, tr.Translate(env)...)
 	}
 	return out
 }
@@ -899,7 +1189,10 @@ func TestSubagentPermissionWithoutTaskStarted(t *testing.T) {
 	lines := readLines(t, "subagent_turn.jsonl")
 	got := translate(t, newTranslator(), string(lines[13]))
 	want := []string{
-		`permission 91b096e8-c138-41f5-a715-e7136191be6e Bash desc="Create a file" input={"command":"touch created-by-tool.txt && echo done","description":"Create a file"}`,
+		`permission 91b096e8-c138-41f5-a715-e7136191be6e Bash desc="Create a file" input={"command":"touch created-by-tool.txt && echo done","description":"Create a file"} tool_use=toolu_fake_020_0` +
+			` suggest={"behavior":"allow","destination":"localSettings","rules":[{"ruleContent":"touch created-by-tool.txt && echo done","toolName":"Bash"}],"type":"addRules"}` +
+			` suggest={"destination":"session","directories":["/home/dev/proj-ey07ok60"],"type":"addDirectories"}` +
+			` suggest={"destination":"session","mode":"acceptEdits","type":"setMode"}`,
 		`status WAITING_FOR_USER "Bash"`,
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -912,7 +1205,8 @@ func TestSubagentPermissionWithoutTaskStarted(t *testing.T) {
 func TestPermissionDescriptionFallback(t *testing.T) {
 	got := translate(t, newTranslator(), `{"type":"control_request","request_id":"1d142e9b-e7e6-43e6-ba9a-4a6ee64d5c66","request":{"subtype":"can_use_tool","tool_name":"Write","display_name":"Write","input":{"file_path":"/home/dev/outside/x.txt","content":"hello\n"},"permission_suggestions":[{"type":"addDirectories","directories":["/home/dev/outside"],"destination":"session"}],"decision_reason":"Path is outside allowed working directories","decision_reason_type":"workingDir","server_policy_ask_only":true,"tool_use_id":"toolu_fake_078_0"}}`)
 	want := []string{
-		`permission 1d142e9b-e7e6-43e6-ba9a-4a6ee64d5c66 Write desc="Path is outside allowed working directories" input={"content":"hello\n","file_path":"/home/dev/outside/x.txt"}`,
+		`permission 1d142e9b-e7e6-43e6-ba9a-4a6ee64d5c66 Write desc="Path is outside allowed working directories" input={"content":"hello\n","file_path":"/home/dev/outside/x.txt"} tool_use=toolu_fake_078_0` +
+			` suggest={"destination":"session","directories":["/home/dev/outside"],"type":"addDirectories"}`,
 		`status WAITING_FOR_USER "Write"`,
 	}
 	if !reflect.DeepEqual(got, want) {
