@@ -261,15 +261,19 @@ func (a *Agent) ListSessions(ctx context.Context, req *pb.ListSessionsRequest) (
 	}
 	resp := &pb.ListSessionsResponse{Total: uint32(total)}
 	for _, s := range list {
-		resp.Sessions = append(resp.Sessions, &pb.SessionSummary{
-			Id: s.ID, Model: s.Model, WorkingDirectory: s.WorkingDirectory, WorktreeId: s.WorktreeID,
-			Status: s.Status, MessageCount: s.MessageCount,
-			TotalInputTokens: uint32(s.TotalInputTokens), TotalOutputTokens: uint32(s.TotalOutputTokens),
-			TotalCostUsd: s.TotalCostUSD, CreatedAt: timestamppb.New(s.CreatedAt), UpdatedAt: timestamppb.New(s.UpdatedAt),
-			LastMessagePreview: s.LastMessagePreview,
-		})
+		resp.Sessions = append(resp.Sessions, summary(s))
 	}
 	return resp, nil
+}
+
+func summary(s eventlog.Session) *pb.SessionSummary {
+	return &pb.SessionSummary{
+		Id: s.ID, Model: s.Model, WorkingDirectory: s.WorkingDirectory, WorktreeId: s.WorktreeID,
+		Status: s.Status, MessageCount: s.MessageCount,
+		TotalInputTokens: uint32(s.TotalInputTokens), TotalOutputTokens: uint32(s.TotalOutputTokens),
+		TotalCostUsd: s.TotalCostUSD, CreatedAt: timestamppb.New(s.CreatedAt), UpdatedAt: timestamppb.New(s.UpdatedAt),
+		LastMessagePreview: s.LastMessagePreview,
+	}
 }
 
 // ResumeSession replays a session from a sequence, then streams live events
@@ -381,4 +385,40 @@ func (a *Agent) RequestInputLock(ctx context.Context, req *pb.InputLockRequest) 
 		return nil, toStatus(err)
 	}
 	return &pb.InputLockResponse{Granted: true, PreviousHolder: prev}, nil
+}
+
+// ListLocalSessions lists the machine's Claude Code sessions.
+func (a *Agent) ListLocalSessions(ctx context.Context, req *pb.ListLocalSessionsRequest) (*pb.ListLocalSessionsResponse, error) {
+	limit := int(req.Limit)
+	if limit == 0 {
+		limit = 100
+	}
+	list, managed, err := a.Sessions.LocalSessions(ctx, req.WorkingDirectory, limit)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &pb.ListLocalSessionsResponse{}
+	for _, t := range list {
+		resp.Sessions = append(resp.Sessions, &pb.LocalSession{
+			SessionId: t.SessionID, WorkingDirectory: t.WorkingDirectory, UpdatedAt: timestamppb.New(t.UpdatedAt),
+			MessageCount: uint32(t.MessageCount), FirstPrompt: t.FirstPrompt, LastMessagePreview: t.LastMessagePreview,
+			Adopted: managed[t.SessionID],
+		})
+	}
+	return resp, nil
+}
+
+// AdoptSession takes over a Claude Code session started elsewhere.
+func (a *Agent) AdoptSession(ctx context.Context, req *pb.AdoptSessionRequest) (*pb.AdoptSessionResponse, error) {
+	if req.SessionId == "" {
+		return nil, Status(codes.InvalidArgument, CodeInvalidArgument, "session_id is required (see ListLocalSessions)")
+	}
+	sess, n, err := a.Sessions.Adopt(ctx, req.SessionId)
+	if errors.Is(err, session.ErrAlreadyAdopted) {
+		return nil, Status(codes.AlreadyExists, "SESSION_EXISTS", "session "+req.SessionId+" is already managed by the agent; attach to it with Converse")
+	}
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.AdoptSessionResponse{Session: summary(sess.Meta()), ImportedEvents: uint32(n)}, nil
 }

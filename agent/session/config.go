@@ -17,6 +17,7 @@ type Config struct {
 	ClaudeEnvDefaults []string
 	DefaultModel      string        // --model when the client names none
 	DefaultDir        string        // working directory when the client names none [process cwd]
+	ClaudeHome        string        // home whose ~/.claude holds Claude Code transcripts [$HOME]
 	SubscriberBuffer  int           // events buffered per client before it is cut off [8192]
 	StopGrace         time.Duration // per stop step: end_session, SIGTERM, SIGKILL [3s]
 	MaxMessageBytes   int           // largest user message accepted [1 MiB]

@@ -13,6 +13,7 @@ import (
 
 	"github.com/betcode-dev/betcode/agent/bridge"
 	"github.com/betcode-dev/betcode/agent/eventlog"
+	"github.com/betcode-dev/betcode/agent/transcripts"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
@@ -26,6 +27,8 @@ type Manager struct {
 	closing  bool
 	running  int            // CLI processes holding a pool slot
 	procs    sync.WaitGroup // one per running CLI reader
+
+	transcripts *transcripts.Lister
 }
 
 // Open opens (or creates) the event log at dbPath and returns a Manager.
@@ -36,6 +39,9 @@ func Open(ctx context.Context, cfg Config, dbPath string) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.ClaudeHome == "" {
+		cfg.ClaudeHome, _ = os.UserHomeDir()
+	}
 	if cfg.DefaultDir == "" {
 		wd, err := os.Getwd()
 		if err != nil {
@@ -43,7 +49,7 @@ func Open(ctx context.Context, cfg Config, dbPath string) (*Manager, error) {
 		}
 		cfg.DefaultDir = wd
 	}
-	m := &Manager{cfg: cfg, sessions: map[string]*Session{}}
+	m := &Manager{cfg: cfg, sessions: map[string]*Session{}, transcripts: &transcripts.Lister{Home: cfg.ClaudeHome, Log: cfg.Logger}}
 	l, err := eventlog.Open(ctx, dbPath, eventlog.Options{OnCommit: m.onCommit, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("open event log: %w", err)
