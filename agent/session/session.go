@@ -223,13 +223,16 @@ func (s *Session) publishUpTo(seq uint64) {
 func (s *Session) idleAt() (uint64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.committed, s.sentTurns == s.doneTurns
+	// Events emitted but not yet committed (e.g. outside a turn) keep the
+	// session "busy" until they are published.
+	return s.committed, s.sentTurns == s.doneTurns && len(s.pending) == 0
 }
 
 // Busy reports whether a turn is running (or queued).
 func (s *Session) Busy() bool {
-	_, idle := s.idleAt()
-	return !idle
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sentTurns != s.doneTurns
 }
 
 // SendUser sends a user message, starting the CLI (with --resume when the
