@@ -10,7 +10,7 @@ STATICCHECK_VERSION := v0.8.2
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: help build test unit lint vet fmt-check staticcheck deps-check bench demo claude clean tidy fuzz
+.PHONY: help build test test-deps unit lint vet fmt-check staticcheck deps-check bench demo claude clean tidy fuzz
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
@@ -22,7 +22,12 @@ build: ## build every binary into bin/
 claude: ## install the pinned Claude Code CLI into ~/.cache/betcode (once)
 	@./scripts/install-claude.sh >/dev/null
 
-test: claude lint unit ## what CI runs: lint, proto checks, then every test with -race
+test-deps: claude ## tools the tests drive: tmux (terminal tests), the Claude CLI
+	@command -v tmux >/dev/null || { echo "installing tmux"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq tmux >/dev/null; \
+	  else echo "tmux is missing: apt-get install tmux"; exit 1; fi; }
+
+test: test-deps lint unit ## what CI runs: lint, proto checks, then every test with -race
 
 unit:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)

@@ -10,11 +10,22 @@ import (
 )
 
 // Renderer prints events for a terminal: text as it streams, tool calls on
-// one line each, usage at the end of a turn.
+// one line each, usage at the end of a turn, permission requests with the
+// tool's input, questions with numbered options, the todo list whenever it
+// changes and plan mode switches.
 type Renderer struct {
 	Out, Err io.Writer
-	midLine  bool
+	// QuestionsByCaller leaves UserQuestion events unprinted: the caller
+	// asks them one at a time (Question formats one).
+	QuestionsByCaller bool
+
+	midLine bool
+	hidden  map[string]bool // tool ids whose start and result are not shown
 }
+
+// Tools whose calls are shown through richer events (TodoUpdate,
+// UserQuestion), so their ToolCallStart is not printed.
+var richTools = map[string]bool{"TodoWrite": true, "AskUserQuestion": true}
 
 // Event prints one event.
 func (r *Renderer) Event(ev *pb.AgentEvent) {
@@ -33,27 +44,60 @@ func (r *Renderer) Event(ev *pb.AgentEvent) {
 			r.midLine = !strings.HasSuffix(t, "\n")
 		}
 		if e.TextDelta.IsComplete {
-			r.newline()
+			r.EndLine()
 		}
 	case *pb.AgentEvent_ToolCallStart:
-		r.newline()
+		if richTools[e.ToolCallStart.ToolName] {
+			if e.ToolCallStart.ToolName == "TodoWrite" {
+				if r.hidden == nil {
+					r.hidden = map[string]bool{}
+				}
+				r.hidden[e.ToolCallStart.ToolId] = true
+			}
+			return
+		}
+		r.EndLine()
 		fmt.Fprintf(r.Out, "%s⏺ %s(%s)\n", indent, e.ToolCallStart.ToolName, ToolSummary(e.ToolCallStart))
 	case *pb.AgentEvent_ToolCallResult:
-		r.newline()
+		if r.hidden[e.ToolCallResult.ToolId] && !e.ToolCallResult.IsError {
+			delete(r.hidden, e.ToolCallResult.ToolId)
+			return
+		}
+		r.EndLine()
 		mark := "⎿"
 		if e.ToolCallResult.IsError {
 			mark = "⎿ error:"
 		}
 		fmt.Fprintf(r.Out, "%s  %s %s (%d ms)\n", indent, mark, firstLine(e.ToolCallResult.Output, 100), e.ToolCallResult.DurationMs)
 	case *pb.AgentEvent_PermissionRequest:
-		r.newline()
+		r.EndLine()
 		p := e.PermissionRequest
-		fmt.Fprintf(r.Out, "%s? Claude wants to use %s: %s\n", indent, p.ToolName, describeInput(p.Input.AsMap(), p.Description))
+		summary := PermissionSummary(p)
+		fmt.Fprintf(r.Out, "%s? Claude wants to use %s: %s\n", indent, p.ToolName, summary)
+		d := strings.TrimSpace(p.Description)
+		if d == "" && p.Input != nil {
+			d, _ = p.Input.AsMap()["description"].(string)
+		}
+		if d = firstLine(d, 200); d != "" && d != summary {
+			fmt.Fprintf(r.Out, "%s  %s\n", indent, d)
+		}
+	case *pb.AgentEvent_UserQuestion:
+		if r.QuestionsByCaller {
+			return
+		}
+		r.EndLine()
+		fmt.Fprint(r.Out, indentLines(Question(e.UserQuestion), indent))
+	case *pb.AgentEvent_TodoUpdate:
+		r.EndLine()
+		fmt.Fprint(r.Out, indentLines(TodoList(e.TodoUpdate.Items), indent))
+	case *pb.AgentEvent_PlanMode:
+		r.EndLine()
+		fmt.Fprint(r.Out, indentLines(PlanMode(e.PlanMode), indent))
 	case *pb.AgentEvent_Error:
-		r.newline()
+		r.EndLine()
 		fmt.Fprintf(r.Err, "error [%s]: %s\n", e.Error.Code, e.Error.Message)
 	case *pb.AgentEvent_Usage:
-		r.newline()
+		r.EndLine()
 		u := e.Usage
 		fmt.Fprintf(r.Err, "── %d in / %d out tokens", u.InputTokens, u.OutputTokens)
 		if u.CacheReadTokens > 0 || u.CacheCreationTokens > 0 {
@@ -65,15 +109,26 @@ func (r *Renderer) Event(ev *pb.AgentEvent) {
 		}
 		fmt.Fprintln(r.Err)
 	case *pb.AgentEvent_TurnComplete:
-		r.newline()
+		r.EndLine()
 	}
 }
 
-func (r *Renderer) newline() {
+// EndLine ends a line of streamed text, if one is open, so that what the
+// caller prints next starts on its own line; it reports whether it did.
+func (r *Renderer) EndLine() bool {
 	if r.midLine {
 		fmt.Fprintln(r.Out)
 		r.midLine = false
+		return true
 	}
+	return false
+}
+
+func indentLines(s, indent string) string {
+	if indent == "" {
+		return s
+	}
+	return indent + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n"+indent) + "\n"
 }
 
 // ToolSummary is the compact argument shown next to a tool name.
@@ -82,30 +137,152 @@ func ToolSummary(t *pb.ToolCallStart) string {
 		return ""
 	}
 	m := t.Input.AsMap()
-	for _, k := range []string{"command", "file_path", "path", "pattern", "url", "prompt", "description"} {
+	for _, k := range []string{"command", "file_path", "notebook_path", "path", "pattern", "url", "query", "prompt", "description"} {
 		if v, ok := m[k].(string); ok && v != "" {
 			return firstLine(v, 80)
 		}
 	}
-	return firstLine(describeInput(m, ""), 80)
+	return firstLine(KeyValues(m), 80)
 }
 
-func describeInput(m map[string]any, desc string) string {
-	if c, ok := m["command"].(string); ok {
-		return c
+// PermissionSummary is what a permission prompt shows of the tool call: the
+// command for Bash, the file for the file tools, the pattern (and where) for
+// the search tools, the URL for WebFetch, the plan for ExitPlanMode, and
+// key=value pairs for anything else; the description when there is no input.
+func PermissionSummary(p *pb.PermissionRequest) string {
+	var m map[string]any
+	if p.Input != nil {
+		m = p.Input.AsMap()
 	}
+	return InputSummary(p.ToolName, m, p.Description)
+}
+
+// InputSummary is PermissionSummary for a tool name and its JSON input.
+func InputSummary(tool string, m map[string]any, desc string) string {
+	str := func(k string) string { s, _ := m[k].(string); return s }
+	switch tool {
+	case "Bash":
+		if c := str("command"); c != "" {
+			return firstLine(c, 300)
+		}
+	case "Read", "Write", "Edit", "MultiEdit", "NotebookEdit", "NotebookRead":
+		for _, k := range []string{"file_path", "notebook_path", "path"} {
+			if p := str(k); p != "" {
+				return p
+			}
+		}
+	case "Glob", "Grep":
+		if pat := str("pattern"); pat != "" {
+			if p := str("path"); p != "" {
+				return pat + " in " + p
+			}
+			return pat
+		}
+	case "LS":
+		if p := str("path"); p != "" {
+			return p
+		}
+	case "WebFetch":
+		if u := str("url"); u != "" {
+			return u
+		}
+	case "WebSearch":
+		if q := str("query"); q != "" {
+			return q
+		}
+	case "ExitPlanMode":
+		if p := str("plan"); p != "" {
+			return firstLine(p, 200)
+		}
+	}
+	if s := KeyValues(m); s != "" {
+		return firstLine(s, 300)
+	}
+	return desc
+}
+
+// KeyValues renders an input as "k=v" pairs sorted by key, strings as they
+// are (quoted when they hold spaces), other values in Go syntax.
+func KeyValues(m map[string]any) string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	var parts []string
+	parts := make([]string, 0, len(keys))
 	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s=%v", k, m[k]))
+		v := m[k]
+		if s, ok := v.(string); ok {
+			if strings.ContainsAny(s, " \t\n\"") {
+				v = fmt.Sprintf("%q", s)
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s=%v", k, v))
 	}
-	s := strings.Join(parts, " ")
-	if s == "" {
-		return desc
+	return strings.Join(parts, " ")
+}
+
+// Question formats a question with its options numbered from 1.
+func Question(q *pb.UserQuestion) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "? %s", q.Question)
+	if q.MultiSelect {
+		b.WriteString(" (several allowed)")
+	}
+	b.WriteByte('\n')
+	for i, o := range q.Options {
+		label := o.Label
+		if label == "" {
+			label = o.Value
+		}
+		fmt.Fprintf(&b, "  %d. %s", i+1, label)
+		if o.Description != "" {
+			fmt.Fprintf(&b, " — %s", o.Description)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// TodoList formats the whole todo list, one item a line: ☐ pending,
+// ◐ in progress (its active form), ☑ completed.
+func TodoList(items []*pb.TodoItem) string {
+	done := 0
+	for _, it := range items {
+		if it.Status == pb.TodoStatus_COMPLETED {
+			done++
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "☰ todos %d/%d done\n", done, len(items))
+	for _, it := range items {
+		mark, text := "☐", it.Subject
+		switch it.Status {
+		case pb.TodoStatus_IN_PROGRESS:
+			mark = "◐"
+			if it.ActiveForm != "" {
+				text = it.ActiveForm
+			}
+		case pb.TodoStatus_COMPLETED:
+			mark = "☑"
+		}
+		if text == "" {
+			text = firstLine(it.Description, 100)
+		}
+		fmt.Fprintf(&b, "  %s %s\n", mark, firstLine(text, 100))
+	}
+	return b.String()
+}
+
+// PlanMode formats a plan mode switch: "plan mode on", or "plan mode off"
+// and the plan that was approved.
+func PlanMode(p *pb.PlanModeChange) string {
+	if p.Active {
+		return "◇ plan mode on\n"
+	}
+	s := "◇ plan mode off\n"
+	if plan := strings.TrimSpace(p.Plan); plan != "" {
+		s += "  " + strings.ReplaceAll(plan, "\n", "\n  ") + "\n"
 	}
 	return s
 }

@@ -20,9 +20,9 @@ import (
 	"github.com/betcode-dev/betcode/agent/internal/testenv"
 	"github.com/betcode-dev/betcode/agent/server"
 	"github.com/betcode-dev/betcode/agent/session"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 	"github.com/betcode-dev/betcode/shared/claudecli"
 	"github.com/betcode-dev/betcode/shared/fakeapi"
-	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
 func asClient(ctx context.Context, id string) context.Context {
@@ -63,7 +63,9 @@ func TestInputLockMovesByRequestAndOnDisconnect(t *testing.T) {
 	b.CloseSend()
 	drain(t, b) // bob leaves: the lock is free again
 	say(t, a, "alice after bob left")
-	evs := until(t, a, func(ev *pb.AgentEvent) bool { return isTurnComplete(ev) || ev.GetError().GetCode() == server.CodeNoInputLock })
+	evs := until(t, a, func(ev *pb.AgentEvent) bool {
+		return isTurnComplete(ev) || ev.GetError().GetCode() == server.CodeNoInputLock
+	})
 	if !isTurnComplete(last(evs)) {
 		t.Fatalf("alice could not send after bob disconnected: %v", last(evs))
 	}

@@ -511,10 +511,18 @@ func (s *Session) handle(ctx context.Context, p *claude.Process, env *claude.Env
 		cancelled := s.cancelRequested
 		s.cancelRequested = false
 		s.mu.Unlock()
-		for _, ev := range evs {
-			if tc := ev.GetTurnComplete(); tc != nil && cancelled {
-				tc.StopReason = "cancelled"
+		if cancelled {
+			// The user asked for it: the turn ends "cancelled", not failed.
+			kept := evs[:0]
+			for _, ev := range evs {
+				if tc := ev.GetTurnComplete(); tc != nil {
+					tc.StopReason = "cancelled"
+				}
+				if ev.GetError() == nil {
+					kept = append(kept, ev)
+				}
 			}
+			evs = kept
 		}
 		s.recordResult(evs)
 	}

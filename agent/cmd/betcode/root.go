@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
+	"golang.org/x/term"
 	"google.golang.org/grpc"
 
 	"github.com/betcode-dev/betcode/agent/client"
@@ -58,7 +59,4 @@ func (g *globals) dial() (*grpc.ClientConn, error) {
 	return conn, nil
 }
 
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
