@@ -21,7 +21,7 @@
 //
 // and ccgrid's {toolName, pathPattern, behavior} (CCGridRule).
 //
-// Deny rules win over ask rules, and ask rules over allow rules; when no rule
+// Deny rules win over allow rules, and allow rules over ask rules; when no rule
 // matches, Options.Default applies (Ask unless configured). A Bash command is
 // split on &&, ||, ;, |, & and newlines outside quotes, and every part is
 // decided: a deny on any part denies the call, and the call is allowed only

@@ -173,8 +173,9 @@ func (e *Engine) With(more ...Rule) (*Engine, error) {
 // Rules returns a copy of the engine's rules.
 func (e *Engine) Rules() []Rule { return slices.Clone(e.rules) }
 
-// Decide decides one tool call. Deny rules win over ask rules and ask rules
-// over allow rules; with no match the default applies.
+// Decide decides one tool call. Deny rules win over allow rules and allow
+// rules over ask rules (the order BetCode's spec sets); with no match the
+// default applies.
 func (e *Engine) Decide(req Request) Decision {
 	x := e.byName[req.Tool]
 	if x == nil {
@@ -184,7 +185,7 @@ func (e *Engine) Decide(req Request) Decision {
 	if req.Tool == "Bash" {
 		return e.decideBash(x, &c)
 	}
-	for bi := range 3 {
+	for _, bi := range [3]int{bDeny, bAllow, bAsk} {
 		if r := c.firstWhole(x, bi); r != nil {
 			return Decision{Behavior: bucketBehavior[bi], Rule: r, Reason: ReasonRule}
 		}
@@ -244,15 +245,19 @@ func (c *call) matches(m *matcher) bool {
 }
 
 // decideBash splits the command into sub-commands and decides each: a deny
-// on any part denies the call, then an ask on any part asks, and the call is
-// allowed only when every part is. Parts no rule matches take the default.
+// on any part denies the call; a part an allow rule matches is allowed (allow
+// wins over ask); the call asks when a part only an ask rule matches, and is
+// allowed when every part is. Parts no rule matches take the default.
 func (e *Engine) decideBash(x *toolIndex, c *call) Decision {
 	if r := c.firstWhole(x, bDeny); r != nil {
 		return Decision{Behavior: Deny, Rule: r, Reason: ReasonRule}
 	}
-	askRule := c.firstWhole(x, bAsk)
 	allowRule := c.firstWhole(x, bAllow)
 	wholeAllow := allowRule != nil
+	var askRule *Rule
+	if !wholeAllow {
+		askRule = c.firstWhole(x, bAsk)
+	}
 
 	cmd := strings.TrimSpace(str(c.input, "command"))
 	unmatched, n := false, 0
@@ -261,18 +266,19 @@ func (e *Engine) decideBash(x *toolIndex, c *call) Decision {
 	for sub, ok := sp.next(); ok; sub, ok = sp.next() {
 		n++
 		asIs = asIs && sub.text == cmd
-		if r := x.matchSub(bDeny, &sub); r != nil {
+		f := x.forms(sub)
+		if r := x.matchSub(bDeny, &f); r != nil {
 			return Decision{Behavior: Deny, Rule: r, Reason: ReasonSubcommand}
 		}
-		if r := x.matchSub(bAsk, &sub); r != nil {
-			if askRule == nil {
-				askRule = r
+		if r := x.matchSub(bAllow, &f); r != nil {
+			if allowRule == nil {
+				allowRule = r
 			}
 			continue
 		}
-		if r := x.matchSub(bAllow, &sub); r != nil {
-			if allowRule == nil {
-				allowRule = r
+		if r := x.matchSub(bAsk, &f); r != nil {
+			if askRule == nil {
+				askRule = r
 			}
 			continue
 		}
@@ -298,10 +304,9 @@ func (e *Engine) decideBash(x *toolIndex, c *call) Decision {
 			allowRule, wholeAllow = r, true
 		}
 	}
-	if wholeAllow {
-		unmatched = false
-	}
 	switch {
+	case wholeAllow:
+		return Decision{Behavior: Allow, Rule: allowRule, Reason: ReasonRule}
 	case unmatched && e.opts.Default == Deny:
 		return Decision{Behavior: Deny, Reason: ReasonUnmatchedSC}
 	case askRule != nil:
@@ -337,35 +342,47 @@ func (x *toolIndex) exact(lists *[3][]*Rule, bi int, cmd string) *Rule {
 // written or without its wrappers. Allow rules skip the unwrapped form when
 // that drops VAR=value assignments (LD_PRELOAD=x git is not git), and
 // wildcard allow rules skip parts that are unsafe.
-func (x *toolIndex) matchSub(bi int, sub *subCmd) *Rule {
-	if r := x.matchForm(bi, sub.text, sub); r != nil {
+func (x *toolIndex) matchSub(bi int, f *forms) *Rule {
+	if r := x.matchForm(bi, f.sub.text, f.textRules, f.sub.unsafe); r != nil {
 		return r
 	}
-	if sub.core != sub.text && (bi != bAllow || !sub.env) {
-		return x.matchForm(bi, sub.core, sub)
+	if f.sub.core != f.sub.text && (bi != bAllow || !f.sub.env) {
+		return x.matchForm(bi, f.sub.core, f.coreRules, f.sub.unsafe)
 	}
 	return nil
 }
 
-func (x *toolIndex) matchForm(bi int, s string, sub *subCmd) *Rule {
+// forms is a sub-command with the indexed rules for its two forms, looked
+// up once for all three buckets.
+type forms struct {
+	sub                  subCmd
+	textRules, coreRules *[3][]*Rule
+}
+
+func (x *toolIndex) forms(sub subCmd) forms {
+	f := forms{sub: sub}
 	if x.byWord != nil {
-		if lists := x.byWord[firstWord(s)]; lists != nil {
-			for _, r := range lists[bi] {
-				if sub.unsafe && bi == bAllow && r.m.cmd.wildcard {
-					continue
-				}
-				if r.m.cmd.match(s) {
-					return r
-				}
-			}
+		f.textRules = x.byWord[firstWord(sub.text)]
+		if sub.core != sub.text {
+			f.coreRules = x.byWord[firstWord(sub.core)]
 		}
 	}
-	for _, r := range x.cmdAny[bi] {
-		if sub.unsafe && bi == bAllow && r.m.cmd.wildcard {
-			continue
-		}
-		if r.m.cmd.match(s) {
-			return r
+	return f
+}
+
+func (x *toolIndex) matchForm(bi int, s string, lists *[3][]*Rule, unsafe bool) *Rule {
+	var indexed []*Rule
+	if lists != nil {
+		indexed = lists[bi]
+	}
+	for _, list := range [2][]*Rule{indexed, x.cmdAny[bi]} {
+		for _, r := range list {
+			if unsafe && bi == bAllow && r.m.cmd.wildcard {
+				continue
+			}
+			if r.m.cmd.match(s) {
+				return r
+			}
 		}
 	}
 	return nil

@@ -85,7 +85,8 @@ func TestDecide(t *testing.T) {
 		// Precedence.
 		{name: "deny beats allow", rules: Settings{Allow: []string{"Bash"}, Deny: []string{"Bash(rm *)"}}, req: bash("rm -rf x"), want: Deny, byRule: "Bash(rm *)"},
 		{name: "deny beats allow listed first", rules: Settings{Allow: []string{"Bash(rm -rf x)"}, Deny: []string{"Bash"}}, req: bash("rm -rf x"), want: Deny, byRule: "Bash"},
-		{name: "ask beats allow", rules: Settings{Allow: []string{"Bash(git *)"}, Ask: []string{"Bash(git push *)"}}, req: bash("git push origin"), want: Ask, byRule: "Bash(git push *)"},
+		{name: "allow beats ask", rules: Settings{Allow: []string{"Bash(git *)"}, Ask: []string{"Bash(git push *)"}}, req: bash("git push origin"), want: Allow, byRule: "Bash(git *)"},
+		{name: "ask when only ask matches", rules: Settings{Allow: []string{"Bash(git status)"}, Ask: []string{"Bash(git push *)"}}, req: bash("git push origin"), want: Ask, byRule: "Bash(git push *)"},
 		{name: "allow when ask does not match", rules: Settings{Allow: []string{"Bash(git *)"}, Ask: []string{"Bash(git push *)"}}, req: bash("git status"), want: Allow, byRule: "Bash(git *)"},
 		{name: "deny beats ask", rules: Settings{Ask: []string{"Read"}, Deny: []string{"Read(.env)"}}, req: file("Read", testCwd+"/.env"), want: Deny, byRule: "Read(.env)"},
 		{name: "ask rule beats default allow", rules: Settings{Ask: []string{"WebFetch"}}, opts: Options{Default: Allow}, req: fetch("https://x.org"), want: Ask, byRule: "WebFetch"},
@@ -123,7 +124,7 @@ func TestDecide(t *testing.T) {
 		{name: "every part allowed", rules: Settings{Allow: []string{"Bash(git *)", "Bash(cd:*)"}}, req: bash("cd sub && git status"), want: Allow, byRule: "Bash(cd:*)"},
 		{name: "pipe both allowed", rules: Settings{Allow: []string{"Bash(ls *)", "Bash(grep *)"}}, req: bash("ls -la | grep go"), want: Allow, byRule: "Bash(ls *)"},
 		{name: "deny on second part", rules: Settings{Allow: []string{"Bash"}, Deny: []string{"Bash(rm *)"}}, req: bash("git status && rm -rf /"), want: Deny, byRule: "Bash(rm *)"},
-		{name: "ask on one part", rules: Settings{Allow: []string{"Bash(git *)"}, Ask: []string{"Bash(git push:*)"}}, req: bash("git add . && git push"), want: Ask, byRule: "Bash(git push:*)"},
+		{name: "ask on one part", rules: Settings{Allow: []string{"Bash(git add *)"}, Ask: []string{"Bash(git push:*)"}}, req: bash("git add . && git push"), want: Ask, byRule: "Bash(git push:*)"},
 		{name: "operator in single quotes", rules: Settings{Allow: []string{"Bash(echo *)"}}, req: bash("echo 'a && rm -rf /'"), want: Allow, byRule: "Bash(echo *)"},
 		{name: "operator in double quotes", rules: Settings{Allow: []string{"Bash(echo *)"}}, req: bash(`echo "a; rm -rf /"`), want: Allow, byRule: "Bash(echo *)"},
 		{name: "escaped operator", rules: Settings{Allow: []string{"Bash(find *)"}}, req: bash(`find . -name x -exec ls {} \;`), want: Allow, byRule: "Bash(find *)"},
@@ -165,7 +166,7 @@ func TestDecide(t *testing.T) {
 		{name: "rule on the wrapper itself", rules: Settings{Allow: []string{"Bash(timeout *)"}}, req: bash("timeout 5 curl x"), want: Allow, byRule: "Bash(timeout *)"},
 		{name: "env assignment does not allow", rules: Settings{Allow: []string{"Bash(git *)"}}, req: bash("LD_PRELOAD=/tmp/x.so git status"), want: Ask},
 		{name: "env assignment still denies", rules: Settings{Deny: []string{"Bash(rm *)"}}, req: bash("FOO=1 rm -rf /"), want: Deny, byRule: "Bash(rm *)"},
-		{name: "env assignment still asks", rules: Settings{Allow: []string{"Bash"}, Ask: []string{"Bash(git push:*)"}}, req: bash("GIT_TRACE=1 git push"), want: Ask, byRule: "Bash(git push:*)"},
+		{name: "env assignment still asks", rules: Settings{Allow: []string{"Bash(git status)"}, Ask: []string{"Bash(git push:*)"}}, req: bash("GIT_TRACE=1 git push"), want: Ask, byRule: "Bash(git push:*)"},
 		{name: "rule with the assignment", rules: Settings{Allow: []string{"Bash(CI=1 npm test)"}}, req: bash("CI=1 npm test"), want: Allow, byRule: "Bash(CI=1 npm test)"},
 
 		// File paths, Claude syntax.

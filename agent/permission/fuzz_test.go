@@ -83,6 +83,18 @@ func FuzzDecide(f *testing.F) {
 		if wantAllowed(g, toolName, arg, cwd) && d.Behavior != Allow {
 			t.Fatalf("grant %s did not allow its own call: %+v", g, d)
 		}
+		// Grants are stored as text; the parsed grant decides the same.
+		if back, err := ParseRule(g.String(), Allow); err == nil {
+			e, err := New([]Rule{back}, Options{Home: testHome})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := e.Decide(req); got.Behavior != d.Behavior {
+				t.Fatalf("grant %s decides %v, parsed back %v", g, d.Behavior, got.Behavior)
+			}
+		} else if g.m.kind != specNever {
+			t.Fatalf("grant %s does not parse: %v", g, err)
+		}
 
 		// Appending a denied command is never allowed, whatever came first,
 		// as long as the first command is not cut short by an open quote

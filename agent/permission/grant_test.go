@@ -36,8 +36,12 @@ func TestGrantFor(t *testing.T) {
 			want: "Edit(//home/ana/proj/a.go)", same: file("Edit", "/home/ana/proj/a.go"), other: file("Edit", "/home/ana/proj/b.go"),
 		},
 		{
-			name: "edit grant is not a family grant", tool: "Edit", input: map[string]any{"file_path": "/p/a.go"},
-			want: "Edit(//p/a.go)", same: file("Edit", "/p/a.go"), other: file("Write", "/p/a.go"),
+			name: "edit grant covers the family on that path", tool: "Edit", input: map[string]any{"file_path": "/p/a.go"},
+			want: "Edit(//p/a.go)", same: file("Write", "/p/a.go"), other: file("Read", "/p/a.go"),
+		},
+		{
+			name: "write grant is write only", tool: "Write", input: map[string]any{"file_path": "/p/a.go"},
+			want: "Write(//p/a.go)", same: file("Write", "/p/a.go"), other: file("Edit", "/p/a.go"),
 		},
 		{
 			name: "write glob chars escaped", tool: "Write", input: map[string]any{"file_path": "/p/[x]*.go"},
@@ -49,7 +53,7 @@ func TestGrantFor(t *testing.T) {
 		},
 		{
 			name: "relative dot-dot grants nothing", tool: "Read", input: map[string]any{"file_path": "../a.md"},
-			want: "Read(./../a.md)", same: Request{}, other: file("Read", "../a.md"),
+			want: "Read()", same: Request{}, other: file("Read", "../a.md"),
 		},
 		{
 			name: "notebook", tool: "NotebookEdit", input: map[string]any{"notebook_path": "/n/a.ipynb"},
@@ -60,8 +64,8 @@ func TestGrantFor(t *testing.T) {
 			want: "Grep(/)", same: tool("Grep"), other: file("Grep", "/etc"),
 		},
 		{
-			name: "edit without path", tool: "Edit", input: map[string]any{},
-			want: "Edit", same: tool("Edit"), other: tool("Write"),
+			name: "edit without path grants nothing", tool: "Edit", input: map[string]any{},
+			want: "Edit()", same: Request{}, other: tool("Edit"),
 		},
 		{
 			name: "webfetch", tool: "WebFetch", input: map[string]any{"url": "https://Docs.Example.com/a"},
@@ -72,8 +76,24 @@ func TestGrantFor(t *testing.T) {
 			want: "mcp__github__create_issue", same: tool("mcp__github__create_issue"), other: tool("mcp__github__delete_repo"),
 		},
 		{
-			name: "odd tool name", tool: "my tool", input: nil,
-			want: "my tool", same: tool("my tool"), other: tool("my"),
+			name: "webfetch without host grants nothing", tool: "WebFetch", input: map[string]any{"url": "not a url"},
+			want: "WebFetch()", same: Request{}, other: fetch("not a url"),
+		},
+		{
+			name: "webfetch ipv6", tool: "WebFetch", input: map[string]any{"url": "http://[::1]:8080/x"},
+			want: "WebFetch(domain:[::1])", same: fetch("http://[::1]/y"), other: fetch("http://[::2]/"),
+		},
+		{
+			name: "webfetch star host grants nothing", tool: "WebFetch", input: map[string]any{"url": "http://*.x.com/"},
+			want: "WebFetch()", same: Request{}, other: fetch("http://a.x.com/"),
+		},
+		{
+			name: "mcp server name grants nothing", tool: "mcp__github", input: nil,
+			want: "mcp__github()", same: Request{}, other: tool("mcp__github__list"),
+		},
+		{
+			name: "odd tool name grants nothing", tool: "my tool", input: nil,
+			want: "my tool()", same: Request{}, other: tool("my tool"),
 		},
 	}
 	for _, tt := range tests {
@@ -81,6 +101,14 @@ func TestGrantFor(t *testing.T) {
 			g := GrantFor(tt.tool, tt.input)
 			if g.String() != tt.want || g.Behavior != Allow || g.Source != GrantSource {
 				t.Fatalf("GrantFor = %q (%v, %q), want %q", g.String(), g.Behavior, g.Source, tt.want)
+			}
+			// Grants are stored as text: the parsed rule must be the same.
+			if back, err := ParseRule(g.String(), Allow); err == nil {
+				if back.String() != g.String() {
+					t.Errorf("ParseRule(%q) = %q", g.String(), back.String())
+				}
+			} else if tt.same.Tool != "" {
+				t.Errorf("grant %q does not parse: %v", g.String(), err)
 			}
 			e, err := mustEngine(t, Settings{}, nil, Options{}).With(g)
 			if err != nil {

@@ -131,7 +131,8 @@ func ParseRule(s string, b Behavior) (Rule, error) {
 	case tool == "WebFetch":
 		d, ok := strings.CutPrefix(spec, "domain:")
 		d = asciiLower(strings.TrimSpace(d))
-		if !ok || d == "" || strings.ContainsAny(d, "/: ") {
+		ipv6 := strings.HasPrefix(d, "[") && strings.HasSuffix(d, "]") && !strings.ContainsAny(d, "/ *")
+		if !ok || d == "" || !ipv6 && strings.ContainsAny(d, "/: ") {
 			return Rule{}, ruleError(s, `WebFetch takes "domain:<host>", e.g. WebFetch(domain:example.com)`)
 		}
 		m.kind = specDomain
