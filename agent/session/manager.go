@@ -92,7 +92,8 @@ func (m *Manager) recover(ctx context.Context) error {
 			return fmt.Errorf("save session %s: %w", meta.ID, err)
 		}
 	}
-	return nil
+	// Clients attaching once the agent serves see these in the log.
+	return m.log.Flush(ctx)
 }
 
 // onCommit runs on the event log's writer goroutine after each durable batch.

@@ -141,7 +141,7 @@ func (s *Session) expire(requestID string, p *claude.Process) {
 	ctx := context.Background()
 	ev := bridge.ErrorEvent(CodePermissionTimeout, fmt.Sprintf("Permission request for %s timed out after %s and was denied", pend.tool, t), false)
 	ev.GetError().Details = map[string]string{"request_id": requestID, "session_id": s.id}
-	s.emitStatus(ctx, ev, pb.AgentStatus_EXECUTING_TOOL, "")
+	s.emitStatus(ctx, ev, pb.AgentStatus_THINKING, "")
 	s.logDecision(ctx, LogEntry{RequestID: requestID, Tool: pend.tool, Input: pend.input, Decision: "deny", Source: "timeout", Reason: msg})
 }
 

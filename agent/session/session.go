@@ -555,10 +555,13 @@ func (s *Session) recordResult(evs []*pb.AgentEvent) {
 }
 
 func (s *Session) saveMeta(ctx context.Context) {
+	open := s.unsettled() // counts TurnCompletes emitted but not yet committed
 	s.mu.Lock()
 	meta := s.meta
-	if s.sentTurns == s.doneTurns {
+	if !open {
 		meta.Status = StatusIdle
+	} else {
+		meta.Status = StatusActive
 	}
 	s.mu.Unlock()
 	if err := s.m.log.PutSession(context.WithoutCancel(ctx), meta); err != nil {

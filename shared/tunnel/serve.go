@@ -84,15 +84,14 @@ func Serve(ctx context.Context, stream io.ReadWriteCloser, h http.Handler, remot
 
 // responseWriter turns what grpc-go's ServeHTTP writes into frames.
 type responseWriter struct {
-	mu       sync.Mutex
-	fw       *FrameWriter
-	header   http.Header
-	sent     http.Header // header snapshot at WriteHeader
-	status   int
-	buf      bytes.Buffer
-	err      error
-	onError  func()
-	finished bool
+	mu      sync.Mutex
+	fw      *FrameWriter
+	header  http.Header
+	sent    http.Header // header snapshot at WriteHeader
+	status  int
+	buf     bytes.Buffer
+	err     error
+	onError func()
 }
 
 func (rw *responseWriter) Header() http.Header { return rw.header }
