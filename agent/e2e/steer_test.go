@@ -374,3 +374,37 @@ func TestAttachments(t *testing.T) {
 		t.Fatalf("unsupported attachment: %v", e)
 	}
 }
+
+// Messages sent while a turn runs are queued; the CLI may run them as one
+// turn. The session must still end idle (it counts messages per result).
+func TestMessagesQueuedDuringATurnSettle(t *testing.T) {
+	api := testenv.FakeAPI(t)
+	agent := testenv.StartAgent(t, testenv.AgentOptions{APIURL: api.URL()})
+	ctx := ctxT(t)
+	s := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: agent.ProjectDir(t)})
+	id := sessionID(t, until(t, s, isSessionInfo))
+	api.Enqueue(fakeapi.Reply{Deltas: fakeapi.NumberedDeltas(20), Delay: 50 * time.Millisecond})
+	say(t, s, "long first")
+	until(t, s, func(ev *pb.AgentEvent) bool { return ev.GetTextDelta().GetText() != "" })
+	say(t, s, "second")
+	say(t, s, "third")
+	// A history-only replay ends once the session is idle: it must end.
+	evs := drain(t, mustResume(t, ctx, agent.API, id, 0))
+	if !isTurnComplete(evs[len(evs)-2]) {
+		t.Fatalf("replay ended on %v", evs[len(evs)-2:])
+	}
+	var prompts []string
+	for _, r := range api.Requests() {
+		if r.MainLoop() {
+			prompts = append(prompts, r.Prompt())
+		}
+	}
+	joined := strings.Join(prompts, "\n")
+	if !strings.Contains(joined, "second") || !strings.Contains(joined, "third") {
+		t.Fatalf("the model never got the queued messages: %q", prompts)
+	}
+	list, err := agent.API.ListSessions(ctx, &pb.ListSessionsRequest{})
+	if err != nil || list.Sessions[0].Status != "idle" {
+		t.Fatalf("session status = %v, %v", list, err)
+	}
+}

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/google/uuid"
+
 	"github.com/betcode-dev/betcode/agent/bridge"
 	"github.com/betcode-dev/betcode/agent/claude"
 	"github.com/betcode-dev/betcode/agent/eventlog"
@@ -71,7 +73,10 @@ type Session struct {
 	lastUsed             time.Time     // for choosing an idle CLI to stop when the pool is full
 	contextTokens        uint64        // input + cache-read tokens of the last turn
 	readerDone           chan struct{} // closed when the running CLI's reader ends
-	lastCompact          *compactMeta  // figures of Claude's last /compact
+	// tcWeight: how many user messages a TurnComplete settles, when more
+	// than one (the CLI merges messages queued during a turn into one).
+	tcWeight    map[*pb.AgentEvent]int
+	lastCompact *compactMeta // figures of Claude's last /compact
 
 	compactMu sync.Mutex // one compaction at a time
 
@@ -201,8 +206,13 @@ func (s *Session) publishUpTo(seq uint64) {
 		ev := s.pending[n]
 		n++
 		s.committed = ev.Sequence
-		if ev.GetTurnComplete() != nil && s.doneTurns < s.sentTurns {
-			s.doneTurns++
+		if ev.GetTurnComplete() != nil {
+			w := 1
+			if n, ok := s.tcWeight[ev]; ok {
+				w = n
+				delete(s.tcWeight, ev)
+			}
+			s.doneTurns = min(s.doneTurns+w, s.sentTurns)
 		}
 		if ev.Sequence == s.resetAt {
 			s.doneTurns = s.sentTurns
@@ -275,7 +285,7 @@ func (s *Session) SendUserAs(ctx context.Context, clientID, text string, attachm
 	if err := s.ensureProcessLocked(ctx); err != nil {
 		return err
 	}
-	if err := s.proc.SendUser(content, ""); err != nil {
+	if err := s.proc.SendUser(content, uuid.NewString()); err != nil {
 		return fmt.Errorf("send message to claude: %w", err)
 	}
 	s.sentTurns++
@@ -435,7 +445,11 @@ func (s *Session) unsettled() bool {
 	done := s.doneTurns
 	for _, ev := range s.pending {
 		if ev.GetTurnComplete() != nil {
-			done++
+			if n, ok := s.tcWeight[ev]; ok {
+				done += n
+			} else {
+				done++
+			}
 		}
 	}
 	return done < s.sentTurns
@@ -502,8 +516,19 @@ func (s *Session) handle(ctx context.Context, p *claude.Process, env *claude.Env
 	evs := s.tr.Translate(env)
 	s.trMu.Unlock()
 	if env.Type == claude.TypeResult {
+		n := consumedMessages(env)
 		s.mu.Lock()
 		s.crashes = 0 // a turn finished: the CLI works
+		if n > 1 {
+			for _, ev := range evs {
+				if ev.GetTurnComplete() != nil {
+					if s.tcWeight == nil {
+						s.tcWeight = map[*pb.AgentEvent]int{}
+					}
+					s.tcWeight[ev] = n
+				}
+			}
+		}
 		s.mu.Unlock()
 	}
 	if env.Type == claude.TypeResult {
@@ -643,3 +668,16 @@ func (s *Session) SendUserOnce(ctx context.Context, key, text string, attachment
 }
 
 const idemPrefix = "idem/"
+
+// consumedMessages is how many user messages a result line settles: the
+// CLI runs messages queued during a turn together as one turn and lists
+// them in user_message_uuids.
+func consumedMessages(env *claude.Envelope) int {
+	var r struct {
+		UUIDs []string `json:"user_message_uuids"`
+	}
+	if json.Unmarshal(env.Raw, &r) != nil || len(r.UUIDs) == 0 {
+		return 1
+	}
+	return len(r.UUIDs)
+}
