@@ -1,0 +1,77 @@
+// Package rules holds the store semantics both backends share: argument
+// validation, and deciding which messages of an Enqueue batch are stored,
+// which are duplicates and which do not fit. Both backends thus reject the
+// same inputs, and one bad message never fails a whole batch.
+package rules
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/betcode-dev/betcode/relay/store"
+)
+
+// Text reports whether s can be stored in a text column of every backend:
+// valid UTF-8 without NUL (PostgreSQL rejects both).
+func Text(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+}
+
+func texts(what string, ss ...string) error {
+	for _, s := range ss {
+		if !Text(s) {
+			return fmt.Errorf("%w: %s has invalid UTF-8 or NUL: %q", store.ErrInvalid, what, s)
+		}
+	}
+	return nil
+}
+
+// Machine validates m and fills a zero RegisteredAt and LastSeen with now.
+func Machine(m *store.Machine, now time.Time) error {
+	if m.ID == "" || m.OwnerID == "" {
+		return fmt.Errorf("%w: machine id and owner id are required", store.ErrInvalid)
+	}
+	if err := texts("machine field", m.ID, m.OwnerID, m.Name, m.Hostname, m.OS, m.Arch, m.Version); err != nil {
+		return err
+	}
+	if err := texts("capability", m.Capabilities...); err != nil {
+		return err
+	}
+	if m.RegisteredAt.IsZero() {
+		m.RegisteredAt = now
+	}
+	if m.LastSeen.IsZero() {
+		m.LastSeen = now
+	}
+	return nil
+}
+
+// Message validates m and lim, applies lim's defaults and fills CreatedAt
+// and ExpiresAt. The returned Limits has no zero fields.
+func Message(m *store.Message, lim store.Limits, now time.Time) (store.Limits, error) {
+	if err := lim.Validate(); err != nil {
+		return lim, err
+	}
+	lim = lim.WithDefaults()
+	if m.MachineID == "" {
+		return lim, fmt.Errorf("%w: message without machine id", store.ErrInvalid)
+	}
+	if err := texts("message field", m.MachineID, m.OwnerID, m.IdempotencyKey, m.Service, m.Method); err != nil {
+		return lim, err
+	}
+	for k, v := range m.Metadata {
+		if err := texts("metadata", k, v); err != nil {
+			return lim, err
+		}
+	}
+	if m.CreatedAt.IsZero() {
+		m.CreatedAt = now
+	}
+	if m.ExpiresAt.IsZero() {
+		m.ExpiresAt = m.CreatedAt.Add(lim.TTL)
+	}
+	m.ID = 0
+	return lim, nil
+}

@@ -1,0 +1,157 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/betcode-dev/betcode/relay/store"
+	"github.com/betcode-dev/betcode/relay/store/internal/rules"
+)
+
+const machineColumns = `id, owner_id, name, hostname, capabilities, os, arch, version,
+	cpu_cores, memory_bytes, disk_free_bytes, registered_at, last_seen`
+
+// UpsertMachine implements store.Store.
+func (s *Store) UpsertMachine(ctx context.Context, m store.Machine) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	if err := rules.Machine(&m, s.opt.Now()); err != nil {
+		return fmt.Errorf("upsert machine %q: %w", m.ID, err)
+	}
+	caps := m.Capabilities
+	if caps == nil {
+		caps = []string{}
+	}
+	// The WHERE makes the update a no-op for another owner's machine, which
+	// then affects no row.
+	tag, err := s.pool.Exec(ctx, `INSERT INTO machines (`+machineColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+		ON CONFLICT (id) DO UPDATE SET
+			name = EXCLUDED.name, hostname = EXCLUDED.hostname,
+			capabilities = EXCLUDED.capabilities, os = EXCLUDED.os,
+			arch = EXCLUDED.arch, version = EXCLUDED.version,
+			cpu_cores = EXCLUDED.cpu_cores, memory_bytes = EXCLUDED.memory_bytes,
+			disk_free_bytes = EXCLUDED.disk_free_bytes, last_seen = EXCLUDED.last_seen
+		WHERE machines.owner_id = EXCLUDED.owner_id`,
+		m.ID, m.OwnerID, m.Name, m.Hostname, caps, m.OS, m.Arch, m.Version,
+		int64(m.CPUCores), int64(m.MemoryBytes), int64(m.DiskFreeBytes), m.RegisteredAt, m.LastSeen)
+	if err != nil {
+		return fmt.Errorf("upsert machine %q: %w", m.ID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("upsert machine %q for owner %q: %w", m.ID, m.OwnerID, store.ErrConflict)
+	}
+	return nil
+}
+
+// TouchMachine implements store.Store.
+func (s *Store) TouchMachine(ctx context.Context, id string, seen time.Time) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE machines SET last_seen = $2 WHERE id = $1`, id, seen)
+	if err != nil {
+		return fmt.Errorf("touch machine %q: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("touch machine %q: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
+// GetMachine implements store.Store.
+func (s *Store) GetMachine(ctx context.Context, ownerID, id string) (store.Machine, error) {
+	if err := s.live(); err != nil {
+		return store.Machine{}, err
+	}
+	rows, _ := s.pool.Query(ctx, `SELECT `+machineColumns+` FROM machines WHERE id = $1 AND owner_id = $2`, id, ownerID)
+	m, err := pgx.CollectExactlyOneRow(rows, scanMachine)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.Machine{}, fmt.Errorf("get machine %q of owner %q: %w", id, ownerID, err)
+	}
+	return m, nil
+}
+
+// ListMachines implements store.Store.
+func (s *Store) ListMachines(ctx context.Context, ownerID string) ([]store.Machine, error) {
+	if err := s.live(); err != nil {
+		return nil, err
+	}
+	rows, _ := s.pool.Query(ctx, `SELECT `+machineColumns+` FROM machines WHERE owner_id = $1 ORDER BY id`, ownerID)
+	ms, err := pgx.CollectRows(rows, scanMachine)
+	if err != nil {
+		return nil, fmt.Errorf("list machines of owner %q: %w", ownerID, err)
+	}
+	return ms, nil
+}
+
+func scanMachine(row pgx.CollectableRow) (store.Machine, error) {
+	var (
+		m                store.Machine
+		cores, mem, disk int64
+	)
+	err := row.Scan(&m.ID, &m.OwnerID, &m.Name, &m.Hostname, &m.Capabilities, &m.OS, &m.Arch, &m.Version,
+		&cores, &mem, &disk, &m.RegisteredAt, &m.LastSeen)
+	m.CPUCores, m.MemoryBytes, m.DiskFreeBytes = uint32(cores), uint64(mem), uint64(disk)
+	return m, err
+}
+
+// SetCurrentMachine implements store.Store.
+func (s *Store) SetCurrentMachine(ctx context.Context, ownerID, machineID string) (string, error) {
+	if err := s.live(); err != nil {
+		return "", err
+	}
+	var prev string
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if machineID != "" {
+			// FOR SHARE: the machine cannot change owner before we commit.
+			var one int
+			err := tx.QueryRow(ctx, `SELECT 1 FROM machines WHERE id = $1 AND owner_id = $2 FOR SHARE`, machineID, ownerID).Scan(&one)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return store.ErrNotFound
+			} else if err != nil {
+				return err
+			}
+		}
+		// Insert-then-lock so two first calls of one owner serialise on
+		// the row and the second sees the first's machine as previous.
+		if _, err := tx.Exec(ctx, `INSERT INTO current_machines (owner_id, machine_id, updated_at)
+			VALUES ($1, '', $2) ON CONFLICT DO NOTHING`, ownerID, s.opt.Now()); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `SELECT machine_id FROM current_machines WHERE owner_id = $1 FOR UPDATE`, ownerID).Scan(&prev); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE current_machines SET machine_id = $2, updated_at = $3 WHERE owner_id = $1`,
+			ownerID, machineID, s.opt.Now())
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("set current machine of owner %q to %q: %w", ownerID, machineID, err)
+	}
+	return prev, nil
+}
+
+// CurrentMachine implements store.Store.
+func (s *Store) CurrentMachine(ctx context.Context, ownerID string) (string, error) {
+	if err := s.live(); err != nil {
+		return "", err
+	}
+	var id string
+	err := s.pool.QueryRow(ctx, `SELECT machine_id FROM current_machines WHERE owner_id = $1`, ownerID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("current machine of owner %q: %w", ownerID, err)
+	}
+	return id, nil
+}

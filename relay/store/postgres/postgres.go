@@ -1,0 +1,166 @@
+// Package postgres implements store.Store on PostgreSQL with pgx, for one or
+// several relay replicas sharing a database.
+//
+// Enqueue is group-committed: concurrent calls are queued, and a writer
+// goroutine commits whatever has queued up in one transaction of two
+// pipelined round trips (see commit.go). Buffer caps hold across replicas
+// because every transaction that changes a machine's buffer locks that
+// machine's machine_buffer_usage row first.
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/betcode-dev/betcode/relay/store"
+	"github.com/betcode-dev/betcode/relay/store/internal/groupcommit"
+	"github.com/betcode-dev/betcode/relay/store/internal/rules"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Defaults for zero Options fields.
+const (
+	DefaultMaxBatch     = 1000
+	DefaultWriters      = 1
+	DefaultCloseTimeout = 10 * time.Second
+)
+
+// Options configures a Store. The zero value is usable.
+type Options struct {
+	// MaxBatch caps the Enqueue calls committed in one transaction.
+	MaxBatch int
+	// Writers is how many Enqueue batches may be in flight at once. Each
+	// writer owns the machines that hash to it, so concurrent batches of
+	// one replica never wait for each other's row locks; each holds a
+	// connection while it commits. The default, 1, gives the largest
+	// batches; more helps only with cores to spare.
+	Writers int
+	// Linger, if positive, is how long a writer waits for one more Enqueue
+	// before it commits a batch, after a batch of more than one (a lone
+	// caller never waits); capped at 4*Linger per batch. The default, 0,
+	// commits what is queued: under load the callers then fall into
+	// alternating batches, which measured faster here (docs/relay-store.md).
+	Linger time.Duration
+	// MaxConns overrides the pool size (pool_max_conns in the URL, else
+	// pgxpool's default); it is raised to at least Writers+2.
+	MaxConns int32
+	// CloseTimeout bounds how long Close waits for queued Enqueues.
+	CloseTimeout time.Duration
+	// Logger receives batch failures; nil discards.
+	Logger *slog.Logger
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// Validate reports unusable options.
+func (o Options) Validate() error {
+	if o.MaxBatch < 0 || o.Writers < 0 || o.MaxConns < 0 || o.CloseTimeout < 0 {
+		return fmt.Errorf("negative option in %+v", o)
+	}
+	return nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxBatch == 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.Writers == 0 {
+		o.Writers = DefaultWriters
+	}
+	if o.CloseTimeout == 0 {
+		o.CloseTimeout = DefaultCloseTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Store is the PostgreSQL store.
+type Store struct {
+	opt  Options
+	log  *slog.Logger
+	pool *pgxpool.Pool
+	qs   []*groupcommit.Queue[rules.Item, enqueued] // one per writer
+
+	closed atomic.Bool
+}
+
+// enqueued is the result of one Enqueue.
+type enqueued struct {
+	id  int64
+	dup bool
+}
+
+// Open connects to databaseURL, applies pending migrations and starts the
+// Enqueue writers. The returned Store must be closed.
+func Open(ctx context.Context, databaseURL string, opt Options) (*Store, error) {
+	if err := opt.Validate(); err != nil {
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	opt = opt.withDefaults()
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	if opt.MaxConns > 0 {
+		cfg.MaxConns = opt.MaxConns
+	}
+	cfg.MaxConns = max(cfg.MaxConns, int32(opt.Writers)+2)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	s := &Store{opt: opt, log: opt.Logger, pool: pool}
+	for range opt.Writers {
+		s.qs = append(s.qs, groupcommit.New(s.commit, groupcommit.Options{
+			MaxBatch: opt.MaxBatch, Linger: max(opt.Linger, 0),
+		}))
+	}
+	return s, nil
+}
+
+// Close stops taking Enqueues, commits those queued (for at most
+// CloseTimeout) and closes the pool. It is idempotent.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	var wg sync.WaitGroup
+	for _, q := range s.qs {
+		wg.Go(func() { q.Close(s.opt.CloseTimeout) })
+	}
+	wg.Wait()
+	s.pool.Close()
+	return nil
+}
+
+// queue returns the writer queue that owns machineID.
+func (s *Store) queue(machineID string) *groupcommit.Queue[rules.Item, enqueued] {
+	h := fnv.New32a()
+	h.Write([]byte(machineID))
+	return s.qs[h.Sum32()%uint32(len(s.qs))]
+}
+
+// live returns store.ErrClosed after Close.
+func (s *Store) live() error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	return nil
+}

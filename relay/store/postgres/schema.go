@@ -1,0 +1,114 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// migrations are applied in order; schema_version holds how many have been
+// applied. Never edit a released entry: append a new one.
+//
+// buffered_messages is keyed (machine_id, id), the access path of Pending
+// and Ack. Ids come from a sequence, never reused, taken by the writer only
+// while it holds the machine's machine_buffer_usage row lock (commit.go).
+// There is no index on expires_at: PurgeExpired runs hourly and a scan of
+// the buffer is cheaper than maintaining one more index on every insert.
+var migrations = []string{
+	// 1: machines, current machines, offline buffer.
+	`CREATE TABLE machines (
+		id              text        PRIMARY KEY,
+		owner_id        text        NOT NULL,
+		name            text        NOT NULL DEFAULT '',
+		hostname        text        NOT NULL DEFAULT '',
+		capabilities    text[]      NOT NULL DEFAULT '{}',
+		os              text        NOT NULL DEFAULT '',
+		arch            text        NOT NULL DEFAULT '',
+		version         text        NOT NULL DEFAULT '',
+		cpu_cores       bigint      NOT NULL DEFAULT 0,
+		memory_bytes    bigint      NOT NULL DEFAULT 0, -- uint64 bits
+		disk_free_bytes bigint      NOT NULL DEFAULT 0, -- uint64 bits
+		registered_at   timestamptz NOT NULL,
+		last_seen       timestamptz NOT NULL
+	);
+	CREATE INDEX machines_owner ON machines (owner_id, id);
+
+	CREATE TABLE current_machines (
+		owner_id   text        PRIMARY KEY,
+		machine_id text        NOT NULL,
+		updated_at timestamptz NOT NULL
+	);
+
+	CREATE SEQUENCE buffered_messages_id_seq;
+	CREATE TABLE buffered_messages (
+		id              bigint      NOT NULL,
+		machine_id      text        NOT NULL,
+		owner_id        text        NOT NULL,
+		idempotency_key text, -- NULL: not deduplicated
+		service         text        NOT NULL,
+		method          text        NOT NULL,
+		metadata        jsonb       NOT NULL,
+		payload         bytea       NOT NULL,
+		size            bigint      NOT NULL, -- store.Message.Size, what counts against MaxBytes
+		created_at      timestamptz NOT NULL,
+		expires_at      timestamptz NOT NULL,
+		PRIMARY KEY (machine_id, id)
+	);
+	ALTER SEQUENCE buffered_messages_id_seq OWNED BY buffered_messages.id;
+	CREATE UNIQUE INDEX buffered_messages_key ON buffered_messages (machine_id, idempotency_key)
+		WHERE idempotency_key IS NOT NULL;
+
+	-- One row per machine that ever had a message: the buffer's occupancy,
+	-- kept by every statement that inserts or deletes messages, and the
+	-- lock that serialises them per machine across replicas.
+	CREATE TABLE machine_buffer_usage (
+		machine_id text   PRIMARY KEY,
+		messages   bigint NOT NULL DEFAULT 0,
+		bytes      bigint NOT NULL DEFAULT 0
+	);` + enqueueFunction,
+}
+
+// migrationLock is the pg_advisory_xact_lock key that serialises migrations
+// of relay replicas starting together ("betcode" in ASCII).
+const migrationLock int64 = 0x62657463_6f6465
+
+// migrate brings the schema up to date in one transaction. Replicas starting
+// at once queue on the advisory lock; the later ones find nothing to do.
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
+			return fmt.Errorf("lock: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)`); err != nil {
+			return fmt.Errorf("create schema_version: %w", err)
+		}
+		var version int
+		switch err := tx.QueryRow(ctx, `SELECT version FROM schema_version`).Scan(&version); {
+		case errors.Is(err, pgx.ErrNoRows):
+			if _, err := tx.Exec(ctx, `INSERT INTO schema_version (version) VALUES (0)`); err != nil {
+				return fmt.Errorf("init schema_version: %w", err)
+			}
+		case err != nil:
+			return fmt.Errorf("read schema_version: %w", err)
+		}
+		if version > len(migrations) {
+			return fmt.Errorf("schema version %d is newer than this binary supports (%d)", version, len(migrations))
+		}
+		for i := version; i < len(migrations); i++ {
+			if _, err := tx.Exec(ctx, migrations[i]); err != nil {
+				return fmt.Errorf("apply migration %d: %w", i+1, err)
+			}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE schema_version SET version = $1`, len(migrations)); err != nil {
+			return fmt.Errorf("update schema_version: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}

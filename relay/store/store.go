@@ -1,0 +1,162 @@
+// Package store defines the relay's persistent state: registered machines,
+// each user's current machine, and the offline buffer of requests waiting
+// for a machine to reconnect.
+//
+// The buffer gives exactly-once delivery together with the agent:
+//
+//   - Enqueue is idempotent on (machine, idempotency key): a client that
+//     retries after a relay crash or a lost reply gets the first id back and
+//     no second row is stored.
+//   - Pending returns a machine's unexpired messages in id order, which is
+//     arrival order per machine. Ids are assigned under a per-machine lock,
+//     so a message committed later never has a smaller id than one already
+//     visible, and a cursor (afterID) never skips a row.
+//   - Rows are deleted only by Ack, after the agent confirmed it processed
+//     them. A crash between delivery and Ack repeats delivery; the agent
+//     dedupes by idempotency key, so it does not repeat the effect.
+//
+// Implementations: store/postgres (several relay replicas, group commit) and
+// store/sqlite (a single relay process). Both pass store/storetest.
+// docs/relay-store.md describes the schema, the design and the benchmarks.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors; test with errors.Is.
+var (
+	// ErrNotFound: no such machine, or it belongs to another owner.
+	ErrNotFound = errors.New("not found")
+	// ErrBufferFull: Enqueue would take the machine past Limits. The relay
+	// answers RESOURCE_EXHAUSTED.
+	ErrBufferFull = errors.New("offline buffer full")
+	// ErrConflict: UpsertMachine for a machine id registered to another owner.
+	ErrConflict = errors.New("machine registered to another owner")
+	// ErrInvalid: an argument the store cannot hold (empty id, a string
+	// that is not UTF-8 or contains NUL). The relay answers INVALID_ARGUMENT.
+	ErrInvalid = errors.New("invalid argument")
+	// ErrClosed: the Store was closed.
+	ErrClosed = errors.New("store closed")
+)
+
+// Machine is a registered developer machine. IDs are global (the machine's
+// certificate name); OwnerID is the user who enrolled it.
+type Machine struct {
+	ID, OwnerID, Name, Hostname string
+	Capabilities                []string
+	OS, Arch, Version           string
+	CPUCores                    uint32
+	MemoryBytes, DiskFreeBytes  uint64
+	RegisteredAt, LastSeen      time.Time
+}
+
+// Message is one buffered request for an offline machine. ID is assigned by
+// Enqueue and increases in arrival order. An empty IdempotencyKey disables
+// deduplication for that message.
+type Message struct {
+	ID                                                  int64
+	MachineID, OwnerID, IdempotencyKey, Service, Method string
+	Metadata                                            map[string]string
+	Payload                                             []byte
+	CreatedAt, ExpiresAt                                time.Time
+}
+
+// Size is what a message counts against Limits.MaxBytes: its payload plus
+// its metadata keys and values.
+func (m *Message) Size() int64 {
+	n := int64(len(m.Payload))
+	for k, v := range m.Metadata {
+		n += int64(len(k) + len(v))
+	}
+	return n
+}
+
+// Limits bound one machine's buffer. Zero fields take the Default* values.
+type Limits struct {
+	MaxMessages int
+	MaxBytes    int64
+	// TTL sets ExpiresAt = CreatedAt + TTL for messages enqueued without
+	// an ExpiresAt.
+	TTL time.Duration
+}
+
+// Defaults for zero Limits fields.
+const (
+	DefaultMaxMessages = 1000
+	DefaultMaxBytes    = 16 << 20
+	DefaultTTL         = 7 * 24 * time.Hour
+)
+
+// Validate reports negative limits.
+func (l Limits) Validate() error {
+	if l.MaxMessages < 0 || l.MaxBytes < 0 || l.TTL < 0 {
+		return fmt.Errorf("%w: negative buffer limits %+v", ErrInvalid, l)
+	}
+	return nil
+}
+
+// WithDefaults returns l with zero fields set to the defaults.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxMessages == 0 {
+		l.MaxMessages = DefaultMaxMessages
+	}
+	if l.MaxBytes == 0 {
+		l.MaxBytes = DefaultMaxBytes
+	}
+	if l.TTL == 0 {
+		l.TTL = DefaultTTL
+	}
+	return l
+}
+
+// Store is the relay's persistent state. Implementations are safe for
+// concurrent use.
+type Store interface {
+	// UpsertMachine registers m or updates its details; an existing row
+	// keeps its RegisteredAt. A zero RegisteredAt or LastSeen means now.
+	// An id registered to another owner gives ErrConflict.
+	UpsertMachine(ctx context.Context, m Machine) error
+	// TouchMachine records that machine id was seen at seen.
+	TouchMachine(ctx context.Context, id string, seen time.Time) error
+	// GetMachine returns ownerID's machine id; another owner's machine is
+	// ErrNotFound.
+	GetMachine(ctx context.Context, ownerID, id string) (Machine, error)
+	// ListMachines returns ownerID's machines ordered by id.
+	ListMachines(ctx context.Context, ownerID string) ([]Machine, error)
+
+	// SetCurrentMachine makes machineID (which must be ownerID's, else
+	// ErrNotFound; "" clears) ownerID's current machine and returns the
+	// previous one ("" when none).
+	SetCurrentMachine(ctx context.Context, ownerID, machineID string) (previous string, err error)
+	// CurrentMachine returns ownerID's current machine, "" when none.
+	CurrentMachine(ctx context.Context, ownerID string) (string, error)
+
+	// Enqueue stores m for m.MachineID. It is idempotent on (MachineID,
+	// IdempotencyKey) while the first message is buffered: a repeat returns
+	// the first id and duplicate=true and stores nothing. A message that
+	// would take the machine past lim fails with an error wrapping
+	// ErrBufferFull. A zero CreatedAt means now; a zero ExpiresAt means
+	// CreatedAt + lim.TTL. If ctx ends while the message is being
+	// committed, Enqueue returns ctx's error and the message may or may not
+	// be stored; retrying with the same key is safe.
+	Enqueue(ctx context.Context, m Message, lim Limits) (id int64, duplicate bool, err error)
+	// Pending returns up to limit unexpired messages of machineID with
+	// ids greater than afterID, in id (arrival) order.
+	Pending(ctx context.Context, machineID string, afterID int64, limit int) ([]Message, error)
+	// Ack deletes delivered messages of machineID; unknown ids are ignored.
+	Ack(ctx context.Context, machineID string, ids ...int64) error
+	// Counts returns how many messages and bytes machineID's buffer holds,
+	// including expired ones not yet purged.
+	Counts(ctx context.Context, machineID string) (messages int, bytes int64, err error)
+	// PurgeExpired deletes the messages that expired at or before now and
+	// returns how many.
+	PurgeExpired(ctx context.Context, now time.Time) (int, error)
+
+	// Close commits what was already submitted and releases the store.
+	// It is idempotent.
+	Close() error
+}
