@@ -1,0 +1,51 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+)
+
+var version = "0.1.0-dev"
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "betcode-relay",
+		Short:         "BetCode relay: machines dial out to it, clients reach them through it",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version,
+	}
+	root.AddCommand(newServeCmd(), newCertsCmd())
+	return root
+}
+
+// bindViper makes every flag settable as BETCODE_RELAY_<FLAG> and as a key
+// of the --config file; the command line wins.
+func bindViper(cmd *cobra.Command, v *viper.Viper) error {
+	v.SetEnvPrefix("BETCODE_RELAY")
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	v.AutomaticEnv()
+	if err := v.BindPFlags(cmd.Flags()); err != nil {
+		return err
+	}
+	if f := v.GetString("config"); f != "" {
+		v.SetConfigFile(f)
+		if err := v.ReadInConfig(); err != nil {
+			return fmt.Errorf("read --config %s: %w", f, err)
+		}
+	}
+	return nil
+}
+
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+
+	"github.com/betcode-dev/betcode/relay/server"
+	"github.com/betcode-dev/betcode/relay/store"
+)
+
+func newServeCmd() *cobra.Command {
+	v := viper.New()
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the relay",
+		Long: `Run the relay. Agents connect with a machine certificate signed by --client-ca;
+clients connect with TLS only. Every flag can also be set as BETCODE_RELAY_<FLAG>
+(dashes become underscores) or as a key of the --config file.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindViper(cmd, v); err != nil {
+				return err
+			}
+			log, err := newLogger(v.GetString("log-level"))
+			if err != nil {
+				return err
+			}
+			return server.Run(cmd.Context(), server.Config{
+				Listen: v.GetString("listen"), TLSCert: v.GetString("tls-cert"), TLSKey: v.GetString("tls-key"),
+				ClientCA: v.GetString("client-ca"), DataDir: v.GetString("data-dir"), DatabaseURL: v.GetString("database-url"),
+				MetricsListen: v.GetString("metrics-listen"), HeartbeatInterval: v.GetDuration("heartbeat-interval"),
+				Limits: store.Limits{MaxMessages: v.GetInt("buffer-max-messages"), MaxBytes: v.GetInt64("buffer-max-bytes"), TTL: v.GetDuration("buffer-ttl")},
+				Logger: log,
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.String("listen", ":8443", "address for agents and clients (TLS)")
+	f.String("tls-cert", "", "the relay's TLS certificate")
+	f.String("tls-key", "", "the key of --tls-cert")
+	f.String("client-ca", "", "CA certificate that signs machine certificates")
+	f.String("data-dir", "./relay-data", "directory for the SQLite store (used when --database-url is empty)")
+	f.String("database-url", "", "PostgreSQL URL, e.g. postgres://user@host/db (recommended for production)")
+	f.String("metrics-listen", "", "address for Prometheus /metrics and /healthz (e.g. :9090); empty disables")
+	f.Duration("heartbeat-interval", 0, "how often agents send heartbeats (default 30s)")
+	f.Int("buffer-max-messages", 0, "buffered requests per offline machine (default 1000)")
+	f.Int64("buffer-max-bytes", 0, "buffered bytes per offline machine (default 16 MiB)")
+	f.Duration("buffer-ttl", 0, "how long a buffered request waits (default 168h)")
+	f.String("config", "", "config file")
+	f.String("log-level", "info", "debug, info, warn or error")
+	return cmd
+}

@@ -1,0 +1,87 @@
+// Package machinesvc implements MachineService: the user's machines, their
+// status, and which one the user's calls go to.
+package machinesvc
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/betcode-dev/betcode/relay/auth"
+	"github.com/betcode-dev/betcode/relay/registry"
+	"github.com/betcode-dev/betcode/relay/store"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+)
+
+// Service implements MachineService.
+type Service struct {
+	pb.UnimplementedMachineServiceServer
+	Store    store.Store
+	Registry *registry.Registry
+}
+
+func user(ctx context.Context) string {
+	if id, ok := auth.FromContext(ctx); ok {
+		return id.UserID
+	}
+	return auth.ImplicitUser
+}
+
+func (s *Service) toProto(m store.Machine) *pb.Machine {
+	st := pb.MachineStatus_OFFLINE
+	if s.Registry.Get(m.ID) != nil {
+		st = pb.MachineStatus_ONLINE
+	}
+	out := &pb.Machine{
+		Id: m.ID, Name: m.Name, Hostname: m.Hostname, Status: st, Capabilities: m.Capabilities,
+		Resources: &pb.MachineResources{Os: m.OS, CpuCores: m.CPUCores, MemoryBytes: m.MemoryBytes, DiskFreeBytes: m.DiskFreeBytes},
+	}
+	if !m.LastSeen.IsZero() {
+		out.LastSeen = timestamppb.New(m.LastSeen)
+	}
+	return out
+}
+
+// ListMachines lists the caller's machines.
+func (s *Service) ListMachines(ctx context.Context, _ *pb.ListMachinesRequest) (*pb.ListMachinesResponse, error) {
+	ms, err := s.Store.ListMachines(ctx, user(ctx))
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "list machines: %v", err)
+	}
+	resp := &pb.ListMachinesResponse{}
+	for _, m := range ms {
+		resp.Machines = append(resp.Machines, s.toProto(m))
+	}
+	return resp, nil
+}
+
+// GetMachine returns one of the caller's machines.
+func (s *Service) GetMachine(ctx context.Context, req *pb.GetMachineRequest) (*pb.Machine, error) {
+	if req.MachineId == "" {
+		return nil, status.Error(codes.InvalidArgument, "machine_id is required")
+	}
+	m, err := s.Store.GetMachine(ctx, user(ctx), req.MachineId)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, status.Errorf(codes.NotFound, "no machine %q", req.MachineId)
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "get machine: %v", err)
+	}
+	return s.toProto(m), nil
+}
+
+// SwitchMachine makes a machine the caller's current one.
+func (s *Service) SwitchMachine(ctx context.Context, req *pb.SwitchMachineRequest) (*pb.SwitchMachineResponse, error) {
+	m, err := s.GetMachine(ctx, &pb.GetMachineRequest{MachineId: req.MachineId})
+	if err != nil {
+		return nil, err
+	}
+	prev, err := s.Store.SetCurrentMachine(ctx, user(ctx), req.MachineId)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "switch machine: %v", err)
+	}
+	return &pb.SwitchMachineResponse{Machine: m, PreviousMachineId: prev}, nil
+}

@@ -1,0 +1,243 @@
+// Package router is the relay's front door: every client call arrives here.
+// Calls for the relay's own services (MachineService, TunnelService, health)
+// go to its grpc.Server; every other call is forwarded, byte for byte, to
+// the user's current machine (or the one named in x-betcode-machine-id)
+// through that machine's tunnel. A call for an offline machine fails fast
+// with UNAVAILABLE / MACHINE_OFFLINE unless it is bufferable.
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/betcode-dev/betcode/relay/auth"
+	"github.com/betcode-dev/betcode/relay/registry"
+	"github.com/betcode-dev/betcode/relay/store"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/tunnel"
+)
+
+// MachineHeader names the machine for one call, overriding the current one.
+const MachineHeader = "X-Betcode-Machine-Id"
+
+// ErrorDomain is the ErrorInfo domain of BetCode error codes.
+const ErrorDomain = "betcode.dev"
+
+// Bufferable calls may wait in the relay while their machine is offline.
+// Only QueueMessage is: it is unary, carries an idempotency key and is
+// meaningful later. Streams (Converse, ResumeSession) need a live machine.
+var Bufferable = map[string]bool{
+	"/betcode.v1.AgentService/QueueMessage": true,
+}
+
+// relayServices are served by the relay itself.
+var relayServices = map[string]bool{
+	"betcode.v1.MachineService":           true,
+	"betcode.v1.TunnelService":            true,
+	"grpc.health.v1.Health":               true,
+	"betcode.v1.BetCodeHealth":            true,
+	"grpc.reflection.v1.ServerReflection": true,
+}
+
+// Router routes calls.
+type Router struct {
+	Local    http.Handler // the relay's own grpc.Server
+	Registry *registry.Registry
+	Store    store.Store
+	Limits   store.Limits
+	Log      *slog.Logger
+	Metrics  *Metrics
+
+	nextID     atomic.Uint64
+	deliveries sync.Map // machine id -> *sync.Mutex: one delivery at a time
+}
+
+// ServeHTTP routes one call.
+func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor != 2 || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+		http.Error(w, "this is a gRPC endpoint (HTTP/2, application/grpc)", http.StatusUnsupportedMediaType)
+		return
+	}
+	service, _, ok := tunnel.SplitMethod(r.URL.Path)
+	if !ok {
+		writeStatus(w, codes.Unimplemented, "", "malformed method "+r.URL.Path)
+		return
+	}
+	if relayServices[service] {
+		rt.Local.ServeHTTP(w, r)
+		return
+	}
+	ctx := r.Context()
+	id, _ := auth.FromContext(ctx)
+	machineID := r.Header.Get(MachineHeader)
+	if machineID == "" {
+		cur, err := rt.Store.CurrentMachine(ctx, id.UserID)
+		if err != nil {
+			writeStatus(w, codes.Internal, "", "look up current machine: "+err.Error())
+			return
+		}
+		if cur == "" {
+			writeStatus(w, codes.FailedPrecondition, "NO_MACHINE_SELECTED", "no machine selected: switch to one (betcode machine switch ID) or name it per call (--machine ID)")
+			return
+		}
+		machineID = cur
+	}
+	if _, err := rt.Store.GetMachine(ctx, id.UserID, machineID); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			writeStatus(w, codes.NotFound, "MACHINE_NOT_FOUND", fmt.Sprintf("no machine %q", machineID))
+			return
+		}
+		writeStatus(w, codes.Internal, "", "look up machine: "+err.Error())
+		return
+	}
+	t := rt.Registry.Get(machineID)
+	if t == nil {
+		rt.offline(w, r, id.UserID, machineID)
+		return
+	}
+	st, err := t.Session.OpenStream()
+	if err != nil {
+		rt.offline(w, r, id.UserID, machineID)
+		return
+	}
+	reqID := strconv.FormatUint(rt.nextID.Add(1), 10)
+	rt.Metrics.forwarded(metricService(service))
+	if err := tunnel.Forward(ctx, st, w, r, reqID, http.Header{
+		"X-Betcode-User": {id.UserID}, MachineHeader: {machineID},
+	}); err != nil && ctx.Err() == nil {
+		rt.Log.Debug("router: forwarded call failed", "machine_id", machineID, "method", r.URL.Path, "err", err)
+	}
+}
+
+// offline answers a call for a machine without a tunnel.
+func (rt *Router) offline(w http.ResponseWriter, r *http.Request, userID, machineID string) {
+	if !Bufferable[r.URL.Path] {
+		rt.Metrics.offline()
+		writeStatus(w, codes.Unavailable, "MACHINE_OFFLINE", fmt.Sprintf("Target machine %q is not connected; streams need it online (QueueMessage can be buffered)", machineID))
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20+5))
+	if err != nil {
+		writeStatus(w, codes.Canceled, "", "read request: "+err.Error())
+		return
+	}
+	msg, err := tunnel.Unframe(body)
+	if err != nil {
+		writeStatus(w, codes.InvalidArgument, "", err.Error())
+		return
+	}
+	var req pb.QueueMessageRequest
+	if err := proto.Unmarshal(msg, &req); err != nil {
+		writeStatus(w, codes.InvalidArgument, "", "decode QueueMessageRequest: "+err.Error())
+		return
+	}
+	if req.IdempotencyKey == "" {
+		writeStatus(w, codes.InvalidArgument, "", "idempotency_key is required to buffer a message for an offline machine")
+		return
+	}
+	service, method, _ := tunnel.SplitMethod(r.URL.Path)
+	id, dup, err := rt.Store.Enqueue(r.Context(), store.Message{
+		MachineID: machineID, OwnerID: userID, IdempotencyKey: req.IdempotencyKey,
+		Service: service, Method: method, Payload: msg,
+	}, rt.Limits)
+	if errors.Is(err, store.ErrBufferFull) {
+		writeStatus(w, codes.ResourceExhausted, "BUFFER_FULL", err.Error())
+		return
+	}
+	if err != nil {
+		writeStatus(w, codes.Internal, "", "buffer message: "+err.Error())
+		return
+	}
+	rt.Metrics.buffered()
+	rt.Log.Info("router: buffered a message for an offline machine", "machine_id", machineID, "buffer_id", id, "duplicate", dup)
+	if t := rt.Registry.Get(machineID); t != nil {
+		// The machine came back while this was being stored.
+		go rt.Deliver(context.WithoutCancel(r.Context()), t)
+	}
+	resp, _ := proto.Marshal(&pb.QueueMessageResponse{Buffered: true, Duplicate: dup})
+	w.Header().Set("Content-Type", "application/grpc")
+	w.Header().Set("Trailer", "Grpc-Status")
+	w.WriteHeader(http.StatusOK)
+	w.Write(tunnel.Frame(resp))
+	w.Header().Set("Grpc-Status", "0")
+}
+
+// writeStatus answers with a gRPC status and, when betcode is set, an
+// ErrorInfo detail carrying the BetCode error code.
+func writeStatus(w http.ResponseWriter, c codes.Code, betcode, msg string) {
+	st := status.New(c, msg)
+	if betcode != "" {
+		if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: betcode, Domain: ErrorDomain}); err == nil {
+			st = d
+		}
+	}
+	details, _ := proto.Marshal(st.Proto())
+	tunnel.WriteStatus(w, int(c), msg, details)
+}
+
+// Deliver sends a machine's buffered requests through its new tunnel, in
+// order, one at a time. A message is deleted once the agent answered it
+// (whatever the answer: the agent's idempotency check makes a repeat
+// harmless); if the tunnel breaks, the rest waits for the next connection.
+func (rt *Router) Deliver(ctx context.Context, t *registry.Tunnel) {
+	mu, _ := rt.deliveries.LoadOrStore(t.MachineID, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
+	var after int64
+	for ctx.Err() == nil {
+		msgs, err := rt.Store.Pending(ctx, t.MachineID, after, 100)
+		if err != nil {
+			rt.Log.Warn("router: read buffered messages", "machine_id", t.MachineID, "err", err)
+			return
+		}
+		if len(msgs) == 0 {
+			return
+		}
+		for _, m := range msgs {
+			st, err := t.Session.OpenStream()
+			if err != nil {
+				return
+			}
+			md := http.Header{"X-Betcode-User": {m.OwnerID}, MachineHeader: {m.MachineID}, "X-Betcode-Buffered": {"true"}}
+			for k, v := range m.Metadata {
+				md.Set(k, v)
+			}
+			res, err := tunnel.Invoke(st, "buffer-"+strconv.FormatInt(m.ID, 10), m.Service, m.Method, md, m.Payload)
+			if err != nil {
+				rt.Log.Info("router: tunnel broke while delivering; the rest waits", "machine_id", t.MachineID, "err", err)
+				return
+			}
+			if res.Code != 0 {
+				rt.Log.Warn("router: buffered request refused by the machine; dropping it", "machine_id", t.MachineID,
+					"buffer_id", m.ID, "code", codes.Code(res.Code).String(), "message", res.Message)
+			}
+			if err := rt.Store.Ack(context.WithoutCancel(ctx), t.MachineID, m.ID); err != nil {
+				rt.Log.Warn("router: ack buffered message", "machine_id", t.MachineID, "err", err)
+				return
+			}
+			rt.Metrics.delivered()
+			after = m.ID
+		}
+	}
+}
+
+// metricService bounds the service label to the API's own services.
+func metricService(s string) string {
+	if strings.HasPrefix(s, "betcode.v1.") && len(s) < 64 {
+		return s
+	}
+	return "other"
+}

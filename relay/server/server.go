@@ -1,0 +1,234 @@
+// Package server wires the relay together: the store (PostgreSQL, or SQLite
+// in the data dir), TLS with optional client certificates on one port, the
+// relay's own gRPC services, the router that forwards everything else to
+// machines, and Prometheus metrics on a separate listener.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/betcode-dev/betcode/relay/auth"
+	"github.com/betcode-dev/betcode/relay/machinesvc"
+	"github.com/betcode-dev/betcode/relay/registry"
+	"github.com/betcode-dev/betcode/relay/router"
+	"github.com/betcode-dev/betcode/relay/store"
+	"github.com/betcode-dev/betcode/relay/store/postgres"
+	"github.com/betcode-dev/betcode/relay/store/sqlite"
+	"github.com/betcode-dev/betcode/relay/tunnelsvc"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/mtls"
+)
+
+// Config is the relay's configuration.
+type Config struct {
+	Listen            string // host:port for clients and agents (TLS)
+	TLSCert, TLSKey   string // the relay's certificate
+	ClientCA          string // CA that signs machine certificates
+	DataDir           string // SQLite store when DatabaseURL is empty
+	DatabaseURL       string // PostgreSQL (pgx) URL
+	MetricsListen     string // host:port for /metrics; empty disables
+	HeartbeatInterval time.Duration
+	Limits            store.Limits
+	ShutdownTimeout   time.Duration
+	Logger            *slog.Logger
+	// Ready, if set, is called with the bound address once serving.
+	Ready func(addr net.Addr)
+}
+
+// Validate reports missing settings, naming the flag.
+func (c *Config) Validate() error {
+	var missing []string
+	if c.Listen == "" {
+		missing = append(missing, "--listen")
+	}
+	if c.TLSCert == "" || c.TLSKey == "" {
+		missing = append(missing, "--tls-cert and --tls-key (create them with `betcode-relay certs init`)")
+	}
+	if c.ClientCA == "" {
+		missing = append(missing, "--client-ca (the CA that signs machine certificates)")
+	}
+	if c.DatabaseURL == "" && c.DataDir == "" {
+		missing = append(missing, "--database-url or --data-dir")
+	}
+	if len(missing) > 0 {
+		return errors.New("relay: missing " + strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+func (c *Config) setDefaults() {
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 30 * time.Second
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.Limits = c.Limits.WithDefaults()
+}
+
+// OpenStore opens PostgreSQL when databaseURL is set, else SQLite in dataDir.
+func OpenStore(ctx context.Context, databaseURL, dataDir string, log *slog.Logger) (store.Store, error) {
+	if databaseURL != "" {
+		return postgres.Open(ctx, databaseURL, postgres.Options{Logger: log})
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	return sqlite.Open(ctx, filepath.Join(dataDir, "relay.db"), sqlite.Options{Logger: log})
+}
+
+// Run serves until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	cfg.setDefaults()
+	lg := cfg.Logger
+	tlsCfg, err := mtls.ServerConfig(cfg.TLSCert, cfg.TLSKey, cfg.ClientCA, mtls.VerifyClientCertIfGiven)
+	if err != nil {
+		return err
+	}
+	st, err := OpenStore(ctx, cfg.DatabaseURL, cfg.DataDir, lg)
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer st.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	tunnels := registry.New()
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "betcode_relay_connected_machines", Help: "Machines with a live tunnel to this replica.",
+	}, func() float64 { return float64(tunnels.Len()) }))
+
+	gs := grpc.NewServer()
+	rt := &router.Router{Local: gs, Registry: tunnels, Store: st, Limits: cfg.Limits, Log: lg, Metrics: router.NewMetrics(reg)}
+	pb.RegisterTunnelServiceServer(gs, &tunnelsvc.Service{
+		Store: st, Registry: tunnels, Log: lg, HeartbeatInterval: cfg.HeartbeatInterval, OnOnline: rt.Deliver,
+	})
+	pb.RegisterMachineServiceServer(gs, &machinesvc.Service{Store: st, Registry: tunnels})
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	srv := &http.Server{
+		Handler:           auth.Middleware(rt),
+		TLSConfig:         tlsCfg,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          log.New(&handshakeLog{lg}, "", 0),
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 1000},
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(tls.NewListener(ln, tlsCfg)) }()
+
+	var msrv *http.Server
+	if cfg.MetricsListen != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			srv.Close()
+			return fmt.Errorf("listen for metrics on %s: %w", cfg.MetricsListen, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+		msrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { errc <- msrv.Serve(mln) }()
+		lg.Info("relay metrics", "addr", mln.Addr().String())
+	}
+	purgeCtx, stopPurge := context.WithCancel(ctx)
+	defer stopPurge()
+	go purgeLoop(purgeCtx, st, lg)
+
+	lg.Info("relay serving", "addr", ln.Addr().String(), "store", storeKind(cfg))
+	if cfg.Ready != nil {
+		cfg.Ready(ln.Addr())
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	lg.Info("relay shutting down")
+	hs.Shutdown()
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	tunnels.CloseAll() // tunnels are long-lived: end them so Shutdown can finish
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	if msrv != nil {
+		msrv.Close()
+	}
+	lg.Info("relay stopped")
+	if errors.Is(runErr, http.ErrServerClosed) {
+		runErr = nil
+	}
+	return runErr
+}
+
+func storeKind(c Config) string {
+	if c.DatabaseURL != "" {
+		return "postgres"
+	}
+	return "sqlite:" + filepath.Join(c.DataDir, "relay.db")
+}
+
+// purgeLoop deletes expired buffered messages hourly.
+func purgeLoop(ctx context.Context, st store.Store, lg *slog.Logger) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		if n, err := st.PurgeExpired(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			lg.Warn("relay: purge expired buffered messages", "err", err)
+		} else if n > 0 {
+			lg.Info("relay: purged expired buffered messages", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// handshakeLog turns net/http's error log (TLS handshake failures above all)
+// into one clear structured line each.
+type handshakeLog struct{ log *slog.Logger }
+
+func (h *handshakeLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	if i := strings.Index(msg, "TLS handshake error from "); i >= 0 {
+		rest := msg[i+len("TLS handshake error from "):]
+		remote, reason, _ := strings.Cut(rest, ": ")
+		h.log.Warn("relay: refused a connection", "remote", remote, "reason", mtls.DescribeHandshakeError(errors.New(reason)))
+		return len(p), nil
+	}
+	h.log.Warn("relay: http", "msg", msg)
+	return len(p), nil
+}

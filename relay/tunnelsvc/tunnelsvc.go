@@ -1,0 +1,151 @@
+// Package tunnelsvc implements TunnelService: agents register, send
+// heartbeats and open the tunnel that carries their clients' calls. The
+// machine id always comes from the agent's verified client certificate,
+// never from the request body alone.
+package tunnelsvc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hashicorp/yamux"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/betcode-dev/betcode/relay/auth"
+	"github.com/betcode-dev/betcode/relay/registry"
+	"github.com/betcode-dev/betcode/relay/store"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/mtls"
+	"github.com/betcode-dev/betcode/shared/tunnel"
+)
+
+// Service implements TunnelService.
+type Service struct {
+	pb.UnimplementedTunnelServiceServer
+	Store             store.Store
+	Registry          *registry.Registry
+	Log               *slog.Logger
+	HeartbeatInterval time.Duration
+	// OnOnline, if set, runs (in its own goroutine) when a machine's
+	// tunnel is up, e.g. to deliver its buffered requests.
+	OnOnline func(ctx context.Context, t *registry.Tunnel)
+	Now      func() time.Time
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// machineID returns the id in the caller's verified certificate.
+func (s *Service) machineID(ctx context.Context) (string, error) {
+	id, err := mtls.MachineIDFromPeer(ctx)
+	if err != nil {
+		addr := ""
+		if p, ok := peer.FromContext(ctx); ok {
+			addr = p.Addr.String()
+		}
+		s.Log.Warn("tunnel: refusing a caller without a valid machine certificate", "remote", addr, "err", err)
+		return "", status.Error(codes.Unauthenticated, "a machine client certificate signed by the relay's CA is required: "+err.Error())
+	}
+	return id, nil
+}
+
+func owner(ctx context.Context) string {
+	if id, ok := auth.FromContext(ctx); ok {
+		return id.UserID
+	}
+	return auth.ImplicitUser
+}
+
+// Register records the machine and answers the heartbeat interval.
+func (s *Service) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.RegisterResponse, error) {
+	id, err := s.machineID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.MachineId != "" && req.MachineId != id {
+		return nil, status.Errorf(codes.PermissionDenied, "machine_id %q does not match the certificate's %q", req.MachineId, id)
+	}
+	m := store.Machine{ID: id, OwnerID: owner(ctx), Name: req.MachineName, Capabilities: req.Capabilities, LastSeen: s.now()}
+	if m.Name == "" {
+		m.Name = id
+	}
+	if info := req.Info; info != nil {
+		m.OS, m.Arch, m.Version, m.CPUCores, m.MemoryBytes = info.Os, info.Arch, info.Version, info.CpuCores, info.MemoryBytes
+	}
+	if err := s.Store.UpsertMachine(ctx, m); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return nil, status.Errorf(codes.PermissionDenied, "machine %q is registered to another user", id)
+		}
+		return nil, status.Errorf(codes.Internal, "register machine: %v", err)
+	}
+	s.Log.Info("tunnel: machine registered", "machine_id", id, "name", m.Name)
+	return &pb.RegisterResponse{Accepted: true, Message: "registered as " + id, HeartbeatIntervalSecs: uint32(s.HeartbeatInterval / time.Second)}, nil
+}
+
+// Heartbeat records liveness and says how many requests wait in the buffer.
+func (s *Service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
+	id, err := s.machineID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	if err := s.Store.TouchMachine(ctx, id, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, status.Errorf(codes.Internal, "heartbeat: %v", err)
+	}
+	n, _, err := s.Store.Counts(ctx, id)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "heartbeat: %v", err)
+	}
+	return &pb.HeartbeatResponse{ReceivedAt: timestamppb.New(now), BufferedMessages: uint32(n)}, nil
+}
+
+// OpenTunnel carries a yamux session (the relay is its client) until either
+// side ends it.
+func (s *Service) OpenTunnel(stream pb.TunnelService_OpenTunnelServer) error {
+	ctx := stream.Context()
+	id, err := s.machineID(ctx)
+	if err != nil {
+		return err
+	}
+	m, err := s.Store.GetMachine(ctx, owner(ctx), id)
+	if err != nil {
+		return status.Errorf(codes.FailedPrecondition, "machine %q must Register before opening a tunnel", id)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	conn := tunnel.NewConn(stream, cancel, tunnel.Addr("relay"), tunnel.Addr("machine:"+id))
+	sess, err := yamux.Client(conn, tunnel.YamuxConfig())
+	if err != nil {
+		return status.Errorf(codes.Internal, "start tunnel session: %v", err)
+	}
+	t := &registry.Tunnel{MachineID: id, OwnerID: m.OwnerID, Session: sess, ConnectedAt: s.now()}
+	if old := s.Registry.Add(t); old != nil {
+		s.Log.Info("tunnel: a new connection replaces the old one", "machine_id", id)
+		old.Session.Close()
+	}
+	s.Log.Info("tunnel: machine online", "machine_id", id)
+	if s.OnOnline != nil {
+		go s.OnOnline(ctx, t)
+	}
+	select {
+	case <-ctx.Done():
+	case <-sess.CloseChan():
+	}
+	s.Registry.Remove(t)
+	sess.Close()
+	if err := s.Store.TouchMachine(context.WithoutCancel(ctx), id, s.now()); err != nil {
+		s.Log.Warn("tunnel: record last seen", "machine_id", id, "err", err)
+	}
+	s.Log.Info("tunnel: machine offline", "machine_id", id, "connected_for", fmt.Sprint(s.now().Sub(t.ConnectedAt).Round(time.Millisecond)))
+	return nil
+}
