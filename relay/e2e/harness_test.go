@@ -1,0 +1,293 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/betcode-dev/betcode/relay/internal/pgtest"
+	"github.com/betcode-dev/betcode/relay/pki"
+	"github.com/betcode-dev/betcode/shared/claudecli"
+	"github.com/betcode-dev/betcode/shared/fakeapi"
+	"github.com/betcode-dev/betcode/shared/mtls"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := pgtest.Run(m)
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// bin builds the relay (with -race) and the agent once per test process.
+func bin(t testing.TB, name string) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "betcode-relay-e2e-")
+		if buildErr != nil {
+			return
+		}
+		for _, b := range []struct{ dir, pkg, out string }{
+			{"relay", "./cmd/betcode-relay", "betcode-relay"},
+			{"agent", "./cmd/betcode-agent", "betcode-agent"},
+			{"agent", "./cmd/betcode", "betcode"},
+		} {
+			cmd := exec.Command("go", "build", "-race", "-o", filepath.Join(binDir, b.out), b.pkg)
+			cmd.Dir = filepath.Join(repoRoot(), b.dir)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("build %s: %v\n%s", b.pkg, err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, name)
+}
+
+// proc is a started process whose stderr is watched for lines.
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	log    strings.Builder
+	lines  chan string
+	exited chan struct{}
+}
+
+func start(t *testing.T, name string, env []string, path string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, lines: make(chan string, 4096), exited: make(chan struct{})}
+	p.cmd = exec.Command(path, args...)
+	p.cmd.Env = append(os.Environ(), env...)
+	pr, pw := io.Pipe()
+	p.cmd.Stderr = pw
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.log.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+			select {
+			case p.lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	go func() {
+		p.cmd.Wait()
+		pw.Close()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			t.Logf("%s log:\n%s", name, p.Log())
+		}
+	})
+	return p
+}
+
+func (p *proc) Log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+// waitLine waits for a stderr line matching re and returns its submatches.
+func (p *proc) waitLine(t *testing.T, re string, d time.Duration) []string {
+	t.Helper()
+	rx := regexp.MustCompile(re)
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		select {
+		case l := <-p.lines:
+			if m := rx.FindStringSubmatch(l); m != nil {
+				return m
+			}
+		case <-p.exited:
+			t.Fatalf("%s exited while waiting for %q:\n%s", p.name, re, p.Log())
+		case <-deadline.C:
+			t.Fatalf("%s: no line matching %q within %s:\n%s", p.name, re, d, p.Log())
+		}
+	}
+}
+
+func (p *proc) kill() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+}
+
+func (p *proc) stop() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(15 * time.Second):
+		p.kill()
+	}
+}
+
+// world is a PKI, a fake model API and a relay.
+type world struct {
+	t       *testing.T
+	pki     string
+	api     *fakeapi.Server
+	addr    string // relay host:port
+	relay   *proc
+	dataDir string
+	dbURL   string
+}
+
+func newWorld(t *testing.T, dbURL string) *world {
+	t.Helper()
+	w := &world{t: t, pki: t.TempDir(), dataDir: t.TempDir(), dbURL: dbURL}
+	if _, err := pki.Init(w.pki, []string{"localhost", "127.0.0.1"}, pki.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	api, err := fakeapi.Start(fakeapi.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { api.Close() })
+	w.api = api
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.addr = ln.Addr().String()
+	ln.Close()
+	w.startRelay()
+	return w
+}
+
+func (w *world) startRelay() {
+	args := []string{"serve", "--listen", w.addr, "--tls-cert", filepath.Join(w.pki, pki.RelayCertFile),
+		"--tls-key", filepath.Join(w.pki, pki.RelayKeyFile), "--client-ca", filepath.Join(w.pki, pki.CACertFile),
+		"--data-dir", w.dataDir, "--heartbeat-interval", "1s", "--log-level", "debug"}
+	if w.dbURL != "" {
+		args = append(args, "--database-url", w.dbURL)
+	}
+	w.relay = start(w.t, "relay", nil, bin(w.t, "betcode-relay"), args...)
+	w.relay.waitLine(w.t, `relay serving`, 60*time.Second)
+}
+
+// agent is one machine.
+type agent struct {
+	id      string
+	proc    *proc
+	home    string
+	project string
+	data    string
+	sock    string
+	relay   string
+}
+
+func (w *world) machineCert(id string) (cert, key string) {
+	if _, err := pki.IssueMachine(w.pki, id, pki.Options{}); err != nil {
+		w.t.Fatal(err)
+	}
+	return filepath.Join(w.pki, pki.MachineCertFile(id)), filepath.Join(w.pki, pki.MachineKeyFile(id))
+}
+
+// startAgent starts an agent for machine id that dials relayAddr (the relay,
+// or a proxy in front of it).
+func (w *world) startAgent(id, relayAddr string) *agent {
+	w.t.Helper()
+	cert, key := w.machineCert(id)
+	home := w.t.TempDir()
+	sockDir, _ := os.MkdirTemp("", "bca")
+	w.t.Cleanup(func() { os.RemoveAll(sockDir) })
+	a := &agent{id: id, home: home, project: filepath.Join(home, "project-"+id), data: w.t.TempDir(), sock: filepath.Join(sockDir, "a.sock"), relay: relayAddr}
+	os.MkdirAll(a.project, 0o755)
+	a.start(w, cert, key)
+	return a
+}
+
+func (a *agent) start(w *world, cert, key string) {
+	claude := claudecli.Require(w.t)
+	env := append([]string{"HOME=" + a.home}, claudecli.Env(a.home, w.api.URL())...)
+	a.proc = start(w.t, "agent "+a.id, env, bin(w.t, "betcode-agent"), "serve", "--listen", "unix://"+a.sock,
+		"--data-dir", a.data, "--claude-bin", claude, "--relay", a.relay, "--relay-ca", filepath.Join(w.pki, pki.CACertFile),
+		"--machine-cert", cert, "--machine-key", key, "--machine-name", "name-"+a.id, "--log-level", "debug")
+	a.proc.waitLine(w.t, `relay link up`, 60*time.Second)
+	// The relay has the tunnel once it says so (the agent's side of the
+	// stream can be up a moment earlier).
+	w.relay.waitLine(w.t, `machine online" machine_id=`+a.id+`$`, 60*time.Second)
+}
+
+func (a *agent) restart(w *world) {
+	a.proc.kill()
+	a.start(w, filepath.Join(w.pki, pki.MachineCertFile(a.id)), filepath.Join(w.pki, pki.MachineKeyFile(a.id)))
+}
+
+// client dials the relay as a user (TLS, no client certificate).
+func (w *world) client() *grpc.ClientConn {
+	w.t.Helper()
+	cfg, err := mtls.ClientConfig(filepath.Join(w.pki, pki.CACertFile), "", "", "127.0.0.1")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	cc, err := grpc.NewClient(w.addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+func onMachine(ctx context.Context, id string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "x-betcode-machine-id", id)
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+var _ = tls.VersionTLS13
