@@ -1,0 +1,212 @@
+package bench
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/yamux"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/betcode-dev/betcode/relay/pki"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/mtls"
+	"github.com/betcode-dev/betcode/shared/tunnel"
+)
+
+// certMint signs machine certificates in memory with the relay's CA:
+// issuing thousands through pki.IssueMachine (files, fsync) is slow, and
+// every simulated agent needs its own machine id.
+type certMint struct {
+	ca    *x509.Certificate
+	key   crypto.Signer
+	roots *x509.CertPool
+}
+
+func newCertMint(tb testing.TB, pkiDir string) *certMint {
+	tb.Helper()
+	certPEM, err := os.ReadFile(filepath.Join(pkiDir, pki.CACertFile))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(pkiDir, pki.CAKeyFile))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		tb.Fatal("CA files are not PEM")
+	}
+	ca, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	return &certMint{ca: ca, key: k.(crypto.Signer), roots: roots}
+}
+
+// machine returns a client TLS config with a fresh certificate for id,
+// shaped like pki.IssueMachine's (URI SAN betcode://machine/<id>).
+func (m *certMint) machine(id string) (*tls.Config, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{Organization: []string{"BetCode"}, OrganizationalUnit: []string{"machine"}, CommonName: id},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		URIs:         []*url.URL{mtls.MachineURI(id)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, m.ca, key.Public(), m.key)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		NextProtos:   []string{"h2"},
+		ServerName:   "127.0.0.1",
+		RootCAs:      m.roots,
+		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
+	}, nil
+}
+
+// machines mints n machine configs named sim-00000… in parallel.
+func (m *certMint) machines(tb testing.TB, prefix string, n int) []*tls.Config {
+	tb.Helper()
+	out := make([]*tls.Config, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; i < n; i += 4 {
+				c, err := m.machine(fmt.Sprintf("%s-%05d", prefix, i))
+				if err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					return
+				}
+				out[i] = c
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		tb.Fatal(err)
+	default:
+	}
+	return out
+}
+
+// agentLink is a minimal agent, as agent/relaylink does it (the relay module
+// must not import agent packages): Register, OpenTunnel, a yamux server on
+// the tunnel, and tunnel.Serve for every stream the relay opens. The gRPC
+// options copy relaylink's.
+type agentLink struct {
+	cc   *grpc.ClientConn
+	sess *yamux.Session
+	stop context.CancelFunc
+	done chan struct{} // closed when the tunnel is gone
+}
+
+func dialAgent(ctx context.Context, relayAddr string, tlsCfg *tls.Config, h http.Handler) (*agentLink, error) {
+	cc, err := grpc.NewClient(relayAddr,
+		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(4<<20),
+	)
+	if err != nil {
+		return nil, err
+	}
+	api := pb.NewTunnelServiceClient(cc)
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	resp, err := api.Register(rctx, &pb.RegisterRequest{MachineName: "bench", Capabilities: []string{"claude-code"},
+		Info: &pb.MachineInfo{Os: "linux", Arch: "amd64", Version: "bench"}})
+	cancel()
+	if err != nil {
+		cc.Close()
+		return nil, fmt.Errorf("register: %w", err)
+	}
+	if !resp.Accepted {
+		cc.Close()
+		return nil, errors.New("registration refused: " + resp.Message)
+	}
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	stream, err := api.OpenTunnel(sctx)
+	if err != nil {
+		stop()
+		cc.Close()
+		return nil, fmt.Errorf("open tunnel: %w", err)
+	}
+	conn := tunnel.NewConn(stream, stop, tunnel.Addr("machine"), tunnel.Addr("relay"))
+	sess, err := yamux.Server(conn, tunnel.YamuxConfig())
+	if err != nil {
+		stop()
+		cc.Close()
+		return nil, err
+	}
+	// A ping answered by the relay's yamux client proves the tunnel is up
+	// on the relay's side too.
+	if _, err := sess.Ping(); err != nil {
+		sess.Close()
+		stop()
+		cc.Close()
+		return nil, fmt.Errorf("tunnel ping: %w", err)
+	}
+	l := &agentLink{cc: cc, sess: sess, stop: stop, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		defer stop()
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		for {
+			st, err := sess.AcceptStream()
+			if err != nil {
+				return
+			}
+			wg.Go(func() { tunnel.Serve(sctx, st, h, "relay") })
+		}
+	}()
+	return l, nil
+}
+
+func (l *agentLink) close() {
+	l.sess.Close()
+	l.stop()
+	<-l.done
+	l.cc.Close()
+}

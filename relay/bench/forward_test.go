@@ -1,0 +1,279 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/betcode-dev/betcode/relay/pki"
+	"github.com/betcode-dev/betcode/shared/mtls"
+)
+
+// forwardEnv is one relay process, one agent connected to it through the
+// tunnel, the same agent service also listening for TLS directly, and a
+// client of each path.
+type forwardEnv struct {
+	relay    *relayProc
+	agentPID int              // 0: the agent runs in this process
+	direct   *grpc.ClientConn // client → agent over TLS
+	via      *grpc.ClientConn // client → relay (TLS) → tunnel (mTLS) → agent
+	ctx      context.Context  // names the agent's machine for relay calls
+}
+
+const benchMachine = "bench-agent"
+
+func newForwardEnv(tb testing.TB) *forwardEnv {
+	tb.Helper()
+	e := &forwardEnv{relay: newRelay(tb, os.Getenv("BETCODE_BENCH_RELAY_ENV"))}
+	ctx := context.Background()
+
+	directAddr := ""
+	if e.relay.cmd == nil {
+		// Everything in this process (BETCODE_BENCH_INPROC=1, for profiles).
+		srvTLS, err := mtls.ServerConfig(filepath.Join(e.relay.pki, pki.RelayCertFile), filepath.Join(e.relay.pki, pki.RelayKeyFile), "", mtls.RequireClientCert)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		direct := newBenchServer(grpc.Creds(credentials.NewTLS(srvTLS)))
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		go direct.Serve(ln)
+		tb.Cleanup(direct.Stop)
+		tunneled := newBenchServer()
+		tb.Cleanup(tunneled.Stop)
+		cfg, err := newCertMint(tb, e.relay.pki).machine(benchMachine)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		agent, err := dialAgent(ctx, e.relay.addr, cfg, tunneled)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(agent.close)
+		directAddr = ln.Addr().String()
+	} else {
+		directAddr, e.agentPID = startAgentProcess(tb, e.relay, benchMachine)
+	}
+
+	clientTLS, err := mtls.ClientConfig(e.relay.caFile(), "", "", "127.0.0.1")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dial := func(addr string) *grpc.ClientConn {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(clientTLS.Clone())))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { cc.Close() })
+		return cc
+	}
+	e.direct, e.via = dial(directAddr), dial(e.relay.addr)
+	e.ctx = metadata.AppendToOutgoingContext(ctx, "x-betcode-machine-id", benchMachine)
+
+	// Warm up both paths as perf-baselines did: 1,000 unary calls and a
+	// 20k-event stream each.
+	for _, cc := range []*grpc.ClientConn{e.direct, e.via} {
+		for range 1000 {
+			if err := echo(e.ctx, cc); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		if err := streamEvents(e.ctx, cc, 20000); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return e
+}
+
+func (e *forwardEnv) conn(path string) *grpc.ClientConn {
+	if path == "direct" {
+		return e.direct
+	}
+	return e.via
+}
+
+// cpuTime is the CPU time used so far by every process on the path: this
+// one (clients), the relay and the agent.
+func (e *forwardEnv) cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	total := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	if e.relay.cmd != nil {
+		total += procCPU(e.relay.cmd.Process.Pid)
+	}
+	if e.agentPID != 0 {
+		total += procCPU(e.agentPID)
+	}
+	return total
+}
+
+// procCPU reads utime+stime of pid from /proc.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the ")" of comm start with state (field 3); utime and
+	// stime are fields 14 and 15.
+	f := splitFields(string(b[slices.Index(b, ')')+2:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * (time.Second / 100) // USER_HZ
+}
+
+func splitFields(s string) []string {
+	var out []string
+	start := -1
+	for i, c := range s {
+		if c == ' ' {
+			if start >= 0 {
+				out = append(out, s[start:i])
+				start = -1
+			}
+		} else if start < 0 {
+			start = i
+		}
+	}
+	if start >= 0 {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
+// streamRate streams n events over path and returns events per second.
+func (e *forwardEnv) streamRate(tb testing.TB, path string, n uint64) float64 {
+	start := time.Now()
+	if err := streamEvents(e.ctx, e.conn(path), n); err != nil {
+		tb.Fatalf("%s stream: %v", path, err)
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// unaryLatencies makes n sequential Echo calls over path.
+func (e *forwardEnv) unaryLatencies(tb testing.TB, path string, n int) []time.Duration {
+	cc := e.conn(path)
+	lat := make([]time.Duration, n)
+	for i := range lat {
+		start := time.Now()
+		if err := echo(e.ctx, cc); err != nil {
+			tb.Fatalf("%s echo: %v", path, err)
+		}
+		lat[i] = time.Since(start)
+	}
+	return lat
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// BenchmarkForward compares calls through relay and tunnel with the same
+// calls straight to the agent over TLS. The stream= and unary= cases are
+// plain Go benchmarks (one path each, for profiles); compare runs b.N rounds
+// that alternate the two paths and reports medians of per-round values:
+//
+//	go test -run '^$' -bench 'Forward/compare' -benchtime 7x ./bench/
+func BenchmarkForward(b *testing.B) {
+	e := newForwardEnv(b)
+	for _, path := range []string{"direct", "relay"} {
+		b.Run("stream="+path, func(b *testing.B) {
+			b.ReportAllocs()
+			start := time.Now()
+			if err := streamEvents(e.ctx, e.conn(path), uint64(b.N)); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+		})
+	}
+	for _, path := range []string{"direct", "relay"} {
+		b.Run("unary="+path, func(b *testing.B) {
+			lat := e.unaryLatencies(b, path, b.N)
+			b.ReportMetric(us(percentile(lat, 0.50)), "p50-µs")
+			b.ReportMetric(us(percentile(lat, 0.99)), "p99-µs")
+		})
+	}
+	b.Run("compare", func(b *testing.B) {
+		events := uint64(envInt("BETCODE_BENCH_EVENTS", 200_000))
+		calls := envInt("BETCODE_BENCH_CALLS", 3000)
+		var ratio, dRate, rRate, dP50, rP50, dP99, rP99, added, dCPU, rCPU, dUCPU, rUCPU []float64
+		for round := range b.N {
+			order := []string{"direct", "relay"}
+			if round%2 == 1 {
+				order = []string{"relay", "direct"}
+			}
+			rate := map[string]float64{}
+			cpu := map[string]float64{}
+			for _, p := range order {
+				c0 := e.cpuTime()
+				rate[p] = e.streamRate(b, p, events)
+				cpu[p] = us(e.cpuTime()-c0) / float64(events)
+			}
+			lat := map[string][]time.Duration{}
+			ucpu := map[string]float64{}
+			for _, p := range order {
+				c0 := e.cpuTime()
+				lat[p] = e.unaryLatencies(b, p, calls)
+				ucpu[p] = us(e.cpuTime()-c0) / float64(calls)
+			}
+			dUCPU, rUCPU = append(dUCPU, ucpu["direct"]), append(rUCPU, ucpu["relay"])
+			dRate, rRate = append(dRate, rate["direct"]), append(rRate, rate["relay"])
+			ratio = append(ratio, rate["relay"]/rate["direct"])
+			dCPU, rCPU = append(dCPU, cpu["direct"]), append(rCPU, cpu["relay"])
+			d50, r50 := us(percentile(lat["direct"], .5)), us(percentile(lat["relay"], .5))
+			d99, r99 := us(percentile(lat["direct"], .99)), us(percentile(lat["relay"], .99))
+			dP50, rP50, dP99, rP99 = append(dP50, d50), append(rP50, r50), append(dP99, d99), append(rP99, r99)
+			added = append(added, r50-d50)
+			b.Logf("round %d: stream direct %.0f/s relay %.0f/s (%.2f), CPU µs/event %.2f / %.2f; unary p50 %.0f / %.0f µs, p99 %.0f / %.0f µs, CPU µs/call %.0f / %.0f",
+				round, rate["direct"], rate["relay"], rate["relay"]/rate["direct"], cpu["direct"], cpu["relay"], d50, r50, d99, r99, ucpu["direct"], ucpu["relay"])
+		}
+		b.ReportMetric(median(dRate), "direct-events/s")
+		b.ReportMetric(median(rRate), "relay-events/s")
+		b.ReportMetric(median(ratio), "stream-ratio")
+		b.ReportMetric(median(dCPU), "direct-cpu-µs/event")
+		b.ReportMetric(median(rCPU), "relay-cpu-µs/event")
+		b.ReportMetric(median(dP50), "direct-p50-µs")
+		b.ReportMetric(median(rP50), "relay-p50-µs")
+		b.ReportMetric(median(dP99), "direct-p99-µs")
+		b.ReportMetric(median(rP99), "relay-p99-µs")
+		b.ReportMetric(median(added), "added-p50-µs")
+		b.ReportMetric(median(dUCPU), "direct-cpu-µs/call")
+		b.ReportMetric(median(rUCPU), "relay-cpu-µs/call")
+		b.ReportMetric(0, "ns/op")
+	})
+}

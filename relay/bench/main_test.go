@@ -1,0 +1,18 @@
+package bench
+
+import (
+	"os"
+	"testing"
+
+	"github.com/betcode-dev/betcode/relay/internal/pgtest"
+)
+
+// TestMain doubles as the benchmark agent's process (see agentMain), and
+// lets BETCODE_BENCH_STORE=postgres give the relay a fresh PostgreSQL
+// schema (pgtest); the default store is SQLite in a temp dir.
+func TestMain(m *testing.M) {
+	if os.Getenv(agentModeEnv) == "1" {
+		os.Exit(agentMain())
+	}
+	pgtest.Main(m)
+}

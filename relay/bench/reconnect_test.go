@@ -1,0 +1,193 @@
+package bench
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// reconnectSteps is agent/relaylink.Steps, copied: the relay module must not
+// import the agent. Each wait is ±20 %.
+var reconnectSteps = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second}
+
+// simAgent keeps one simulated agent connected the way relaylink.Run does
+// and records when its sessions start and when it dials.
+type simAgent struct {
+	cfg *tls.Config
+
+	mu       sync.Mutex
+	attempts []time.Time // every dial
+	ups      []time.Time // every session that came up
+}
+
+func (a *simAgent) run(ctx context.Context, addr string, first chan<- struct{}) {
+	step := 0
+	for ctx.Err() == nil {
+		start := time.Now()
+		a.mu.Lock()
+		a.attempts = append(a.attempts, start)
+		a.mu.Unlock()
+		l, err := dialAgent(ctx, addr, a.cfg, nil)
+		if err == nil {
+			a.mu.Lock()
+			a.ups = append(a.ups, time.Now())
+			a.mu.Unlock()
+			if first != nil {
+				first <- struct{}{}
+				first = nil
+			}
+			select {
+			case <-ctx.Done():
+			case <-l.done:
+			}
+			l.close()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > time.Minute {
+			step = 0 // it was up for a while: start the schedule over
+		}
+		d := reconnectSteps[min(step, len(reconnectSteps)-1)]
+		step++
+		wait := time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// BenchmarkReconnect kills the relay process while N agents are connected,
+// restarts it at once on the same address and store, and measures how the
+// agents come back: the time until the relay counts all N tunnels again
+// (betcode_relay_connected_machines), the peak reconnection rate and the
+// spread of reconnection times. It runs once, whatever b.N:
+//
+//	go test -run '^$' -bench Reconnect -benchtime 1x ./bench/
+func BenchmarkReconnect(b *testing.B) {
+	n := envInt("BETCODE_BENCH_RECONNECT", 1000)
+	raiseFileLimit(b, uint64(n)+1000)
+	r := newRelay(b)
+	mint := newCertMint(b, r.pki)
+	cfgs := mint.machines(b, "re", n)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	agents := make([]*simAgent, n)
+	first := make(chan struct{})
+	sem := make(chan struct{}, 16) // bring them up 16 at a time
+	for i := range agents {
+		agents[i] = &simAgent{cfg: cfgs[i]}
+		sem <- struct{}{}
+		up := make(chan struct{}, 1)
+		wg.Go(func() { agents[i].run(ctx, r.addr, up) })
+		go func() {
+			select {
+			case <-up:
+			case <-ctx.Done():
+			}
+			<-sem
+			first <- struct{}{}
+		}()
+	}
+	for range n {
+		<-first
+	}
+	r.waitConnected(n, time.Minute)
+
+	killed := time.Now()
+	r.kill()
+	r.start() // same address, PKI and store
+	ready := time.Now()
+	type sample struct {
+		at time.Duration
+		n  int
+	}
+	var series []sample
+	deadline := killed.Add(90 * time.Second)
+	var all time.Time
+	for time.Now().Before(deadline) {
+		c, err := r.connected(context.Background())
+		if err == nil {
+			series = append(series, sample{time.Since(killed), c})
+			if c == n {
+				all = time.Now()
+				break
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if all.IsZero() {
+		b.Fatalf("only %d of %d agents back after %s", series[len(series)-1].n, n, deadline.Sub(killed))
+	}
+
+	// Per agent: its first session after the kill; and every dial.
+	var back []time.Duration
+	perSecond := map[int]int{}   // reconnects per second after the kill
+	dialsPerSec := map[int]int{} // dials per second after the kill
+	var dials []time.Duration
+	for _, a := range agents {
+		a.mu.Lock()
+		for _, t := range a.ups {
+			if t.After(killed) {
+				back = append(back, t.Sub(killed))
+				perSecond[int(t.Sub(killed)/time.Second)]++
+				break
+			}
+		}
+		for _, t := range a.attempts {
+			if t.After(killed) {
+				dials = append(dials, t.Sub(killed))
+				dialsPerSec[int(t.Sub(killed)/time.Second)]++
+			}
+		}
+		a.mu.Unlock()
+	}
+	slices.Sort(back)
+	// Peak rate: the most reconnections in any 1 s window, and in any
+	// 100 ms window (scaled to a rate).
+	peak := func(w time.Duration) int {
+		best, j := 0, 0
+		for i := range back {
+			for back[i]-back[j] >= w {
+				j++
+			}
+			best = max(best, i-j+1)
+		}
+		return best
+	}
+	q := func(p float64) time.Duration { return back[min(len(back)-1, int(float64(len(back))*p))] }
+	b.ReportMetric(all.Sub(killed).Seconds(), "s-until-all-back")
+	b.ReportMetric(all.Sub(ready).Seconds(), "s-after-relay-ready")
+	b.ReportMetric(ready.Sub(killed).Seconds(), "s-relay-restart")
+	b.ReportMetric(float64(peak(time.Second)), "peak-reconnects/1s")
+	b.ReportMetric(float64(peak(100*time.Millisecond))*10, "peak-reconnects/s-over-100ms")
+	b.ReportMetric(float64(len(dials))/float64(n), "dials/agent")
+	b.ReportMetric(0, "ns/op")
+
+	var hist strings.Builder
+	for s := 0; s <= int(all.Sub(killed)/time.Second); s++ {
+		fmt.Fprintf(&hist, " %ds:%d/%d", s, perSecond[s], dialsPerSec[s])
+	}
+	b.Logf("n=%d: relay ready %.2fs after the kill; all back after %.2fs; reconnect time p10 %.2fs p50 %.2fs p90 %.2fs max %.2fs; %d dials",
+		n, ready.Sub(killed).Seconds(), all.Sub(killed).Seconds(), q(.1).Seconds(), q(.5).Seconds(), q(.9).Seconds(), back[len(back)-1].Seconds(), len(dials))
+	b.Logf("per second after the kill (reconnected/dials):%s", hist.String())
+	var ts strings.Builder
+	for i, s := range series {
+		if i%4 == 0 || i == len(series)-1 {
+			fmt.Fprintf(&ts, " %.1fs:%d", s.at.Seconds(), s.n)
+		}
+	}
+	b.Logf("betcode_relay_connected_machines after the kill:%s", ts.String())
+}

@@ -1,0 +1,309 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/betcode-dev/betcode/relay/internal/pgtest"
+	"github.com/betcode-dev/betcode/relay/pki"
+	"github.com/betcode-dev/betcode/relay/server"
+)
+
+var (
+	buildOnce sync.Once
+	relayBin  string
+	buildErr  error
+)
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// binary builds betcode-relay (no -race: this is what gets deployed) once
+// per process.
+func binary(tb testing.TB) string {
+	tb.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "betcode-relay-bench-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		relayBin = filepath.Join(dir, "betcode-relay")
+		cmd := exec.Command("go", "build", "-o", relayBin, "./cmd/betcode-relay")
+		cmd.Dir = filepath.Join(repoRoot(), "relay")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build betcode-relay: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		tb.Fatal(buildErr)
+	}
+	return relayBin
+}
+
+// raiseFileLimit lifts the soft open-files limit to the hard one; relay
+// processes started afterwards inherit it.
+func raiseFileLimit(tb testing.TB, need uint64) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		tb.Fatal(err)
+	}
+	if lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if lim.Cur < need {
+		tb.Fatalf("open files limit %d < %d needed; raise the hard limit (ulimit -Hn)", lim.Cur, need)
+	}
+}
+
+// freeAddr returns a loopback address nobody listens on.
+func freeAddr(tb testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// relayProc is a betcode-relay serve process. Restarting keeps its address,
+// PKI and store.
+type relayProc struct {
+	tb          testing.TB
+	pki         string
+	addr        string
+	metricsAddr string
+	dataDir     string
+	dbURL       string
+	env         []string
+	logPath     string
+	cmd         *exec.Cmd
+	exited      chan struct{}
+}
+
+// newRelay starts a relay with a fresh PKI and store. The store is SQLite
+// unless BETCODE_BENCH_STORE=postgres.
+func newRelay(tb testing.TB, env ...string) *relayProc {
+	tb.Helper()
+	r := &relayProc{tb: tb, pki: tb.TempDir(), dataDir: tb.TempDir(), addr: freeAddr(tb), metricsAddr: freeAddr(tb), env: env}
+	if _, err := pki.Init(r.pki, []string{"127.0.0.1", "localhost"}, pki.Options{}); err != nil {
+		tb.Fatal(err)
+	}
+	if os.Getenv("BETCODE_BENCH_STORE") == "postgres" {
+		r.dbURL = pgtest.URL(tb)
+	}
+	r.logPath = filepath.Join(r.dataDir, "relay.log")
+	if os.Getenv("BETCODE_BENCH_INPROC") == "1" {
+		r.startInProcess()
+		return r
+	}
+	r.start()
+	tb.Cleanup(r.stop)
+	return r
+}
+
+// startInProcess runs the relay in this process (server.Run), so that
+// -cpuprofile covers it. Only the forwarding benchmarks support it.
+func (r *relayProc) startInProcess() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- server.Run(ctx, server.Config{
+			Listen: r.addr, MetricsListen: r.metricsAddr,
+			TLSCert: filepath.Join(r.pki, pki.RelayCertFile), TLSKey: filepath.Join(r.pki, pki.RelayKeyFile),
+			ClientCA: r.caFile(), DataDir: r.dataDir, DatabaseURL: r.dbURL,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+	}()
+	r.tb.Cleanup(func() { cancel(); <-done })
+	r.exited = make(chan struct{})
+	r.waitReady(60 * time.Second)
+}
+
+func (r *relayProc) caFile() string { return filepath.Join(r.pki, pki.CACertFile) }
+
+func (r *relayProc) start() {
+	tb := r.tb
+	tb.Helper()
+	args := []string{"serve", "--listen", r.addr, "--metrics-listen", r.metricsAddr,
+		"--tls-cert", filepath.Join(r.pki, pki.RelayCertFile), "--tls-key", filepath.Join(r.pki, pki.RelayKeyFile),
+		"--client-ca", r.caFile(), "--data-dir", r.dataDir, "--log-level", "info"}
+	if r.dbURL != "" {
+		args = append(args, "--database-url", r.dbURL)
+	}
+	logf, err := os.OpenFile(r.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer logf.Close()
+	r.cmd = exec.Command(binary(tb), args...)
+	r.cmd.Env = append(os.Environ(), r.env...)
+	r.cmd.Stdout, r.cmd.Stderr = logf, logf
+	// The relay dies with the benchmark process, whatever happens to it.
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := r.cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	r.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, exited chan struct{}) {
+		cmd.Wait()
+		close(exited)
+	}(r.cmd, r.exited)
+	r.waitReady(60 * time.Second)
+}
+
+// waitReady waits until /healthz answers and the TLS port accepts.
+func (r *relayProc) waitReady(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for {
+		select {
+		case <-r.exited:
+			r.tb.Fatalf("relay exited while starting:\n%s", r.log())
+		default:
+		}
+		if resp, err := http.Get("http://" + r.metricsAddr + "/healthz"); err == nil {
+			resp.Body.Close()
+			if c, err := net.Dial("tcp", r.addr); err == nil {
+				c.Close()
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			r.tb.Fatalf("relay not ready within %s:\n%s", d, r.log())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (r *relayProc) log() string {
+	b, _ := os.ReadFile(r.logPath)
+	if len(b) > 8<<10 {
+		b = b[len(b)-8<<10:]
+	}
+	return string(b)
+}
+
+// kill ends the relay at once (SIGKILL), as a crash would.
+func (r *relayProc) kill() {
+	select {
+	case <-r.exited:
+		return
+	default:
+	}
+	r.cmd.Process.Signal(syscall.SIGKILL)
+	<-r.exited
+}
+
+func (r *relayProc) stop() {
+	if r.cmd == nil {
+		return
+	}
+	select {
+	case <-r.exited:
+		return
+	default:
+	}
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.exited:
+	case <-time.After(15 * time.Second):
+		r.kill()
+	}
+}
+
+// rssKiB reads the relay's VmRSS.
+func (r *relayProc) rssKiB() int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", r.cmd.Process.Pid))
+	if err != nil {
+		r.tb.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				r.tb.Fatal(err)
+			}
+			return n
+		}
+	}
+	r.tb.Fatal("no VmRSS in /proc status")
+	return 0
+}
+
+// metrics scrapes the relay's /metrics and returns the unlabelled samples.
+func (r *relayProc) metrics(ctx context.Context) (map[string]float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.metricsAddr+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") || strings.Contains(line, "{") {
+			continue
+		}
+		name, val, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
+			out[name] = v
+		}
+	}
+	return out, sc.Err()
+}
+
+// connected returns betcode_relay_connected_machines.
+func (r *relayProc) connected(ctx context.Context) (int, error) {
+	m, err := r.metrics(ctx)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := m["betcode_relay_connected_machines"]
+	if !ok {
+		return 0, fmt.Errorf("no betcode_relay_connected_machines in /metrics")
+	}
+	return int(v), nil
+}
+
+// waitConnected waits until the relay counts n tunnels.
+func (r *relayProc) waitConnected(n int, d time.Duration) {
+	r.tb.Helper()
+	deadline := time.Now().Add(d)
+	last := -1
+	for time.Now().Before(deadline) {
+		c, err := r.connected(context.Background())
+		if err == nil && c == n {
+			return
+		}
+		last = c
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.tb.Fatalf("relay counts %d tunnels, want %d, after %s", last, n, d)
+}
