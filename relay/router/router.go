@@ -95,6 +95,13 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		machineID = cur
 	}
+	t := rt.Registry.Get(machineID)
+	if t != nil && t.OwnerID == id.UserID {
+		// Connected and the caller's: the registry already knows, so
+		// skip the store on the hot path.
+		rt.forward(w, r, ctx, t, id.UserID, machineID, service)
+		return
+	}
 	if _, err := rt.Store.GetMachine(ctx, id.UserID, machineID); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			writeStatus(w, codes.NotFound, "MACHINE_NOT_FOUND", fmt.Sprintf("no machine %q", machineID))
@@ -103,11 +110,16 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, codes.Internal, "", "look up machine: "+err.Error())
 		return
 	}
-	t := rt.Registry.Get(machineID)
+	t = rt.Registry.Get(machineID)
 	if t == nil {
 		rt.offline(w, r, id.UserID, machineID)
 		return
 	}
+	rt.forward(w, r, ctx, t, id.UserID, machineID, service)
+}
+
+func (rt *Router) forward(w http.ResponseWriter, r *http.Request, ctx context.Context, t *registry.Tunnel, userID, machineID, service string) {
+	id := auth.Identity{UserID: userID}
 	st, err := t.Session.OpenStream()
 	if err != nil {
 		rt.offline(w, r, id.UserID, machineID)

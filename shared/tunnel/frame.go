@@ -57,7 +57,7 @@ type FrameReader struct{ r *bufio.Reader }
 
 // NewFrameReader returns a FrameReader on r.
 func NewFrameReader(r io.Reader) *FrameReader {
-	return &FrameReader{r: bufio.NewReaderSize(r, 16<<10)}
+	return &FrameReader{r: bufio.NewReaderSize(r, 4<<10)}
 }
 
 // Read reads one frame. io.EOF means the stream ended between frames.

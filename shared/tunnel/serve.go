@@ -78,20 +78,23 @@ func Serve(ctx context.Context, stream io.ReadWriteCloser, h http.Handler, remot
 	}()
 
 	rw := &responseWriter{fw: NewFrameWriter(stream), header: http.Header{}, onError: cancel}
+	rw.idle = sync.NewCond(&rw.mu)
 	h.ServeHTTP(rw, req)
 	return rw.finish()
 }
 
 // responseWriter turns what grpc-go's ServeHTTP writes into frames.
 type responseWriter struct {
-	mu      sync.Mutex
-	fw      *FrameWriter
-	header  http.Header
-	sent    http.Header // header snapshot at WriteHeader
-	status  int
-	buf     bytes.Buffer
-	err     error
-	onError func()
+	mu       sync.Mutex
+	fw       *FrameWriter
+	header   http.Header
+	sent     http.Header // header snapshot at WriteHeader
+	status   int
+	buf      bytes.Buffer
+	err      error
+	onError  func()
+	flushing bool       // a goroutine is sending buf
+	idle     *sync.Cond // on mu: flushing ended or buf drained
 }
 
 func (rw *responseWriter) Header() http.Header { return rw.header }
@@ -135,6 +138,9 @@ func (rw *responseWriter) Write(b []byte) (int, error) {
 	if rw.err != nil {
 		return 0, rw.err
 	}
+	for rw.flushing && rw.buf.Len() >= 4*ChunkBytes && rw.err == nil {
+		rw.idle.Wait()
+	}
 	rw.buf.Write(b)
 	if rw.buf.Len() >= ChunkBytes {
 		rw.flushLocked()
@@ -151,11 +157,43 @@ func (rw *responseWriter) Flush() {
 }
 
 func (rw *responseWriter) flushLocked() {
-	if rw.buf.Len() == 0 {
+	if rw.buf.Len() == 0 || rw.flushing {
 		return
 	}
-	rw.send(DataFrame(rw.buf.Bytes(), false))
-	rw.buf.Reset()
+	rw.flushing = true
+	go rw.flushLoop()
+}
+
+// flushLoop sends what accumulates in buf until it is empty: messages the
+// handler writes while a frame is on its way leave together in the next.
+func (rw *responseWriter) flushLoop() {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	for rw.buf.Len() > 0 && rw.err == nil {
+		data := bytes.Clone(rw.buf.Bytes())
+		rw.buf.Reset()
+		rw.idle.Broadcast()
+		rw.mu.Unlock()
+		err := rw.fw.Write(DataFrame(data, false))
+		rw.mu.Lock()
+		if err != nil && rw.err == nil {
+			rw.err = err
+			rw.onError()
+		}
+	}
+	rw.flushing = false
+	rw.idle.Broadcast()
+}
+
+// drainLocked waits for the flushing goroutine, then sends the rest.
+func (rw *responseWriter) drainLocked() {
+	for rw.flushing {
+		rw.idle.Wait()
+	}
+	if rw.buf.Len() > 0 {
+		rw.send(DataFrame(rw.buf.Bytes(), false))
+		rw.buf.Reset()
+	}
 }
 
 // finish sends the trailers: those declared in "Trailer" at WriteHeader and
@@ -164,7 +202,7 @@ func (rw *responseWriter) finish() error {
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
 	rw.writeHeaderLocked(http.StatusOK)
-	rw.flushLocked()
+	rw.drainLocked()
 	tr := http.Header{}
 	for _, names := range rw.sent["Trailer"] {
 		for _, n := range strings.Split(names, ",") {
