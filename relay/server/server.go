@@ -6,7 +6,6 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log"
@@ -24,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/betcode-dev/betcode/relay/auth"
@@ -125,13 +125,20 @@ func Run(ctx context.Context, cfg Config) error {
 
 	gs := grpc.NewServer()
 	rt := &router.Router{Local: gs, Registry: tunnels, Store: st, Limits: cfg.Limits, Log: lg, Metrics: router.NewMetrics(reg)}
-	pb.RegisterTunnelServiceServer(gs, &tunnelsvc.Service{
+	tsvc := &tunnelsvc.Service{
 		Store: st, Registry: tunnels, Log: lg, HeartbeatInterval: cfg.HeartbeatInterval, OnOnline: rt.Deliver,
-	})
+	}
+	pb.RegisterTunnelServiceServer(gs, tsvc)
 	pb.RegisterMachineServiceServer(gs, &machinesvc.Service{Store: st, Registry: tunnels})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
+	// Agents (connections with a machine certificate) get grpc-go's own
+	// transport; the same services answer clients through the router.
+	agents := grpc.NewServer(grpc.Creds(handshaken{}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
+	pb.RegisterTunnelServiceServer(agents, tsvc)
+	healthpb.RegisterHealthServer(agents, hs)
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -144,8 +151,15 @@ func Run(ctx context.Context, cfg Config) error {
 		ErrorLog:          log.New(&handshakeLog{lg}, "", 0),
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 1000},
 	}
-	errc := make(chan error, 2)
-	go func() { errc <- srv.Serve(tls.NewListener(ln, tlsCfg)) }()
+	errc := make(chan error, 3)
+	split := newSplitter(ln, tlsCfg, lg)
+	splitDone := make(chan struct{})
+	go func() {
+		defer close(splitDone)
+		split.run()
+	}()
+	go func() { errc <- srv.Serve(split.clients) }()
+	go func() { errc <- agents.Serve(split.machines) }()
 
 	var msrv *http.Server
 	if cfg.MetricsListen != "" {
@@ -178,10 +192,13 @@ func Run(ctx context.Context, cfg Config) error {
 	hs.Shutdown()
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
+	ln.Close()
 	tunnels.CloseAll() // tunnels are long-lived: end them so Shutdown can finish
+	agents.Stop()
 	if err := srv.Shutdown(sctx); err != nil {
 		srv.Close()
 	}
+	<-splitDone
 	if msrv != nil {
 		msrv.Close()
 	}

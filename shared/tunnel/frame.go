@@ -27,20 +27,26 @@ type FrameWriter struct {
 // NewFrameWriter returns a FrameWriter on w.
 func NewFrameWriter(w io.Writer) *FrameWriter { return &FrameWriter{w: w} }
 
-// Write writes one frame in a single Write call.
-func (fw *FrameWriter) Write(f *pb.TunnelFrame) error {
-	size := proto.Size(f)
+// Write writes frames in a single Write call (nil frames are skipped), so
+// that a header, a body chunk and trailers that are ready together cross
+// the tunnel together.
+func (fw *FrameWriter) Write(frames ...*pb.TunnelFrame) error {
 	b := fw.buf[:0]
-	b = protowireAppendVarint(b, uint64(size))
-	b, err := proto.MarshalOptions{}.MarshalAppend(b, f)
-	if err != nil {
-		return fmt.Errorf("encode frame: %w", err)
+	for _, f := range frames {
+		if f == nil {
+			continue
+		}
+		b = protowireAppendVarint(b, uint64(proto.Size(f)))
+		var err error
+		if b, err = (proto.MarshalOptions{}).MarshalAppend(b, f); err != nil {
+			return fmt.Errorf("encode frame: %w", err)
+		}
 	}
 	fw.buf = b[:0]
 	if cap(fw.buf) > 1<<20 {
 		fw.buf = nil // don't pin a huge buffer
 	}
-	_, err = fw.w.Write(b)
+	_, err := fw.w.Write(b)
 	return err
 }
 

@@ -85,16 +85,18 @@ func Serve(ctx context.Context, stream io.ReadWriteCloser, h http.Handler, remot
 
 // responseWriter turns what grpc-go's ServeHTTP writes into frames.
 type responseWriter struct {
-	mu       sync.Mutex
-	fw       *FrameWriter
-	header   http.Header
-	sent     http.Header // header snapshot at WriteHeader
-	status   int
-	buf      bytes.Buffer
-	err      error
-	onError  func()
-	flushing bool       // a goroutine is sending buf
-	idle     *sync.Cond // on mu: flushing ended or buf drained
+	mu        sync.Mutex
+	fw        *FrameWriter
+	header    http.Header
+	sent      http.Header // header snapshot at WriteHeader
+	status    int
+	buf       bytes.Buffer
+	err       error
+	onError   func()
+	head      *pb.TunnelFrame // response headers not yet sent
+	flushing  bool            // a goroutine is sending buf
+	finishing bool            // the handler returned: finish sends the rest
+	idle      *sync.Cond      // on mu: flushing ended or buf drained
 }
 
 func (rw *responseWriter) Header() http.Header { return rw.header }
@@ -118,14 +120,22 @@ func (rw *responseWriter) writeHeaderLocked(code int) {
 			delete(h, k)
 		}
 	}
-	rw.send(Metadata(h, false))
+	// Held back to leave with the first body bytes or the trailers.
+	rw.head = Metadata(h, false)
 }
 
-func (rw *responseWriter) send(f *pb.TunnelFrame) {
+// takeHead returns the response headers if they have not been sent.
+func (rw *responseWriter) takeHead() *pb.TunnelFrame {
+	h := rw.head
+	rw.head = nil
+	return h
+}
+
+func (rw *responseWriter) send(f ...*pb.TunnelFrame) {
 	if rw.err != nil {
 		return
 	}
-	if err := rw.fw.Write(f); err != nil {
+	if err := rw.fw.Write(f...); err != nil {
 		rw.err = err
 		rw.onError() // the relay is gone: end the handler
 	}
@@ -153,6 +163,10 @@ func (rw *responseWriter) Flush() {
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
 	rw.writeHeaderLocked(http.StatusOK)
+	if rw.buf.Len() == 0 && !rw.flushing && rw.head != nil {
+		rw.send(rw.takeHead()) // headers asked for on their own (SendHeader)
+		return
+	}
 	rw.flushLocked()
 }
 
@@ -169,12 +183,13 @@ func (rw *responseWriter) flushLocked() {
 func (rw *responseWriter) flushLoop() {
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
-	for rw.buf.Len() > 0 && rw.err == nil {
+	for rw.buf.Len() > 0 && rw.err == nil && !rw.finishing {
+		head := rw.takeHead()
 		data := bytes.Clone(rw.buf.Bytes())
 		rw.buf.Reset()
 		rw.idle.Broadcast()
 		rw.mu.Unlock()
-		err := rw.fw.Write(DataFrame(data, false))
+		err := rw.fw.Write(head, DataFrame(data, false))
 		rw.mu.Lock()
 		if err != nil && rw.err == nil {
 			rw.err = err
@@ -186,14 +201,18 @@ func (rw *responseWriter) flushLoop() {
 }
 
 // drainLocked waits for the flushing goroutine, then sends the rest.
-func (rw *responseWriter) drainLocked() {
+// The last bytes leave with the headers (if still held) and the trailers.
+func (rw *responseWriter) drainLocked() (head, data *pb.TunnelFrame) {
+	rw.finishing = true // a flush not started yet leaves its bytes to finish
 	for rw.flushing {
 		rw.idle.Wait()
 	}
+	head = rw.takeHead()
 	if rw.buf.Len() > 0 {
-		rw.send(DataFrame(rw.buf.Bytes(), false))
+		data = DataFrame(bytes.Clone(rw.buf.Bytes()), false)
 		rw.buf.Reset()
 	}
+	return head, data
 }
 
 // finish sends the trailers: those declared in "Trailer" at WriteHeader and
@@ -202,7 +221,7 @@ func (rw *responseWriter) finish() error {
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
 	rw.writeHeaderLocked(http.StatusOK)
-	rw.drainLocked()
+	head, data := rw.drainLocked()
 	tr := http.Header{}
 	for _, names := range rw.sent["Trailer"] {
 		for _, n := range strings.Split(names, ",") {
@@ -221,7 +240,7 @@ func (rw *responseWriter) finish() error {
 		tr.Set("Grpc-Status", fmt.Sprint(codeInternal))
 		tr.Set("Grpc-Message", encodeGrpcMessage(fmt.Sprintf("agent answered HTTP %d", rw.status)))
 	}
-	rw.send(Metadata(tr, true))
+	rw.send(head, data, Metadata(tr, true))
 	return rw.err
 }
 
