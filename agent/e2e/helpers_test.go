@@ -31,7 +31,7 @@ func startConv(t *testing.T, ctx context.Context, api pb.AgentServiceClient, sta
 	return s
 }
 
-func say(t *testing.T, s convStream, text string) {
+func say(t testing.TB, s convStream, text string) {
 	t.Helper()
 	if err := s.Send(&pb.AgentRequest{Request: &pb.AgentRequest_Message{Message: &pb.UserMessage{Content: text}}}); err != nil {
 		t.Fatal(err)
@@ -43,7 +43,7 @@ type recver interface {
 }
 
 // until receives events until pred is true for one (inclusive).
-func until(t *testing.T, s recver, pred func(*pb.AgentEvent) bool) []*pb.AgentEvent {
+func until(t testing.TB, s recver, pred func(*pb.AgentEvent) bool) []*pb.AgentEvent {
 	t.Helper()
 	var out []*pb.AgentEvent
 	for {
@@ -83,7 +83,7 @@ func last(evs []*pb.AgentEvent) *pb.AgentEvent {
 
 func isTurnComplete(ev *pb.AgentEvent) bool { return ev.GetTurnComplete() != nil }
 
-func sessionID(t *testing.T, evs []*pb.AgentEvent) string {
+func sessionID(t testing.TB, evs []*pb.AgentEvent) string {
 	t.Helper()
 	for _, ev := range evs {
 		if si := ev.GetSessionInfo(); si != nil {
