@@ -408,3 +408,29 @@ func TestMessagesQueuedDuringATurnSettle(t *testing.T) {
 		t.Fatalf("session status = %v, %v", list, err)
 	}
 }
+
+func TestAutoCompactionAfterALargeTurn(t *testing.T) {
+	api := testenv.FakeAPI(t)
+	agent := testenv.StartAgent(t, testenv.AgentOptions{APIURL: api.URL(), Args: []string{"--auto-compact-tokens", "5"}})
+	ctx := ctxT(t)
+	s := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: agent.ProjectDir(t)})
+	until(t, s, isSessionInfo)
+	say(t, s, "one")
+	until(t, s, isTurnComplete)
+	// The fake model reports 12 input tokens per turn: past the threshold of
+	// 5, so the agent compacts on its own once the turn is over.
+	evs := until(t, s, func(ev *pb.AgentEvent) bool {
+		return ev.GetStatusChange().GetStatus() == pb.AgentStatus_COMPACTING
+	})
+	if last(evs).GetStatusChange() == nil {
+		t.Fatal("no COMPACTING status")
+	}
+	until(t, s, isTurnComplete) // Claude's own /compact turn
+	var sawCompaction bool
+	for _, r := range api.Requests() {
+		sawCompaction = sawCompaction || r.Compaction()
+	}
+	if !sawCompaction {
+		t.Error("Claude was never asked to compact its context")
+	}
+}
