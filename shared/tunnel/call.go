@@ -11,6 +11,11 @@ import (
 	"strings"
 	"sync"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
@@ -67,7 +72,7 @@ func Forward(ctx context.Context, stream io.ReadWriteCloser, w http.ResponseWrit
 	first := Metadata(md, false)
 	first.RequestId, first.ServiceName, first.MethodName = requestID, service, method
 	if err := send(first); err != nil {
-		WriteStatus(w, codeUnavailable, "machine tunnel failed: "+err.Error(), nil)
+		WriteStatus(w, codeUnavailable, "machine tunnel failed: "+err.Error(), tunnelDisconnected(codeUnavailable, "machine tunnel failed"))
 		return err
 	}
 
@@ -115,10 +120,11 @@ func Forward(ctx context.Context, stream io.ReadWriteCloser, w http.ResponseWrit
 				return ctx.Err()
 			}
 			if !wroteHeader {
-				WriteStatus(w, codeUnavailable, msg, nil)
+				WriteStatus(w, codeUnavailable, msg, tunnelDisconnected(codeUnavailable, msg))
 			} else {
 				setTrailer(w, "Grpc-Status", strconv.Itoa(codeUnavailable))
 				setTrailer(w, "Grpc-Message", msg)
+				setTrailer(w, "Grpc-Status-Details-Bin", encodeBin(tunnelDisconnected(codeUnavailable, msg)))
 			}
 			return fmt.Errorf("read from tunnel: %w", err)
 		}
@@ -161,7 +167,7 @@ func Forward(ctx context.Context, stream io.ReadWriteCloser, w http.ResponseWrit
 			}
 		case *pb.TunnelFrame_Error:
 			if !wroteHeader {
-				WriteStatus(w, codeUnavailable, "machine ended the call: "+pl.Error.Message, nil)
+				WriteStatus(w, codeUnavailable, "machine ended the call: "+pl.Error.Message, tunnelDisconnected(codeUnavailable, pl.Error.Message))
 			}
 			return errors.New("agent ended the call: " + pl.Error.Message)
 		}
@@ -189,4 +195,12 @@ func WriteStatus(w http.ResponseWriter, code int, msg string, details []byte) {
 		h.Set("Grpc-Status-Details-Bin", encodeBin(details))
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// tunnelDisconnected is the google.rpc.Status detail of a call the tunnel
+// dropped: ErrorInfo{reason: TUNNEL_DISCONNECTED, domain: betcode.dev}.
+func tunnelDisconnected(code int, msg string) []byte {
+	info, _ := anypb.New(&errdetails.ErrorInfo{Reason: "TUNNEL_DISCONNECTED", Domain: "betcode.dev"})
+	b, _ := proto.Marshal(&spb.Status{Code: int32(code), Message: msg, Details: []*anypb.Any{info}})
+	return b
 }

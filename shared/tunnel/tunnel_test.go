@@ -355,3 +355,55 @@ func TestInvoke(t *testing.T) {
 		}
 	}
 }
+
+func TestTunnelLossMidCallIsTunnelDisconnected(t *testing.T) {
+	svc := &testService{cancelled: make(chan struct{})}
+	gs := grpc.NewServer()
+	testpb.RegisterTestServiceServer(gs, svc)
+	a, b := net.Pipe()
+	relay, _ := yamux.Client(a, YamuxConfig())
+	agent, _ := yamux.Server(b, YamuxConfig())
+	defer relay.Close()
+	started := make(chan struct{})
+	go func() {
+		st, err := agent.AcceptStream()
+		if err != nil {
+			return
+		}
+		close(started)
+		_ = Serve(context.Background(), st, gs, "relay")
+	}()
+	proxy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st, err := relay.OpenStream()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		_ = Forward(r.Context(), st, w, r, "r", nil)
+	})
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	hs := &http.Server{Handler: proxy, Protocols: new(http.Protocols)}
+	hs.Protocols.SetUnencryptedHTTP2(true)
+	go hs.Serve(ln)
+	defer hs.Close()
+	cc, _ := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	defer cc.Close()
+	go func() {
+		<-started
+		agent.Close() // the machine's tunnel goes away mid-call
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := testpb.NewTestServiceClient(cc).UnaryCall(ctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("slow")}})
+	st := status.Convert(err)
+	var reason string
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok {
+			reason = ei.Reason
+		}
+	}
+	if st.Code() != codes.Unavailable || reason != "TUNNEL_DISCONNECTED" {
+		t.Fatalf("got %v (reason %q), want UNAVAILABLE / TUNNEL_DISCONNECTED", err, reason)
+	}
+	gs.Stop()
+}
