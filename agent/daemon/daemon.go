@@ -26,6 +26,7 @@ import (
 	"github.com/betcode-dev/betcode/agent/server"
 	"github.com/betcode-dev/betcode/agent/session"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/healthdetail"
 )
 
 // Config is the daemon's configuration.
@@ -185,6 +186,26 @@ func Run(ctx context.Context, cfg Config) error {
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(pb.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	reflection.Register(srv)
+	started := time.Now()
+	details := &healthdetail.Server{
+		Checks: []healthdetail.Check{
+			{Name: "sqlite", Critical: true, Run: func(ctx context.Context) (bool, string) {
+				if _, err := mgr.Log().LastSeq(ctx, "health-check"); err != nil {
+					return false, "event log query failed: " + err.Error()
+				}
+				return true, "ok"
+			}},
+			{Name: "local_server", Critical: true, Run: func(context.Context) (bool, string) { return true, "accepting connections" }},
+			{Name: "subprocess_pool", Run: func(context.Context) (bool, string) {
+				n, max := mgr.RunningProcesses(), mgr.MaxProcesses()
+				return n < max, fmt.Sprintf("%d/%d slots used", n, max)
+			}},
+		},
+		Metadata: func() map[string]string {
+			return map[string]string{"version": cfg.Version, "claude_version": claudeVersion, "uptime": time.Since(started).Round(time.Second).String()}
+		},
+	}
+	pb.RegisterBetCodeHealthServer(srv, details)
 
 	var link *relaylink.Link
 	if cfg.Relay != "" {
@@ -197,6 +218,16 @@ func Run(ctx context.Context, cfg Config) error {
 			mgr.Close(context.Background())
 			return err
 		}
+	}
+	if link != nil {
+		details.Checks = append(details.Checks, healthdetail.Check{Name: "tunnel", Run: func(context.Context) (bool, string) {
+			up, since := link.Connected()
+			if up {
+				return true, "connected to " + cfg.Relay
+			}
+			down := time.Since(since)
+			return down < time.Minute, fmt.Sprintf("relay tunnel not connected for %s; retrying", down.Round(time.Second))
+		}})
 	}
 	linkCtx, stopLink := context.WithCancel(ctx)
 	linkDone := make(chan struct{})

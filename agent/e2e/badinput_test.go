@@ -143,3 +143,20 @@ func TestSIGTERMEndsStreamsAndExitsCleanly(t *testing.T) {
 		t.Errorf("no clean stop in the log:\n%s", agent.Log())
 	}
 }
+
+func TestHealthDetails(t *testing.T) {
+	api := testenv.FakeAPI(t)
+	agent := testenv.StartAgent(t, testenv.AgentOptions{APIURL: api.URL()})
+	resp, err := pb.NewBetCodeHealthClient(agent.Conn).GetHealthDetails(ctxT(t), &pb.HealthDetailsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]pb.ServingStatus{}
+	for _, c := range resp.Components {
+		names[c.Name] = c.Status
+	}
+	if resp.OverallStatus != pb.ServingStatus_SERVING || names["sqlite"] != pb.ServingStatus_SERVING ||
+		names["subprocess_pool"] != pb.ServingStatus_SERVING || resp.Metadata["claude_version"] == "" {
+		t.Fatalf("health = %v", resp)
+	}
+}

@@ -188,6 +188,9 @@ func (m *Manager) releaseSlot() {
 	m.mu.Unlock()
 }
 
+// MaxProcesses returns the pool's size.
+func (m *Manager) MaxProcesses() int { return m.cfg.MaxProcesses }
+
 // RunningProcesses returns how many CLIs run now.
 func (m *Manager) RunningProcesses() int {
 	m.mu.Lock()

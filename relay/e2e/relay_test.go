@@ -96,6 +96,11 @@ func TestMachinesSwitchAndConverseThroughRelay(t *testing.T) {
 		t.Fatalf("call without a machine: %v", err)
 	}
 
+	h, err := pb.NewBetCodeHealthClient(cc).GetHealthDetails(ctx, &pb.HealthDetailsRequest{})
+	if err != nil || h.OverallStatus != pb.ServingStatus_SERVING || len(h.Components) != 3 {
+		t.Fatalf("relay health = %v, %v", h, err)
+	}
+
 	sw, err := machines.SwitchMachine(ctx, &pb.SwitchMachineRequest{MachineId: "m2"})
 	if err != nil || sw.Machine.Id != "m2" || sw.PreviousMachineId != "" {
 		t.Fatalf("switch = %v, %v", sw, err)

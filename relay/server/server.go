@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,8 +36,12 @@ import (
 	"github.com/betcode-dev/betcode/relay/store/sqlite"
 	"github.com/betcode-dev/betcode/relay/tunnelsvc"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/healthdetail"
 	"github.com/betcode-dev/betcode/shared/mtls"
 )
+
+// Version is the relay's version, set by the command.
+var Version = "0.1.0-dev"
 
 // Config is the relay's configuration.
 type Config struct {
@@ -133,6 +138,32 @@ func Run(ctx context.Context, cfg Config) error {
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
+	started := time.Now()
+	var lastConnected atomic.Int64
+	lastConnected.Store(time.Now().UnixNano())
+	pb.RegisterBetCodeHealthServer(gs, &healthdetail.Server{
+		Checks: []healthdetail.Check{
+			{Name: "store", Critical: true, Run: func(ctx context.Context) (bool, string) {
+				if _, err := st.ListMachines(ctx, "health-check"); err != nil {
+					return false, "store query failed: " + err.Error()
+				}
+				return true, storeKind(cfg)
+			}},
+			{Name: "grpc_server", Critical: true, Run: func(context.Context) (bool, string) { return true, "accepting connections" }},
+			{Name: "tunnel_registry", Run: func(context.Context) (bool, string) {
+				n := tunnels.Len()
+				if n > 0 {
+					lastConnected.Store(time.Now().UnixNano())
+					return true, fmt.Sprintf("%d machines connected", n)
+				}
+				since := time.Unix(0, lastConnected.Load())
+				return time.Since(since) < 5*time.Minute, "no machine connected since " + since.Format(time.RFC3339)
+			}},
+		},
+		Metadata: func() map[string]string {
+			return map[string]string{"version": Version, "uptime": time.Since(started).Round(time.Second).String()}
+		},
+	})
 	// Agents (connections with a machine certificate) get grpc-go's own
 	// transport; the same services answer clients through the router.
 	agents := grpc.NewServer(grpc.Creds(handshaken{}),

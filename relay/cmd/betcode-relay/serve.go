@@ -25,6 +25,7 @@ clients connect with TLS only. Every flag can also be set as BETCODE_RELAY_<FLAG
 			if err != nil {
 				return err
 			}
+			server.Version = version
 			return server.Run(cmd.Context(), server.Config{
 				Listen: v.GetString("listen"), TLSCert: v.GetString("tls-cert"), TLSKey: v.GetString("tls-key"),
 				ClientCA: v.GetString("client-ca"), DataDir: v.GetString("data-dir"), DatabaseURL: v.GetString("database-url"),
