@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,8 +12,15 @@ import (
 	"github.com/betcode-dev/betcode/relay/store"
 )
 
-// Producers is the number of concurrent Enqueue callers in BenchEnqueue.
-const Producers = 64
+// Producers is the number of concurrent Enqueue callers in BenchEnqueue:
+// 64, or BETCODE_BENCH_PRODUCERS (a relay serving many users has many
+// concurrent callers; group commit batches grow with them).
+var Producers = func() int {
+	if n, err := strconv.Atoi(os.Getenv("BETCODE_BENCH_PRODUCERS")); err == nil && n > 0 {
+		return n
+	}
+	return 64
+}()
 
 // benchLimits never refuse a benchmark message.
 var benchLimits = store.Limits{MaxMessages: 1 << 30, MaxBytes: 1 << 40}
