@@ -27,9 +27,6 @@ func TestCrashRecovery(t *testing.T) {
 		crashChild(path)
 		return
 	}
-	if testing.Short() {
-		t.Skip("spawns a child process")
-	}
 	path := filepath.Join(t.TempDir(), "events.db")
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()

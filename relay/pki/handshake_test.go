@@ -301,13 +301,18 @@ func TestMachineIDOverGRPC(t *testing.T) {
 
 // syncBuffer is a log sink that tests can read while the server writes.
 type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{} // closed and replaced on every write
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.changed != nil {
+		close(b.changed)
+		b.changed = nil
+	}
 	return b.buf.Write(p)
 }
 
@@ -320,14 +325,23 @@ func (b *syncBuffer) String() string {
 // waitFor reports whether s appears in the buffer within d: the server logs
 // a refused handshake after it has sent the client its alert.
 func (b *syncBuffer) waitFor(s string, d time.Duration) bool {
-	deadline := time.Now().Add(d)
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
 	for {
-		if strings.Contains(b.String(), s) {
+		b.mu.Lock()
+		if strings.Contains(b.buf.String(), s) {
+			b.mu.Unlock()
 			return true
 		}
-		if time.Now().After(deadline) {
+		if b.changed == nil {
+			b.changed = make(chan struct{})
+		}
+		ch := b.changed
+		b.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline.C:
 			return false
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -161,14 +161,42 @@ func TestAutoApprover(t *testing.T) {
 
 // lockedBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
 type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
+	mu      sync.Mutex
+	b       strings.Builder
+	changed chan struct{} // closed and replaced on every write
 }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
+	}
 	return l.b.Write(p)
+}
+
+// waitFor waits until the buffer contains s or d passes.
+func (l *lockedBuffer) waitFor(s string, d time.Duration) bool {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		l.mu.Lock()
+		if strings.Contains(l.b.String(), s) {
+			l.mu.Unlock()
+			return true
+		}
+		if l.changed == nil {
+			l.changed = make(chan struct{})
+		}
+		ch := l.changed
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return false
+		}
+	}
 }
 
 func (l *lockedBuffer) String() string {
@@ -254,12 +282,8 @@ func (h *harness) line(s string) {
 
 func (h *harness) waitErr(substr string) {
 	h.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(h.err.String(), substr) {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("stderr lacks %q:\n%s", substr, h.err.String())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !h.err.waitFor(substr, 5*time.Second) {
+		h.t.Fatalf("stderr lacks %q:\n%s", substr, h.err.String())
 	}
 }
 

@@ -3,6 +3,7 @@ package groupcommit
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -14,9 +15,16 @@ type recorder struct {
 	mu      sync.Mutex
 	batches []int
 	block   chan struct{} // if non-nil, commit waits on it
+	entered chan int      // if non-nil, receives each commit's batch size as it starts
 }
 
 func (r *recorder) commit(ctx context.Context, batch []*Request[int, int]) {
+	if r.entered != nil {
+		select {
+		case r.entered <- len(batch):
+		default:
+		}
+	}
 	if r.block != nil {
 		select {
 		case <-r.block:
@@ -36,7 +44,7 @@ func (r *recorder) commit(ctx context.Context, batch []*Request[int, int]) {
 }
 
 func TestBatching(t *testing.T) {
-	r := &recorder{block: make(chan struct{})}
+	r := &recorder{block: make(chan struct{}), entered: make(chan int, 1)}
 	q := New(r.commit, Options{MaxBatch: 8})
 	var wg sync.WaitGroup
 	for i := range 20 {
@@ -47,7 +55,15 @@ func TestBatching(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(50 * time.Millisecond) // let all 20 queue behind the blocked first batch
+	// Wait until all 20 are in the blocked first batch or queued behind it.
+	first := <-r.entered
+	deadline := time.Now().Add(10 * time.Second)
+	for len(q.reqs) < 20-first {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d requests queued", len(q.reqs))
+		}
+		runtime.Gosched()
+	}
 	close(r.block)
 	wg.Wait()
 	q.Close(time.Second)
@@ -67,11 +83,11 @@ func TestBatching(t *testing.T) {
 }
 
 func TestCloseDrainsThenForces(t *testing.T) {
-	r := &recorder{block: make(chan struct{})}
+	r := &recorder{block: make(chan struct{}), entered: make(chan int, 1)}
 	q := New(r.commit, Options{})
 	errc := make(chan error, 1)
 	go func() { _, err := q.Do(context.Background(), 1); errc <- err }()
-	time.Sleep(20 * time.Millisecond)
+	<-r.entered // the commit is in flight
 	start := time.Now()
 	q.Close(50 * time.Millisecond) // the commit never finishes by itself
 	if err := <-errc; !errors.Is(err, context.Canceled) {
