@@ -167,9 +167,9 @@ func Run(ctx context.Context, cfg Config) error {
 	// Agents (connections with a machine certificate) get grpc-go's own
 	// transport; the same services answer clients through the router.
 	agents := grpc.NewServer(grpc.Creds(handshaken{}),
-		// Thousands of mostly idle tunnels: small read buffers, and write
-		// buffers returned to a pool between flushes.
-		grpc.ReadBufferSize(8<<10), grpc.SharedWriteBuffer(true),
+		// Thousands of mostly idle tunnels: small read buffers (grpc-go
+		// already returns write buffers to a pool between flushes).
+		grpc.ReadBufferSize(8<<10),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
 	pb.RegisterTunnelServiceServer(agents, tsvc)
