@@ -384,13 +384,17 @@ func TestFanoutClientProcess(t *testing.T) {
 		received atomic.Uint64
 		err      error // set before done.Done
 		lat      []time.Duration
+		reached  chan struct{} // closed when received hits target, or the client gave up
+		once     sync.Once
 	}
+	var target atomic.Uint64 // the final sequence, once known
 	clients := make([]client, n)
 	var ready, done sync.WaitGroup
 	ready.Add(n)
 	done.Add(n)
 	for i := range clients {
 		c := &clients[i]
+		c.reached = make(chan struct{})
 		conn, err := dial(addr)
 		if err != nil {
 			t.Fatal(err)
@@ -406,6 +410,7 @@ func TestFanoutClientProcess(t *testing.T) {
 		}
 		go func() {
 			defer done.Done()
+			defer c.once.Do(func() { close(c.reached) })
 			isReady := false
 			defer func() {
 				if !isReady {
@@ -425,6 +430,9 @@ func TestFanoutClientProcess(t *testing.T) {
 					return
 				}
 				c.received.Store(n + 1)
+				if t := target.Load(); t != 0 && n+1 >= t {
+					c.once.Do(func() { close(c.reached) })
+				}
 				if ev.Sequence > warm {
 					c.lat = append(c.lat, time.Since(ev.Timestamp.AsTime()))
 				}
@@ -447,10 +455,18 @@ func TestFanoutClientProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait until every client has everything (or gave up), then hang up.
-	deadline := time.Now().Add(30 * time.Second)
+	target.Store(end)
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+wait:
 	for i := range clients {
-		for clients[i].received.Load() < end && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
+		if clients[i].received.Load() >= end {
+			continue
+		}
+		select {
+		case <-clients[i].reached:
+		case <-deadline.C:
+			break wait
 		}
 	}
 	res := fanoutResult{CPUSeconds: (cpuTime() - cpu0).Seconds()}

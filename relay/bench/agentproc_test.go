@@ -100,7 +100,7 @@ func startAgentProcess(tb testing.TB, r *relayProc, id string) (directAddr strin
 	})
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
-		tb.Fatalf("bench agent did not start: %v", err)
+		tb.Fatalf("bench agent did not start: %v\nrelay log:\n%s", err, r.log())
 	}
 	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "ready ")
 	if !ok {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -97,6 +98,7 @@ type relayProc struct {
 	dbURL       string
 	env         []string
 	logPath     string
+	serving     chan struct{} // closed when the relay logs "relay serving"
 	cmd         *exec.Cmd
 	exited      chan struct{}
 }
@@ -127,12 +129,15 @@ func newRelay(tb testing.TB, env ...string) *relayProc {
 func (r *relayProc) startInProcess() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	r.serving = make(chan struct{})
+	serving := r.serving
 	go func() {
 		done <- server.Run(ctx, server.Config{
 			Listen: r.addr, MetricsListen: r.metricsAddr,
 			TLSCert: filepath.Join(r.pki, pki.RelayCertFile), TLSKey: filepath.Join(r.pki, pki.RelayKeyFile),
 			ClientCA: r.caFile(), DataDir: r.dataDir, DatabaseURL: r.dbURL,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Ready:  func(net.Addr) { close(serving) },
 		})
 	}()
 	r.tb.Cleanup(func() { cancel(); <-done })
@@ -155,44 +160,52 @@ func (r *relayProc) start() {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer logf.Close()
 	r.cmd = exec.Command(binary(tb), args...)
 	r.cmd.Env = append(os.Environ(), r.env...)
-	r.cmd.Stdout, r.cmd.Stderr = logf, logf
+	r.serving = make(chan struct{})
+	watch := &lineWatch{want: []byte("relay serving"), seen: r.serving}
+	r.cmd.Stdout, r.cmd.Stderr = logf, io.MultiWriter(logf, watch)
 	// The relay dies with the benchmark process, whatever happens to it.
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := r.cmd.Start(); err != nil {
+		logf.Close()
 		tb.Fatal(err)
 	}
 	r.exited = make(chan struct{})
 	go func(cmd *exec.Cmd, exited chan struct{}) {
-		cmd.Wait()
+		cmd.Wait() // also waits for the stderr copy, which writes to logf
+		logf.Close()
 		close(exited)
 	}(r.cmd, r.exited)
 	r.waitReady(60 * time.Second)
 }
 
-// waitReady waits until /healthz answers and the TLS port accepts.
+// waitReady waits until the relay logs that it serves (its TLS port and
+// metrics listener are then open).
 func (r *relayProc) waitReady(d time.Duration) {
-	deadline := time.Now().Add(d)
-	for {
-		select {
-		case <-r.exited:
-			r.tb.Fatalf("relay exited while starting:\n%s", r.log())
-		default:
-		}
-		if resp, err := http.Get("http://" + r.metricsAddr + "/healthz"); err == nil {
-			resp.Body.Close()
-			if c, err := net.Dial("tcp", r.addr); err == nil {
-				c.Close()
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			r.tb.Fatalf("relay not ready within %s:\n%s", d, r.log())
-		}
-		time.Sleep(5 * time.Millisecond)
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	select {
+	case <-r.serving:
+	case <-r.exited:
+		r.tb.Fatalf("relay exited while starting:\n%s", r.log())
+	case <-deadline.C:
+		r.tb.Fatalf("relay not ready within %s:\n%s", d, r.log())
 	}
+}
+
+// lineWatch closes seen the first time want is written.
+type lineWatch struct {
+	want []byte
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *lineWatch) Write(p []byte) (int, error) {
+	if bytes.Contains(p, w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return len(p), nil
 }
 
 func (r *relayProc) log() string {
