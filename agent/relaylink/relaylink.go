@@ -159,11 +159,25 @@ func (l *Link) session(ctx context.Context, log *slog.Logger) error {
 		return fmt.Errorf("open tunnel: %w", err)
 	}
 	conn := tunnel.NewConn(stream, stop, tunnel.Addr("machine"), tunnel.Addr("relay:"+l.cfg.Relay))
+	registered := make(chan struct{})
+	var once sync.Once
+	conn.OnHeartbeat = func(*pb.TunnelHeartbeat) { once.Do(func() { close(registered) }) }
 	sess, err := yamux.Server(conn, tunnel.YamuxConfig())
 	if err != nil {
 		return err
 	}
 	defer sess.Close()
+	// The relay sends a heartbeat frame once it can route calls to us.
+	confirm := time.NewTimer(15 * time.Second)
+	select {
+	case <-registered:
+		confirm.Stop()
+	case <-sess.CloseChan():
+		confirm.Stop()
+		return errors.New("tunnel closed before the relay confirmed it")
+	case <-confirm.C:
+		return errors.New("the relay did not confirm the tunnel within 15s")
+	}
 	l.setConnected(true)
 	defer l.setConnected(false)
 	log.Info("relay link up", "message", resp.Message)

@@ -133,6 +133,7 @@ func (s *Service) OpenTunnel(stream pb.TunnelService_OpenTunnelServer) error {
 		s.Log.Info("tunnel: a new connection replaces the old one", "machine_id", id)
 		old.Session.Close()
 	}
+	conn.SendHeartbeat() // tells the agent it is reachable now
 	s.Log.Info("tunnel: machine online", "machine_id", id)
 	if s.OnOnline != nil {
 		go s.OnOnline(ctx, t)

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
@@ -35,14 +37,14 @@ type Conn struct {
 
 	rbuf []byte
 
-	mu       sync.Mutex
-	cond     *sync.Cond
-	pending  []byte
-	werr     error
-	closing  bool
-	sending  bool
-	done     chan struct{}
-	closeOne sync.Once
+	mu        sync.Mutex
+	cond      *sync.Cond
+	pending   []byte
+	werr      error
+	closing   bool
+	heartbeat bool // a heartbeat frame is due
+	done      chan struct{}
+	closeOne  sync.Once
 }
 
 // NewConn wraps s. abort must end s so that a blocked Recv returns (for a
@@ -107,25 +109,35 @@ func (c *Conn) writeLoop() {
 	var out []byte
 	for {
 		c.mu.Lock()
-		for len(c.pending) == 0 && !c.closing && c.werr == nil {
+		for len(c.pending) == 0 && !c.heartbeat && !c.closing && c.werr == nil {
 			c.cond.Wait()
 		}
-		if c.werr != nil || (len(c.pending) == 0 && c.closing) {
+		if c.werr != nil || (len(c.pending) == 0 && !c.heartbeat && c.closing) {
 			c.mu.Unlock()
 			return
+		}
+		if c.heartbeat {
+			c.heartbeat = false
+			c.mu.Unlock()
+			err := c.s.Send(&pb.TunnelFrame{Payload: &pb.TunnelFrame_Heartbeat{Heartbeat: &pb.TunnelHeartbeat{SentAt: timestamppb.Now()}}})
+			c.mu.Lock()
+			if err != nil && c.werr == nil {
+				c.werr = err
+			}
+			c.cond.Broadcast()
+			c.mu.Unlock()
+			continue
 		}
 		n := min(len(c.pending), maxSendBytes)
 		out = append(out[:0], c.pending[:n]...)
 		rest := copy(c.pending, c.pending[n:])
 		c.pending = c.pending[:rest]
-		c.sending = true
 		c.cond.Broadcast()
 		c.mu.Unlock()
 
 		err := c.s.Send(DataFrame(out, false))
 
 		c.mu.Lock()
-		c.sending = false
 		if err != nil && c.werr == nil {
 			c.werr = err
 		}
@@ -135,6 +147,15 @@ func (c *Conn) writeLoop() {
 			out = nil
 		}
 	}
+}
+
+// SendHeartbeat queues a TunnelHeartbeat frame. The relay sends one once
+// the tunnel is registered, so the agent knows it can be reached.
+func (c *Conn) SendHeartbeat() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.heartbeat = true
+	c.cond.Broadcast()
 }
 
 // Close sends what is pending (waiting at most a second), then ends the
