@@ -100,8 +100,9 @@ func (c *Conversation) open(ctx context.Context) error {
 	return nil
 }
 
-// Send sends a request on the current stream. When the stream is broken the
-// request is retried once the conversation has reconnected (by Recv).
+// Send sends a request on the current stream. When the stream is broken it
+// returns the stream's error (io.EOF); Recv reconnects, and the caller sends
+// again if the request still matters.
 func (c *Conversation) Send(req *pb.AgentRequest) error {
 	c.mu.Lock()
 	s := c.stream

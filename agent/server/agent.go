@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
@@ -94,14 +95,7 @@ func (a *Agent) Converse(stream pb.AgentService_ConverseServer) error {
 	defer sess.ReleaseInputLock(clientID)
 	var halfClosed atomic.Bool
 	wake := make(chan struct{}, 1)
-	streamDone := make(chan error, 1)
-	tracked, lastSent := trackLast(send)
-	cut := make(chan error, 1)
-	go func() {
-		streamDone <- sess.Stream(ctx, session.StreamOptions{
-			From: from, Wake: wake, StopWhenIdle: halfClosed.Load, OnCut: signal(cut),
-		}, tracked)
-	}()
+	st := a.startStream(ctx, sess, session.StreamOptions{From: from, Wake: wake, StopWhenIdle: halfClosed.Load}, send)
 	// The receive loop runs until the client half-closes or the stream ends;
 	// gRPC unblocks Recv when this handler returns.
 	recvDone := make(chan error, 1)
@@ -119,14 +113,14 @@ func (a *Agent) Converse(stream pb.AgentService_ConverseServer) error {
 	}()
 	for {
 		select {
-		case err := <-streamDone:
+		case err := <-st.done:
 			if err == nil {
 				return nil
 			}
 			return fail(err)
-		case reason := <-cut:
+		case reason := <-st.cut:
 			// Returning aborts a Send blocked on a stalled client.
-			return fail(a.cutError(reason, lastSent.Load()))
+			return fail(a.cutError(reason, st.lastSent.Load()))
 		case err := <-recvDone:
 			if !errors.Is(err, io.EOF) {
 				return err
@@ -141,28 +135,35 @@ func (a *Agent) Converse(stream pb.AgentService_ConverseServer) error {
 	}
 }
 
-// trackLast wraps send to remember the last sequence sent.
-func trackLast(send func(*pb.AgentEvent) error) (func(*pb.AgentEvent) error, *atomic.Uint64) {
-	var last atomic.Uint64
-	return func(ev *pb.AgentEvent) error {
-		if err := send(ev); err != nil {
-			return err
-		}
-		if ev.Sequence != 0 {
-			last.Store(ev.Sequence)
-		}
-		return nil
-	}, &last
+// runningStream is a session stream sending in its own goroutine, so that
+// the handler can return (aborting a Send blocked on a stalled client) as
+// soon as the client is cut off.
+type runningStream struct {
+	done     chan error // Stream's result
+	cut      chan error // the reason the client was cut off
+	lastSent atomic.Uint64
 }
 
-// signal returns a func that passes a cut reason to ch without blocking.
-func signal(ch chan error) func(error) {
-	return func(reason error) {
+func (a *Agent) startStream(ctx context.Context, sess *session.Session, opt session.StreamOptions, send func(*pb.AgentEvent) error) *runningStream {
+	st := &runningStream{done: make(chan error, 1), cut: make(chan error, 1)}
+	opt.OnCut = func(reason error) {
 		select {
-		case ch <- reason:
+		case st.cut <- reason:
 		default:
 		}
 	}
+	go func() {
+		st.done <- sess.Stream(ctx, opt, func(ev *pb.AgentEvent) error {
+			if err := send(ev); err != nil {
+				return err
+			}
+			if ev.Sequence != 0 {
+				st.lastSent.Store(ev.Sequence)
+			}
+			return nil
+		})
+	}()
+	return st
 }
 
 // cutError is the error for a client that was cut off.
@@ -238,7 +239,7 @@ func fromSequence(ctx context.Context, start *pb.StartConversation, last uint64)
 		return 0, Status(codes.InvalidArgument, CodeInvalidArgument, "from_sequence must be a non-negative integer, got "+strconv.Quote(v))
 	}
 	if n > last {
-		return 0, Status(codes.OutOfRange, CodeInvalidArgument, "from_sequence "+v+" is past the session's last sequence "+strconv.FormatUint(last, 10))
+		return 0, pastEnd(n, last)
 	}
 	return n, nil
 }
@@ -286,7 +287,7 @@ func (a *Agent) ResumeSession(req *pb.ResumeSessionRequest, stream pb.AgentServi
 		return toStatus(err)
 	}
 	if last := sess.LastSeq(); req.FromSequence > last {
-		return Status(codes.OutOfRange, CodeInvalidArgument, "from_sequence "+strconv.FormatUint(req.FromSequence, 10)+" is past the session's last sequence "+strconv.FormatUint(last, 10))
+		return pastEnd(req.FromSequence, last)
 	}
 	follow := false
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
@@ -294,17 +295,12 @@ func (a *Agent) ResumeSession(req *pb.ResumeSessionRequest, stream pb.AgentServi
 			follow = true
 		}
 	}
-	tracked, lastSent := trackLast(stream.Send)
-	cut := make(chan error, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- sess.Stream(ctx, session.StreamOptions{From: req.FromSequence, UntilIdle: !follow, OnCut: signal(cut)}, tracked)
-	}()
+	st := a.startStream(ctx, sess, session.StreamOptions{From: req.FromSequence, UntilIdle: !follow}, stream.Send)
 	select {
-	case err := <-done:
+	case err := <-st.done:
 		return toStatus(err)
-	case reason := <-cut:
-		return toStatus(a.cutError(reason, lastSent.Load()))
+	case reason := <-st.cut:
+		return toStatus(a.cutError(reason, st.lastSent.Load()))
 	}
 }
 
@@ -421,4 +417,9 @@ func (a *Agent) AdoptSession(ctx context.Context, req *pb.AdoptSessionRequest) (
 		return nil, toStatus(err)
 	}
 	return &pb.AdoptSessionResponse{Session: summary(sess.Meta()), ImportedEvents: uint32(n)}, nil
+}
+
+// pastEnd refuses a replay point beyond the session's last sequence.
+func pastEnd(from, last uint64) error {
+	return Status(codes.OutOfRange, CodeInvalidArgument, fmt.Sprintf("from_sequence %d is past the session's last sequence %d", from, last))
 }

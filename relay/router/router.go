@@ -99,7 +99,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if t != nil && t.OwnerID == id.UserID {
 		// Connected and the caller's: the registry already knows, so
 		// skip the store on the hot path.
-		rt.forward(w, r, ctx, t, id.UserID, machineID, service)
+		rt.forward(ctx, w, r, t, id.UserID, machineID, service)
 		return
 	}
 	if _, err := rt.Store.GetMachine(ctx, id.UserID, machineID); err != nil {
@@ -115,10 +115,10 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.offline(w, r, id.UserID, machineID)
 		return
 	}
-	rt.forward(w, r, ctx, t, id.UserID, machineID, service)
+	rt.forward(ctx, w, r, t, id.UserID, machineID, service)
 }
 
-func (rt *Router) forward(w http.ResponseWriter, r *http.Request, ctx context.Context, t *registry.Tunnel, userID, machineID, service string) {
+func (rt *Router) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, t *registry.Tunnel, userID, machineID, service string) {
 	id := auth.Identity{UserID: userID}
 	st, err := t.Session.OpenStream()
 	if err != nil {
