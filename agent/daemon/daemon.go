@@ -176,6 +176,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	srv := grpc.NewServer(
+		// Static windows: grpc-go's BDP estimation would ping on every
+		// small call, an extra round of frames through the relay tunnel.
+		grpc.InitialWindowSize(1<<20), grpc.InitialConnWindowSize(4<<20),
 		grpc.ChainUnaryInterceptor(server.UnaryRecover(log)),
 		grpc.ChainStreamInterceptor(server.StreamRecover(log)),
 	)
@@ -211,7 +214,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Relay != "" {
 		link, err = relaylink.New(relaylink.Config{
 			Relay: cfg.Relay, CAFile: cfg.RelayCA, CertFile: cfg.MachineCert, KeyFile: cfg.MachineKey,
-			MachineName: cfg.MachineName, Version: cfg.Version, Handler: srv, Logger: log,
+			MachineName: cfg.MachineName, Version: cfg.Version, Handler: srv, Native: srv, Logger: log,
 		})
 		if err != nil {
 			closeAll()

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/hashicorp/yamux"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
@@ -40,7 +39,10 @@ type Config struct {
 	MachineName string
 	Version     string
 	Handler     http.Handler // the agent's grpc.Server
-	Logger      *slog.Logger
+	// Native, if set (the same grpc.Server), serves the relay's HTTP/2
+	// call stream on grpc-go's own transport instead of through Handler.
+	Native tunnel.NativeServer
+	Logger *slog.Logger
 	// ActiveSessions, if set, is reported in heartbeats.
 	ActiveSessions func() uint32
 }
@@ -142,7 +144,7 @@ func (l *Link) session(ctx context.Context, log *slog.Logger) error {
 	api := pb.NewTunnelServiceClient(cc)
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	resp, err := api.Register(rctx, &pb.RegisterRequest{
-		MachineName: l.cfg.MachineName, Capabilities: []string{"claude-code"},
+		MachineName: l.cfg.MachineName, Capabilities: []string{"claude-code", tunnel.CapabilityHTTP2},
 		Info: &pb.MachineInfo{Os: runtime.GOOS, Arch: runtime.GOARCH, Version: l.cfg.Version, CpuCores: uint32(runtime.NumCPU())},
 	})
 	cancel()
@@ -162,20 +164,20 @@ func (l *Link) session(ctx context.Context, log *slog.Logger) error {
 	registered := make(chan struct{})
 	var once sync.Once
 	conn.OnHeartbeat = func(*pb.TunnelHeartbeat) { once.Do(func() { close(registered) }) }
-	sess, err := yamux.Server(conn, tunnel.YamuxConfig())
-	if err != nil {
-		return err
-	}
-	defer sess.Close()
+	srv := &tunnel.Server{Handler: l.cfg.Handler, Native: l.cfg.Native, Remote: "relay:" + l.cfg.Relay}
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeConn(sctx, conn) }()
 	// The relay sends a heartbeat frame once it can route calls to us.
 	confirm := time.NewTimer(15 * time.Second)
 	select {
 	case <-registered:
 		confirm.Stop()
-	case <-sess.CloseChan():
+	case err := <-served:
 		confirm.Stop()
-		return errors.New("tunnel closed before the relay confirmed it")
+		return fmt.Errorf("tunnel closed before the relay confirmed it: %w", err)
 	case <-confirm.C:
+		stop()
+		<-served
 		return errors.New("the relay did not confirm the tunnel within 15s")
 	}
 	l.setConnected(true)
@@ -188,30 +190,15 @@ func (l *Link) session(ctx context.Context, log *slog.Logger) error {
 	if interval <= 0 {
 		interval = 30 * time.Second
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		l.heartbeats(sctx, api, interval, sess, log)
-	}()
-	for {
-		st, err := sess.AcceptStream()
-		if err != nil {
-			stop()
-			return fmt.Errorf("tunnel closed: %w", err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := tunnel.Serve(sctx, st, l.cfg.Handler, "relay:"+l.cfg.Relay); err != nil {
-				log.Debug("relay link: forwarded call", "err", err)
-			}
-		}()
-	}
+	wg.Go(func() { l.heartbeats(sctx, api, interval, stop, log) })
+	err = <-served
+	stop()
+	return err
 }
 
 // heartbeats sends a heartbeat every interval; missing three in a row ends
 // the session so the link reconnects.
-func (l *Link) heartbeats(ctx context.Context, api pb.TunnelServiceClient, interval time.Duration, sess *yamux.Session, log *slog.Logger) {
+func (l *Link) heartbeats(ctx context.Context, api pb.TunnelServiceClient, interval time.Duration, endTunnel func(), log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	failures := 0
@@ -232,7 +219,7 @@ func (l *Link) heartbeats(ctx context.Context, api pb.TunnelServiceClient, inter
 			failures++
 			log.Warn("relay heartbeat failed", "err", err, "failures", failures)
 			if failures >= 3 {
-				sess.Close()
+				endTunnel()
 				return
 			}
 			continue

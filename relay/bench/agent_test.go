@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -21,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/yamux"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
@@ -133,17 +131,18 @@ func (m *certMint) machines(tb testing.TB, prefix string, n int) []*tls.Config {
 }
 
 // agentLink is a minimal agent, as agent/relaylink does it (the relay module
-// must not import agent packages): Register, OpenTunnel, a yamux server on
-// the tunnel, and tunnel.Serve for every stream the relay opens. The gRPC
-// options copy relaylink's.
+// must not import agent packages): Register, OpenTunnel, and tunnel.Server on
+// the tunnel. The gRPC
+// options copy relaylink's. BETCODE_BENCH_TUNNEL=frames leaves out
+// CapabilityHTTP2, so that the relay uses yamux and the
+// one-stream-per-call TunnelFrame protocol instead of HTTP/2.
 type agentLink struct {
 	cc   *grpc.ClientConn
-	sess *yamux.Session
 	stop context.CancelFunc
 	done chan struct{} // closed when the tunnel is gone
 }
 
-func dialAgent(ctx context.Context, relayAddr string, tlsCfg *tls.Config, h http.Handler) (*agentLink, error) {
+func dialAgent(ctx context.Context, relayAddr string, tlsCfg *tls.Config, srv *grpc.Server) (*agentLink, error) {
 	cc, err := grpc.NewClient(relayAddr,
 		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
@@ -152,9 +151,13 @@ func dialAgent(ctx context.Context, relayAddr string, tlsCfg *tls.Config, h http
 	if err != nil {
 		return nil, err
 	}
+	caps := []string{"claude-code", tunnel.CapabilityHTTP2}
+	if os.Getenv("BETCODE_BENCH_TUNNEL") == "frames" {
+		caps = caps[:1]
+	}
 	api := pb.NewTunnelServiceClient(cc)
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	resp, err := api.Register(rctx, &pb.RegisterRequest{MachineName: "bench", Capabilities: []string{"claude-code"},
+	resp, err := api.Register(rctx, &pb.RegisterRequest{MachineName: "bench", Capabilities: caps,
 		Info: &pb.MachineInfo{Os: "linux", Arch: "amd64", Version: "bench"}})
 	cancel()
 	if err != nil {
@@ -173,39 +176,35 @@ func dialAgent(ctx context.Context, relayAddr string, tlsCfg *tls.Config, h http
 		return nil, fmt.Errorf("open tunnel: %w", err)
 	}
 	conn := tunnel.NewConn(stream, stop, tunnel.Addr("machine"), tunnel.Addr("relay"))
-	sess, err := yamux.Server(conn, tunnel.YamuxConfig())
-	if err != nil {
-		stop()
-		cc.Close()
-		return nil, err
+	confirmed := make(chan struct{})
+	var once sync.Once
+	conn.OnHeartbeat = func(*pb.TunnelHeartbeat) { once.Do(func() { close(confirmed) }) }
+	ts := &tunnel.Server{Remote: "relay"}
+	if srv != nil {
+		ts.Handler, ts.Native = srv, srv
 	}
-	// A ping answered by the relay's yamux client proves the tunnel is up
-	// on the relay's side too.
-	if _, err := sess.Ping(); err != nil {
-		sess.Close()
-		stop()
-		cc.Close()
-		return nil, fmt.Errorf("tunnel ping: %w", err)
-	}
-	l := &agentLink{cc: cc, sess: sess, stop: stop, done: make(chan struct{})}
+	l := &agentLink{cc: cc, stop: stop, done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
 		defer stop()
-		var wg sync.WaitGroup
-		defer wg.Wait()
-		for {
-			st, err := sess.AcceptStream()
-			if err != nil {
-				return
-			}
-			wg.Go(func() { tunnel.Serve(sctx, st, h, "relay") })
-		}
+		_ = ts.ServeConn(sctx, conn)
 	}()
-	return l, nil
+	// The relay's heartbeat frame says it can route calls to us.
+	confirm := time.NewTimer(15 * time.Second)
+	defer confirm.Stop()
+	select {
+	case <-confirmed:
+		return l, nil
+	case <-l.done:
+		cc.Close()
+		return nil, errors.New("tunnel closed before the relay confirmed it")
+	case <-confirm.C:
+		l.close()
+		return nil, errors.New("the relay did not confirm the tunnel within 15s")
+	}
 }
 
 func (l *agentLink) close() {
-	l.sess.Close()
 	l.stop()
 	<-l.done
 	l.cc.Close()

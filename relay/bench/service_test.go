@@ -54,7 +54,10 @@ var benchDesc = grpc.ServiceDesc{
 	}},
 }
 
+// newBenchServer returns the agent's server, with the agent's window
+// settings (static windows: no BDP pings).
 func newBenchServer(opts ...grpc.ServerOption) *grpc.Server {
+	opts = append(opts, grpc.InitialWindowSize(1<<20), grpc.InitialConnWindowSize(4<<20))
 	s := grpc.NewServer(opts...)
 	s.RegisterService(&benchDesc, struct{}{})
 	return s

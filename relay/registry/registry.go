@@ -1,19 +1,19 @@
 // Package registry keeps the relay's live tunnels: which machine is
-// connected to this replica, over which yamux session.
+// connected to this replica, over which tunnel.
 package registry
 
 import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/yamux"
+	"github.com/betcode-dev/betcode/shared/tunnel"
 )
 
 // Tunnel is one connected machine.
 type Tunnel struct {
 	MachineID   string
 	OwnerID     string
-	Session     *yamux.Session
+	Client      *tunnel.Client
 	ConnectedAt time.Time
 }
 
@@ -50,7 +50,7 @@ func (r *Registry) Get(machineID string) *Tunnel {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	t := r.m[machineID]
-	if t != nil && t.Session.IsClosed() {
+	if t != nil && t.Client.Closed() {
 		return nil
 	}
 	return t
@@ -70,6 +70,6 @@ func (r *Registry) CloseAll() {
 	r.m = map[string]*Tunnel{}
 	r.mu.Unlock()
 	for _, t := range all {
-		t.Session.Close()
+		t.Client.Close()
 	}
 }

@@ -120,14 +120,13 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (rt *Router) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, t *registry.Tunnel, userID, machineID, service string) {
 	id := auth.Identity{UserID: userID}
-	st, err := t.Session.OpenStream()
-	if err != nil {
+	if t.Client.Closed() {
 		rt.offline(w, r, id.UserID, machineID)
 		return
 	}
 	reqID := strconv.FormatUint(rt.nextID.Add(1), 10)
 	rt.Metrics.forwarded(metricService(service))
-	if err := tunnel.Forward(ctx, st, w, r, reqID, http.Header{
+	if err := t.Client.Forward(ctx, w, r, reqID, http.Header{
 		"X-Betcode-User": {id.UserID}, MachineHeader: {machineID},
 	}); err != nil && ctx.Err() == nil {
 		rt.Log.Debug("router: forwarded call failed", "machine_id", machineID, "method", r.URL.Path, "err", err)
@@ -219,15 +218,11 @@ func (rt *Router) Deliver(ctx context.Context, t *registry.Tunnel) {
 			return
 		}
 		for _, m := range msgs {
-			st, err := t.Session.OpenStream()
-			if err != nil {
-				return
-			}
 			md := http.Header{"X-Betcode-User": {m.OwnerID}, MachineHeader: {m.MachineID}, "X-Betcode-Buffered": {"true"}}
 			for k, v := range m.Metadata {
 				md.Set(k, v)
 			}
-			res, err := tunnel.Invoke(st, "buffer-"+strconv.FormatInt(m.ID, 10), m.Service, m.Method, md, m.Payload)
+			res, err := t.Client.Invoke(ctx, "buffer-"+strconv.FormatInt(m.ID, 10), m.Service, m.Method, md, m.Payload)
 			if err != nil {
 				rt.Log.Info("router: tunnel broke while delivering; the rest waits", "machine_id", t.MachineID, "err", err)
 				return

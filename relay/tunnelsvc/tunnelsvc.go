@@ -9,9 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
-	"github.com/hashicorp/yamux"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -109,8 +109,8 @@ func (s *Service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	return &pb.HeartbeatResponse{ReceivedAt: timestamppb.New(now), BufferedMessages: uint32(n)}, nil
 }
 
-// OpenTunnel carries a yamux session (the relay is its client) until either
-// side ends it.
+// OpenTunnel carries the machine's tunnel (a yamux session, the relay its
+// client, started with the first call) until either side ends it.
 func (s *Service) OpenTunnel(stream pb.TunnelService_OpenTunnelServer) error {
 	ctx := stream.Context()
 	id, err := s.machineID(ctx)
@@ -124,14 +124,12 @@ func (s *Service) OpenTunnel(stream pb.TunnelService_OpenTunnelServer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	conn := tunnel.NewConn(stream, cancel, tunnel.Addr("relay"), tunnel.Addr("machine:"+id))
-	sess, err := yamux.Client(conn, tunnel.YamuxConfig())
-	if err != nil {
-		return status.Errorf(codes.Internal, "start tunnel session: %v", err)
-	}
-	t := &registry.Tunnel{MachineID: id, OwnerID: m.OwnerID, Session: sess, ConnectedAt: s.now()}
+	client := tunnel.NewClient(conn, slices.Contains(m.Capabilities, tunnel.CapabilityHTTP2))
+	defer client.Close()
+	t := &registry.Tunnel{MachineID: id, OwnerID: m.OwnerID, Client: client, ConnectedAt: s.now()}
 	if old := s.Registry.Add(t); old != nil {
 		s.Log.Info("tunnel: a new connection replaces the old one", "machine_id", id)
-		old.Session.Close()
+		old.Client.Close()
 	}
 	conn.SendHeartbeat() // tells the agent it is reachable now
 	s.Log.Info("tunnel: machine online", "machine_id", id)
@@ -140,10 +138,10 @@ func (s *Service) OpenTunnel(stream pb.TunnelService_OpenTunnelServer) error {
 	}
 	select {
 	case <-ctx.Done():
-	case <-sess.CloseChan():
+	case <-client.Done():
 	}
 	s.Registry.Remove(t)
-	sess.Close()
+	client.Close()
 	if err := s.Store.TouchMachine(context.WithoutCancel(ctx), id, s.now()); err != nil {
 		s.Log.Warn("tunnel: record last seen", "machine_id", id, "err", err)
 	}

@@ -25,6 +25,11 @@ func Serve(ctx context.Context, stream io.ReadWriteCloser, h http.Handler, remot
 	if err != nil {
 		return fmt.Errorf("read call headers: %w", err)
 	}
+	return serveCall(ctx, stream, fr, first, h, remote)
+}
+
+// serveCall runs a call whose first frame has been read from fr.
+func serveCall(ctx context.Context, stream io.ReadWriteCloser, fr *FrameReader, first *pb.TunnelFrame, h http.Handler, remote string) error {
 	md := first.GetMetadata()
 	if md == nil || md.Trailers || first.ServiceName == "" || first.MethodName == "" {
 		return errors.New("call did not start with a request header frame")

@@ -7,11 +7,9 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/yamux"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -28,6 +26,7 @@ import (
 type testService struct {
 	testpb.UnimplementedTestServiceServer
 	cancelled chan struct{}
+	started   chan struct{} // gets a value when a "slow" call starts
 }
 
 func (s *testService) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
@@ -39,6 +38,9 @@ func (s *testService) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) 
 		st, _ := status.New(codes.NotFound, "no such thing").WithDetails(&errdetails.ErrorInfo{Reason: "SESSION_NOT_FOUND", Domain: "betcode.dev"})
 		return nil, st.Err()
 	case "slow":
+		if s.started != nil {
+			s.started <- struct{}{}
+		}
 		<-ctx.Done()
 		if s.cancelled != nil {
 			close(s.cancelled)
@@ -79,44 +81,28 @@ type harness struct {
 	svc    *testService
 }
 
-func newHarness(t *testing.T, transport string) *harness {
+// The three ways a call can cross the tunnel.
+var modes = []string{"frames", "http2-native", "http2-handler"}
+
+func newHarness(t *testing.T, transport, mode string) *harness {
 	t.Helper()
 	svc := &testService{}
 	gs := grpc.NewServer()
 	testpb.RegisterTestServiceServer(gs, svc)
 
 	relayConn, agentConn := transportPair(t, transport)
-	relaySess, err := yamux.Client(relayConn, YamuxConfig())
-	if err != nil {
-		t.Fatal(err)
+	client := NewClient(relayConn, mode != "frames")
+	srv := &Server{Handler: gs, Remote: "relay"}
+	if mode == "http2-native" {
+		srv.Native = gs
 	}
-	agentSess, err := yamux.Server(agentConn, YamuxConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // agent: serve every stream
-		defer wg.Done()
-		for {
-			st, err := agentSess.AcceptStream()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_ = Serve(context.Background(), st, gs, "relay")
-			}()
-		}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.ServeConn(context.Background(), agentConn)
 	}()
 	proxy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		st, err := relaySess.OpenStream()
-		if err != nil {
-			WriteStatus(w, 14, "tunnel down", nil)
-			return
-		}
-		_ = Forward(r.Context(), st, w, r, "req-1", http.Header{"x-betcode-user": {"alice"}})
+		_ = client.Forward(r.Context(), w, r, "req-1", http.Header{"x-betcode-user": {"alice"}})
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -132,10 +118,10 @@ func newHarness(t *testing.T, transport string) *harness {
 	t.Cleanup(func() {
 		cc.Close()
 		hs.Close()
-		relaySess.Close()
-		agentSess.Close()
+		client.Close()
+		agentConn.Close()
 		gs.Stop()
-		wg.Wait()
+		<-served
 	})
 	return &harness{client: testpb.NewTestServiceClient(cc), svc: svc}
 }
@@ -214,10 +200,24 @@ func grpcStreamPair(t *testing.T) (relaySide, agentSide net.Conn) {
 	return <-ts.conns, agent
 }
 
+type forwardCase struct{ transport, mode string }
+
+// forwardCases is every mode on a real OpenTunnel stream, and the frame
+// protocol on the other transports too.
+func forwardCases() []forwardCase {
+	var out []forwardCase
+	for _, m := range modes {
+		out = append(out, forwardCase{"grpc-stream", m})
+	}
+	// net.Pipe has no buffer: an HTTP/2 client and server both write their
+	// settings first, so only the yamux mode runs on it.
+	return append(out, forwardCase{"pipe", "frames"}, forwardCase{"tcp", "frames"}, forwardCase{"tcp", "http2-native"})
+}
+
 func TestForwardedCalls(t *testing.T) {
-	for _, transport := range []string{"pipe", "tcp", "grpc-stream"} {
-		t.Run(transport, func(t *testing.T) {
-			h := newHarness(t, transport)
+	for _, tc := range forwardCases() {
+		t.Run(tc.transport+"/"+tc.mode, func(t *testing.T) {
+			h := newHarness(t, tc.transport, tc.mode)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 
@@ -311,99 +311,100 @@ func TestForwardedCalls(t *testing.T) {
 }
 
 func TestInvoke(t *testing.T) {
-	svc := &testService{}
-	gs := grpc.NewServer()
-	testpb.RegisterTestServiceServer(gs, svc)
-	a, b := net.Pipe()
-	relay, _ := yamux.Client(a, YamuxConfig())
-	agent, _ := yamux.Server(b, YamuxConfig())
-	defer relay.Close()
-	defer agent.Close()
-	go func() {
-		for {
-			st, err := agent.AcceptStream()
-			if err != nil {
-				return
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			svc := &testService{}
+			gs := grpc.NewServer()
+			defer gs.Stop()
+			testpb.RegisterTestServiceServer(gs, svc)
+			a, b := transportPair(t, "grpc-stream")
+			client := NewClient(a, mode != "frames")
+			defer client.Close()
+			srv := &Server{Handler: gs, Remote: "relay"}
+			if mode == "http2-native" {
+				srv.Native = gs
 			}
-			go Serve(context.Background(), st, gs, "relay")
-		}
-	}()
-	tests := []struct {
-		body string
-		code int
-	}{{"hello", 0}, {"fail", int(codes.NotFound)}}
-	for _, tt := range tests {
-		req, _ := proto.Marshal(&testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte(tt.body)}})
-		st, err := relay.OpenStream()
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := Invoke(st, "r1", "grpc.testing.TestService", "UnaryCall", nil, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Code != tt.code {
-			t.Fatalf("%s: code %d (%s), want %d", tt.body, res.Code, res.Message, tt.code)
-		}
-		if tt.code == 0 {
-			var resp testpb.SimpleResponse
-			if err := proto.Unmarshal(res.Response, &resp); err != nil || string(resp.Payload.Body) != tt.body {
-				t.Fatalf("response %v %v", &resp, err)
+			served := make(chan struct{})
+			go func() {
+				defer close(served)
+				_ = srv.ServeConn(context.Background(), b)
+			}()
+			defer func() { b.Close(); <-served }()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			tests := []struct {
+				body string
+				code int
+			}{{"hello", 0}, {"fail", int(codes.NotFound)}}
+			for _, tt := range tests {
+				req, _ := proto.Marshal(&testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte(tt.body)}})
+				res, err := client.Invoke(ctx, "r1", "grpc.testing.TestService", "UnaryCall", nil, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Code != tt.code {
+					t.Fatalf("%s: code %d (%s), want %d", tt.body, res.Code, res.Message, tt.code)
+				}
+				if tt.code == 0 {
+					var resp testpb.SimpleResponse
+					if err := proto.Unmarshal(res.Response, &resp); err != nil || string(resp.Payload.Body) != tt.body {
+						t.Fatalf("response %v %v", &resp, err)
+					}
+				} else if res.Message != "no such thing" {
+					t.Fatalf("message %q", res.Message)
+				}
 			}
-		} else if res.Message != "no such thing" {
-			t.Fatalf("message %q", res.Message)
-		}
+		})
 	}
 }
 
 func TestTunnelLossMidCallIsTunnelDisconnected(t *testing.T) {
-	svc := &testService{cancelled: make(chan struct{})}
-	gs := grpc.NewServer()
-	testpb.RegisterTestServiceServer(gs, svc)
-	a, b := net.Pipe()
-	relay, _ := yamux.Client(a, YamuxConfig())
-	agent, _ := yamux.Server(b, YamuxConfig())
-	defer relay.Close()
-	started := make(chan struct{})
-	go func() {
-		st, err := agent.AcceptStream()
-		if err != nil {
-			return
-		}
-		close(started)
-		_ = Serve(context.Background(), st, gs, "relay")
-	}()
-	proxy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		st, err := relay.OpenStream()
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		_ = Forward(r.Context(), st, w, r, "r", nil)
-	})
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	hs := &http.Server{Handler: proxy, Protocols: new(http.Protocols)}
-	hs.Protocols.SetUnencryptedHTTP2(true)
-	go hs.Serve(ln)
-	defer hs.Close()
-	cc, _ := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	defer cc.Close()
-	go func() {
-		<-started
-		agent.Close() // the machine's tunnel goes away mid-call
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	_, err := testpb.NewTestServiceClient(cc).UnaryCall(ctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("slow")}})
-	st := status.Convert(err)
-	var reason string
-	for _, d := range st.Details() {
-		if ei, ok := d.(*errdetails.ErrorInfo); ok {
-			reason = ei.Reason
-		}
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			svc := &testService{started: make(chan struct{}, 1)}
+			gs := grpc.NewServer()
+			defer gs.Stop()
+			testpb.RegisterTestServiceServer(gs, svc)
+			a, b := transportPair(t, "grpc-stream")
+			client := NewClient(a, mode != "frames")
+			defer client.Close()
+			srv := &Server{Handler: gs, Remote: "relay"}
+			if mode == "http2-native" {
+				srv.Native = gs
+			}
+			served := make(chan struct{})
+			go func() {
+				defer close(served)
+				_ = srv.ServeConn(context.Background(), b)
+			}()
+			defer func() { <-served }()
+			proxy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_ = client.Forward(r.Context(), w, r, "r", nil)
+			})
+			ln, _ := net.Listen("tcp", "127.0.0.1:0")
+			hs := &http.Server{Handler: proxy, Protocols: new(http.Protocols)}
+			hs.Protocols.SetUnencryptedHTTP2(true)
+			go hs.Serve(ln)
+			defer hs.Close()
+			cc, _ := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			defer cc.Close()
+			go func() {
+				<-svc.started
+				b.Close() // the machine's tunnel goes away mid-call
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err := testpb.NewTestServiceClient(cc).UnaryCall(ctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("slow")}})
+			st := status.Convert(err)
+			var reason string
+			for _, d := range st.Details() {
+				if ei, ok := d.(*errdetails.ErrorInfo); ok {
+					reason = ei.Reason
+				}
+			}
+			if st.Code() != codes.Unavailable || reason != "TUNNEL_DISCONNECTED" {
+				t.Fatalf("got %v (reason %q), want UNAVAILABLE / TUNNEL_DISCONNECTED", err, reason)
+			}
+		})
 	}
-	if st.Code() != codes.Unavailable || reason != "TUNNEL_DISCONNECTED" {
-		t.Fatalf("got %v (reason %q), want UNAVAILABLE / TUNNEL_DISCONNECTED", err, reason)
-	}
-	gs.Stop()
 }

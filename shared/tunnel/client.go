@@ -1,0 +1,333 @@
+package tunnel
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strconv"
+	"sync"
+
+	"github.com/hashicorp/yamux"
+)
+
+// Client is the relay's end of one machine's tunnel.
+//
+// When the agent supports it (CapabilityHTTP2), the tunnel's bytes are one
+// HTTP/2 connection that the agent's grpc.Server serves natively, and every
+// call is an HTTP/2 stream on it with its own flow control: no per-call
+// translation on either end, and no extra multiplexer goroutines. Otherwise
+// the bytes carry a yamux session and each call gets its own yamux stream
+// and the TunnelFrame call protocol (Forward, Serve).
+//
+// Either way nothing starts until the first call, so an idle tunnel costs
+// only the OpenTunnel stream.
+type Client struct {
+	conn  net.Conn
+	useH2 bool
+
+	mu     sync.Mutex
+	sess   *yamux.Session
+	cc     *http.ClientConn
+	closed bool
+	done   chan struct{}
+}
+
+// NewClient returns the relay's end of a tunnel over conn. h2 says whether
+// the agent serves HTTP/2 on it (it registered CapabilityHTTP2).
+func NewClient(conn net.Conn, h2 bool) *Client {
+	return &Client{conn: conn, useH2: h2, done: make(chan struct{})}
+}
+
+// ErrClosed is returned for calls on a closed tunnel.
+var ErrClosed = errors.New("tunnel closed")
+
+// Done is closed when the tunnel has ended.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Closed reports whether the tunnel has ended.
+func (c *Client) Closed() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close ends the tunnel and every call on it.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	sess, cc := c.sess, c.cc
+	close(c.done)
+	c.mu.Unlock()
+	if cc != nil {
+		cc.Close()
+	}
+	if sess != nil {
+		sess.Close()
+	}
+	return c.conn.Close()
+}
+
+// session returns the yamux session, starting it on first use.
+func (c *Client) session() (*yamux.Session, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if c.useH2 {
+		return nil, errors.New("this tunnel carries HTTP/2, not yamux")
+	}
+	if c.sess != nil {
+		return c.sess, nil
+	}
+	sess, err := yamux.Client(c.conn, YamuxConfig())
+	if err != nil {
+		return nil, fmt.Errorf("start tunnel session: %w", err)
+	}
+	c.sess = sess
+	go func() {
+		<-sess.CloseChan()
+		c.Close()
+	}()
+	return sess, nil
+}
+
+// OpenStream opens a raw call stream (TunnelFrame call protocol). Only a
+// yamux tunnel has them.
+func (c *Client) OpenStream() (net.Conn, error) {
+	sess, err := c.session()
+	if err != nil {
+		return nil, err
+	}
+	st, err := sess.OpenStream()
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// h2Config bounds what the relay buffers: a stalled client's call holds at
+// most MaxReceiveBufferPerStream in the relay; the connection window is
+// large, so a few stalled calls never hold up the others.
+var h2Config = http.HTTP2Config{
+	MaxReceiveBufferPerStream:     1 << 20,
+	MaxReceiveBufferPerConnection: 64 << 20,
+}
+
+// clientConn returns the HTTP/2 connection to the agent, starting it on
+// first use. It lives as long as the tunnel.
+func (c *Client) clientConn(ctx context.Context) (*http.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if c.cc == nil {
+		protos := new(http.Protocols)
+		protos.SetUnencryptedHTTP2(true)
+		conn := c.conn
+		t := &http.Transport{
+			Protocols:          protos,
+			HTTP2:              &h2Config,
+			DisableCompression: true,
+			DialContext: func(context.Context, string, string) (net.Conn, error) {
+				if conn == nil {
+					return nil, ErrClosed // the tunnel's one connection is used
+				}
+				cn := conn
+				conn = nil
+				return cn, nil
+			},
+		}
+		cc, err := t.NewClientConn(ctx, "http", "machine:80")
+		if err != nil {
+			return nil, fmt.Errorf("start HTTP/2 on the tunnel: %w", err)
+		}
+		c.cc = cc
+	}
+	if err := c.cc.Err(); err != nil {
+		return nil, fmt.Errorf("tunnel: %w", err)
+	}
+	return c.cc, nil
+}
+
+// Forward carries one client call to the agent and writes the agent's
+// answer to w. headers are added to the request's metadata (overriding the
+// client's own values of those keys). It returns when the call is over.
+func (c *Client) Forward(ctx context.Context, w http.ResponseWriter, r *http.Request, requestID string, headers http.Header) error {
+	if !c.useH2 {
+		st, err := c.OpenStream()
+		if err != nil {
+			WriteStatus(w, codeUnavailable, "machine tunnel failed: "+err.Error(), tunnelDisconnected(codeUnavailable, "machine tunnel failed"))
+			return err
+		}
+		return Forward(ctx, st, w, r, requestID, headers)
+	}
+	cc, err := c.clientConn(ctx)
+	if err != nil {
+		WriteStatus(w, codeUnavailable, "machine tunnel failed: "+err.Error(), tunnelDisconnected(codeUnavailable, "machine tunnel failed"))
+		return err
+	}
+	return forwardH2(ctx, cc, w, r, headers)
+}
+
+// Invoke makes one unary call with an already-serialized request message,
+// as the relay does to deliver a buffered request. An error means the
+// call's outcome is unknown (the tunnel broke); a Result with a non-zero
+// Code is the agent's answer.
+func (c *Client) Invoke(ctx context.Context, requestID, service, method string, md http.Header, request []byte) (*Result, error) {
+	if !c.useH2 {
+		st, err := c.OpenStream()
+		if err != nil {
+			return nil, err
+		}
+		return Invoke(st, requestID, service, method, md, request)
+	}
+	cc, err := c.clientConn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h := md.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Set("Content-Type", "application/grpc")
+	h.Set("Te", "trailers")
+	req := (&http.Request{
+		Method:        http.MethodPost,
+		URL:           &url.URL{Scheme: "http", Host: "machine", Path: "/" + service + "/" + method},
+		Proto:         "HTTP/2.0",
+		ProtoMajor:    2,
+		Header:        h,
+		Body:          io.NopCloser(bytes.NewReader(Frame(request))),
+		ContentLength: int64(5 + len(request)),
+		Host:          "machine",
+	}).WithContext(ctx)
+	resp, err := cc.RoundTrip(req)
+	if err != nil {
+		return nil, fmt.Errorf("call %s/%s: %w", service, method, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("call %s/%s: %w", service, method, err)
+	}
+	st := resp.Trailer.Get("Grpc-Status")
+	msg := resp.Trailer.Get("Grpc-Message")
+	if st == "" { // trailers-only answer
+		st, msg = resp.Header.Get("Grpc-Status"), resp.Header.Get("Grpc-Message")
+	}
+	code, err := strconv.Atoi(st)
+	if err != nil {
+		return nil, fmt.Errorf("call %s/%s: answer without grpc-status (HTTP %d)", service, method, resp.StatusCode)
+	}
+	res := &Result{Code: code, Message: decodeGrpcMessage(msg)}
+	if code == 0 {
+		if res.Response, err = Unframe(body); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// forwardH2 proxies one gRPC call over cc, byte for byte: headers, body
+// chunks as they come (flushed when nothing more is waiting), trailers.
+func forwardH2(ctx context.Context, cc *http.ClientConn, w http.ResponseWriter, r *http.Request, headers http.Header) error {
+	if _, _, ok := SplitMethod(r.URL.Path); !ok {
+		WriteStatus(w, 12, "malformed method path "+r.URL.Path, nil)
+		return fmt.Errorf("malformed method %q", r.URL.Path)
+	}
+	u := url.URL{Scheme: "http", Host: "machine", Path: r.URL.Path, RawPath: r.URL.RawPath}
+	out := (&http.Request{
+		Method:        http.MethodPost,
+		URL:           &u,
+		Proto:         "HTTP/2.0",
+		ProtoMajor:    2,
+		Header:        make(http.Header, len(r.Header)+len(headers)),
+		Body:          r.Body,
+		ContentLength: -1,
+		Host:          r.Host,
+	}).WithContext(ctx)
+	for k, v := range r.Header {
+		if !droppedRequestHeaders[k] {
+			out.Header[k] = v
+		}
+	}
+	for k, v := range headers {
+		out.Header[textproto.CanonicalMIMEHeaderKey(k)] = v
+	}
+	out.Header["Te"] = []string{"trailers"}
+	if r.Body == nil || r.Body == http.NoBody {
+		out.Body = nil
+	}
+
+	resp, err := cc.RoundTrip(out)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		msg := "machine tunnel failed: " + err.Error()
+		WriteStatus(w, codeUnavailable, msg, tunnelDisconnected(codeUnavailable, msg))
+		return err
+	}
+	defer resp.Body.Close()
+	h := w.Header()
+	for k, v := range resp.Header {
+		h[k] = v
+	}
+	if resp.StatusCode != http.StatusOK && resp.Header.Get("Grpc-Status") == "" {
+		WriteStatus(w, codeInternal, fmt.Sprintf("agent answered HTTP %d", resp.StatusCode), nil)
+		return fmt.Errorf("agent answered HTTP %d", resp.StatusCode)
+	}
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+
+	bp := bodyBufs.Get().(*[]byte)
+	defer bodyBufs.Put(bp)
+	buf := *bp
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return fmt.Errorf("write to client: %w", werr)
+			}
+			// A read that did not fill the buffer took everything that was
+			// waiting: flush now. A full one means more is coming at once.
+			if flusher != nil && n < len(buf) {
+				flusher.Flush()
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			msg := "machine tunnel disconnected during the call"
+			setTrailer(w, "Grpc-Status", strconv.Itoa(codeUnavailable))
+			setTrailer(w, "Grpc-Message", msg)
+			setTrailer(w, "Grpc-Status-Details-Bin", encodeBin(tunnelDisconnected(codeUnavailable, msg)))
+			return fmt.Errorf("read from tunnel: %w", err)
+		}
+	}
+	for k, vs := range resp.Trailer {
+		for _, v := range vs {
+			h.Add(http.TrailerPrefix+k, v)
+		}
+	}
+	return nil
+}
