@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -63,6 +64,33 @@ type Router struct {
 
 	nextID     atomic.Uint64
 	deliveries sync.Map // machine id -> *sync.Mutex: one delivery at a time
+	current    sync.Map // user id -> currentEntry
+}
+
+// currentTTL is how long the router trusts its copy of a user's current
+// machine. SwitchMachine through this replica takes effect at once; one made
+// through another replica within currentTTL.
+const currentTTL = 2 * time.Second
+
+const switchMachinePath = "/betcode.v1.MachineService/SwitchMachine"
+
+type currentEntry struct {
+	machine string
+	at      time.Time
+}
+
+// currentMachine returns the user's current machine, from the store at
+// most every currentTTL: a call then costs no store round trip.
+func (rt *Router) currentMachine(ctx context.Context, userID string) (string, error) {
+	if e, ok := rt.current.Load(userID); ok && time.Since(e.(currentEntry).at) < currentTTL {
+		return e.(currentEntry).machine, nil
+	}
+	cur, err := rt.Store.CurrentMachine(ctx, userID)
+	if err != nil {
+		return "", err
+	}
+	rt.current.Store(userID, currentEntry{machine: cur, at: time.Now()})
+	return cur, nil
 }
 
 // ServeHTTP routes one call.
@@ -76,15 +104,18 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, codes.Unimplemented, "", "malformed method "+r.URL.Path)
 		return
 	}
-	if relayServices[service] {
-		rt.Local.ServeHTTP(w, r)
-		return
-	}
 	ctx := r.Context()
 	id, _ := auth.FromContext(ctx)
+	if relayServices[service] {
+		rt.Local.ServeHTTP(w, r)
+		if r.URL.Path == switchMachinePath {
+			rt.current.Delete(id.UserID)
+		}
+		return
+	}
 	machineID := r.Header.Get(MachineHeader)
 	if machineID == "" {
-		cur, err := rt.Store.CurrentMachine(ctx, id.UserID)
+		cur, err := rt.currentMachine(ctx, id.UserID)
 		if err != nil {
 			writeStatus(w, codes.Internal, "", "look up current machine: "+err.Error())
 			return
