@@ -7,12 +7,16 @@ import (
 	"github.com/betcode-dev/betcode/relay/internal/pgtest"
 )
 
-// TestMain doubles as the benchmark agent's process (see agentMain), and
-// lets BETCODE_BENCH_STORE=postgres give the relay a fresh PostgreSQL
-// schema (pgtest); the default store is SQLite in a temp dir.
+// TestMain doubles as the benchmark agent's process (see agentMain) and as
+// the idle case's fleet of agents (see fleetMain), and lets
+// BETCODE_BENCH_STORE=postgres give the relay a fresh PostgreSQL schema
+// (pgtest); the default store is SQLite in a temp dir.
 func TestMain(m *testing.M) {
 	if os.Getenv(agentModeEnv) == "1" {
 		os.Exit(agentMain())
+	}
+	if os.Getenv(fleetModeEnv) == "1" {
+		os.Exit(fleetMain())
 	}
 	pgtest.Main(m)
 }

@@ -65,7 +65,7 @@ func (s *splitter) handshake(c net.Conn) {
 		return
 	}
 	if len(tc.ConnectionState().VerifiedChains) > 0 {
-		s.machines.push(tc)
+		s.machines.push(newReadyConn(tc))
 		return
 	}
 	s.clients.push(tc)
@@ -113,7 +113,7 @@ func (l *chanListener) Addr() net.Addr { return l.addr }
 type handshaken struct{}
 
 func (handshaken) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	tc, ok := c.(*tls.Conn)
+	tc, ok := c.(interface{ ConnectionState() tls.ConnectionState }) // *tls.Conn or *readyConn
 	if !ok {
 		return nil, nil, errors.New("relay: not a TLS connection")
 	}

@@ -109,23 +109,52 @@ func (s *Service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	return &pb.HeartbeatResponse{ReceivedAt: timestamppb.New(now), BufferedMessages: uint32(n)}, nil
 }
 
-// OpenTunnel carries the machine's tunnel (a yamux session, the relay its
-// client, started with the first call) until either side ends it.
+// OpenTunnel carries the machine's tunnel (HTTP/2 or a yamux session, the relay
+// the client, started with the first call) until either side ends it.
+//
+// The setup (store lookup, registry, logging) runs in a short-lived
+// goroutine: this one then waits for the tunnel's whole life on a stack
+// that never grew past its first 4 KiB, which is what an idle tunnel costs
+// (Go shrinks a stack only by halves, never below twice what it uses).
 func (s *Service) OpenTunnel(stream pb.TunnelService_OpenTunnelServer) error {
-	ctx := stream.Context()
-	id, err := s.machineID(ctx)
+	var (
+		t      *registry.Tunnel
+		ctx    context.Context
+		cancel context.CancelFunc
+		err    error
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t, ctx, cancel, err = s.openTunnel(stream)
+	}()
+	<-done
 	if err != nil {
 		return err
 	}
+	defer cancel()
+	select {
+	case <-ctx.Done():
+	case <-t.Client.Done():
+	}
+	s.closeTunnel(ctx, t)
+	return nil
+}
+
+// openTunnel registers the tunnel; the context ends with the stream.
+func (s *Service) openTunnel(stream pb.TunnelService_OpenTunnelServer) (*registry.Tunnel, context.Context, context.CancelFunc, error) {
+	ctx := stream.Context()
+	id, err := s.machineID(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	m, err := s.Store.GetMachine(ctx, owner(ctx), id)
 	if err != nil {
-		return status.Errorf(codes.FailedPrecondition, "machine %q must Register before opening a tunnel", id)
+		return nil, nil, nil, status.Errorf(codes.FailedPrecondition, "machine %q must Register before opening a tunnel", id)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	conn := tunnel.NewConn(stream, cancel, tunnel.Addr("relay"), tunnel.Addr("machine:"+id))
 	client := tunnel.NewClient(conn, slices.Contains(m.Capabilities, tunnel.CapabilityHTTP2))
-	defer client.Close()
 	t := &registry.Tunnel{MachineID: id, OwnerID: m.OwnerID, Client: client, ConnectedAt: s.now()}
 	if old := s.Registry.Add(t); old != nil {
 		s.Log.Info("tunnel: a new connection replaces the old one", "machine_id", id)
@@ -136,15 +165,18 @@ func (s *Service) OpenTunnel(stream pb.TunnelService_OpenTunnelServer) error {
 	if s.OnOnline != nil {
 		go s.OnOnline(ctx, t)
 	}
-	select {
-	case <-ctx.Done():
-	case <-client.Done():
-	}
+	return t, ctx, cancel, nil
+}
+
+// closeTunnel records the machine offline. It is not inlined into
+// OpenTunnel, so that its frame does not enlarge the waiting goroutine's.
+//
+//go:noinline
+func (s *Service) closeTunnel(ctx context.Context, t *registry.Tunnel) {
 	s.Registry.Remove(t)
-	client.Close()
-	if err := s.Store.TouchMachine(context.WithoutCancel(ctx), id, s.now()); err != nil {
-		s.Log.Warn("tunnel: record last seen", "machine_id", id, "err", err)
+	t.Client.Close()
+	if err := s.Store.TouchMachine(context.WithoutCancel(ctx), t.MachineID, s.now()); err != nil {
+		s.Log.Warn("tunnel: record last seen", "machine_id", t.MachineID, "err", err)
 	}
-	s.Log.Info("tunnel: machine offline", "machine_id", id, "connected_for", fmt.Sprint(s.now().Sub(t.ConnectedAt).Round(time.Millisecond)))
-	return nil
+	s.Log.Info("tunnel: machine offline", "machine_id", t.MachineID, "connected_for", fmt.Sprint(s.now().Sub(t.ConnectedAt).Round(time.Millisecond)))
 }

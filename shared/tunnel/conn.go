@@ -27,7 +27,10 @@ const (
 // Conn is a net.Conn over an OpenTunnel stream: StreamFrames carry the
 // bytes. Writes never wait for the network unless 1 MiB is already pending;
 // one goroutine sends what has accumulated, so a burst of small writes (a
-// yamux header and its body, many small messages) leaves in one frame.
+// yamux header and its body, many small messages) leaves in one frame. That
+// goroutine runs only while there is something to send, and an idle Conn
+// keeps at most a small send buffer: thousands of idle tunnels cost no
+// goroutine here.
 type Conn struct {
 	s           FrameStream
 	abort       func() // ends the underlying stream (cancels its context)
@@ -38,28 +41,34 @@ type Conn struct {
 	rbuf []byte
 
 	mu        sync.Mutex
-	cond      *sync.Cond
+	cond      *sync.Cond // pending shrank, or werr or closing changed
 	pending   []byte
 	werr      error
 	closing   bool
-	heartbeat bool // a heartbeat frame is due
-	done      chan struct{}
+	heartbeat bool          // a heartbeat frame is due
+	sending   bool          // the send goroutine runs
+	flushed   chan struct{} // if not nil, closed when the send goroutine stops
 	closeOne  sync.Once
 }
+
+// keepPending is the capacity of the pending buffer kept for the next burst
+// once everything is sent; a larger one (after a burst of large writes) is
+// dropped.
+const keepPending = 4 << 10
 
 // NewConn wraps s. abort must end s so that a blocked Recv returns (for a
 // client stream: cancel its context; for a server stream: return from the
 // handler, e.g. by cancelling a context the handler waits on).
 func NewConn(s FrameStream, abort func(), local, remote net.Addr) *Conn {
-	c := &Conn{s: s, abort: abort, local: local, remote: remote, done: make(chan struct{})}
+	c := &Conn{s: s, abort: abort, local: local, remote: remote}
 	c.cond = sync.NewCond(&c.mu)
-	go c.writeLoop()
 	return c
 }
 
 // Read returns bytes of the next StreamFrames.
 func (c *Conn) Read(p []byte) (int, error) {
 	for len(c.rbuf) == 0 {
+		c.rbuf = nil // don't keep the last frame's bytes while waiting
 		f, err := c.s.Recv()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -83,6 +92,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 	n := copy(p, c.rbuf)
 	c.rbuf = c.rbuf[n:]
+	if len(c.rbuf) == 0 {
+		c.rbuf = nil
+	}
 	return n, nil
 }
 
@@ -100,51 +112,63 @@ func (c *Conn) Write(p []byte) (int, error) {
 		return 0, net.ErrClosed
 	}
 	c.pending = append(c.pending, p...)
-	c.cond.Broadcast()
+	c.startSending()
 	return len(p), nil
 }
 
-func (c *Conn) writeLoop() {
-	defer close(c.done)
-	var out []byte
-	for {
-		c.mu.Lock()
-		for len(c.pending) == 0 && !c.heartbeat && !c.closing && c.werr == nil {
-			c.cond.Wait()
+// startSending starts the send goroutine unless it runs. c.mu is held.
+func (c *Conn) startSending() {
+	if !c.sending {
+		c.sending = true
+		go c.sendLoop()
+	}
+}
+
+// sendBufs holds the buffers sendLoop copies pending bytes into (a Send
+// has marshalled them by the time it returns).
+var sendBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// sendLoop sends what is pending, at most maxSendBytes per frame, until
+// nothing is, then stops.
+func (c *Conn) sendLoop() {
+	bp := sendBufs.Get().(*[]byte)
+	out := (*bp)[:0]
+	c.mu.Lock()
+	defer func() {
+		*bp = out[:0]
+		sendBufs.Put(bp)
+		c.sending = false
+		if cap(c.pending) > keepPending {
+			c.pending = nil
 		}
-		if c.werr != nil || (len(c.pending) == 0 && !c.heartbeat && c.closing) {
-			c.mu.Unlock()
+		if c.flushed != nil {
+			close(c.flushed)
+			c.flushed = nil
+		}
+		c.mu.Unlock()
+	}()
+	for c.werr == nil {
+		var f *pb.TunnelFrame
+		switch {
+		case c.heartbeat:
+			c.heartbeat = false
+			f = &pb.TunnelFrame{Payload: &pb.TunnelFrame_Heartbeat{Heartbeat: &pb.TunnelHeartbeat{SentAt: timestamppb.Now()}}}
+		case len(c.pending) > 0:
+			n := min(len(c.pending), maxSendBytes)
+			out = append(out[:0], c.pending[:n]...)
+			rest := copy(c.pending, c.pending[n:])
+			c.pending = c.pending[:rest]
+			c.cond.Broadcast()
+			f = DataFrame(out, false)
+		default:
 			return
 		}
-		if c.heartbeat {
-			c.heartbeat = false
-			c.mu.Unlock()
-			err := c.s.Send(&pb.TunnelFrame{Payload: &pb.TunnelFrame_Heartbeat{Heartbeat: &pb.TunnelHeartbeat{SentAt: timestamppb.Now()}}})
-			c.mu.Lock()
-			if err != nil && c.werr == nil {
-				c.werr = err
-			}
-			c.cond.Broadcast()
-			c.mu.Unlock()
-			continue
-		}
-		n := min(len(c.pending), maxSendBytes)
-		out = append(out[:0], c.pending[:n]...)
-		rest := copy(c.pending, c.pending[n:])
-		c.pending = c.pending[:rest]
-		c.cond.Broadcast()
 		c.mu.Unlock()
-
-		err := c.s.Send(DataFrame(out, false))
-
+		err := c.s.Send(f)
 		c.mu.Lock()
 		if err != nil && c.werr == nil {
 			c.werr = err
-		}
-		c.cond.Broadcast()
-		c.mu.Unlock()
-		if cap(out) > maxSendBytes*2 {
-			out = nil
+			c.cond.Broadcast()
 		}
 	}
 }
@@ -154,8 +178,11 @@ func (c *Conn) writeLoop() {
 func (c *Conn) SendHeartbeat() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.werr != nil || c.closing {
+		return
+	}
 	c.heartbeat = true
-	c.cond.Broadcast()
+	c.startSending()
 }
 
 // Close sends what is pending (waiting at most a second), then ends the
@@ -165,10 +192,19 @@ func (c *Conn) Close() error {
 		c.mu.Lock()
 		c.closing = true
 		c.cond.Broadcast()
+		var flushed chan struct{}
+		if c.sending {
+			flushed = make(chan struct{})
+			c.flushed = flushed
+		}
 		c.mu.Unlock()
-		select {
-		case <-c.done:
-		case <-time.After(time.Second):
+		if flushed != nil {
+			t := time.NewTimer(time.Second)
+			select {
+			case <-flushed:
+			case <-t.C:
+			}
+			t.Stop()
 		}
 		c.mu.Lock()
 		if c.werr == nil {
