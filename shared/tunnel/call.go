@@ -21,8 +21,10 @@ import (
 
 // Status codes written when the tunnel itself fails (grpc codes).
 const (
-	codeUnavailable = 14
-	codeInternal    = 13
+	codeCanceled         = 1
+	codeDeadlineExceeded = 4
+	codeInternal         = 13
+	codeUnavailable      = 14
 )
 
 // droppedRequestHeaders never cross the tunnel: hop-by-hop headers and the

@@ -11,7 +11,9 @@ import (
 	"net/textproto"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/yamux"
 )
@@ -245,10 +247,19 @@ func (c *Client) Invoke(ctx context.Context, requestID, service, method string, 
 
 // forwardH2 proxies one gRPC call over cc, byte for byte: headers, body
 // chunks as they come (flushed when nothing more is waiting), trailers.
-func forwardH2(ctx context.Context, cc *http.ClientConn, w http.ResponseWriter, r *http.Request, headers http.Header) error {
+func forwardH2(parent context.Context, cc *http.ClientConn, w http.ResponseWriter, r *http.Request, headers http.Header) error {
 	if _, _, ok := SplitMethod(r.URL.Path); !ok {
 		WriteStatus(w, 12, "malformed method path "+r.URL.Path, nil)
 		return fmt.Errorf("malformed method %q", r.URL.Path)
+	}
+	// The call's deadline holds here too, so that a call the agent gives
+	// up on at its deadline is answered DEADLINE_EXCEEDED, as a direct call
+	// would be, not as a broken tunnel.
+	ctx := parent
+	if d, ok := parseTimeout(r.Header.Get("Grpc-Timeout")); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(parent, d)
+		defer cancel()
 	}
 	u := url.URL{Scheme: "http", Host: "machine", Path: r.URL.Path, RawPath: r.URL.RawPath}
 	out := (&http.Request{
@@ -276,11 +287,11 @@ func forwardH2(ctx context.Context, cc *http.ClientConn, w http.ResponseWriter, 
 
 	resp, err := cc.RoundTrip(out)
 	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if parent.Err() != nil {
+			return parent.Err() // the client left; nobody to answer
 		}
-		msg := "machine tunnel failed: " + err.Error()
-		WriteStatus(w, codeUnavailable, msg, tunnelDisconnected(codeUnavailable, msg))
+		code, msg, details := callFailed(ctx, err)
+		WriteStatus(w, code, msg, details)
 		return err
 	}
 	defer resp.Body.Close()
@@ -314,13 +325,15 @@ func forwardH2(ctx context.Context, cc *http.ClientConn, w http.ResponseWriter, 
 			break
 		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+			if parent.Err() != nil {
+				return parent.Err()
 			}
-			msg := "machine tunnel disconnected during the call"
-			setTrailer(w, "Grpc-Status", strconv.Itoa(codeUnavailable))
-			setTrailer(w, "Grpc-Message", msg)
-			setTrailer(w, "Grpc-Status-Details-Bin", encodeBin(tunnelDisconnected(codeUnavailable, msg)))
+			code, msg, details := callFailed(ctx, err)
+			setTrailer(w, "Grpc-Status", strconv.Itoa(code))
+			setTrailer(w, "Grpc-Message", encodeGrpcMessage(msg))
+			if details != nil {
+				setTrailer(w, "Grpc-Status-Details-Bin", encodeBin(details))
+			}
 			return fmt.Errorf("read from tunnel: %w", err)
 		}
 	}
@@ -330,4 +343,48 @@ func forwardH2(ctx context.Context, cc *http.ClientConn, w http.ResponseWriter, 
 		}
 	}
 	return nil
+}
+
+// callFailed says how to answer a call whose HTTP/2 stream to the agent
+// failed: past its deadline, DEADLINE_EXCEEDED; reset by the agent,
+// CANCELLED; otherwise the tunnel broke (UNAVAILABLE, TUNNEL_DISCONNECTED).
+func callFailed(ctx context.Context, err error) (code int, msg string, details []byte) {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return codeDeadlineExceeded, "deadline exceeded", nil
+	case strings.Contains(err.Error(), "; CANCEL; received from peer"):
+		// net/http's HTTP/2 stream errors are not exported types.
+		return codeCanceled, "the machine cancelled the call", nil
+	}
+	msg = "machine tunnel disconnected during the call: " + err.Error()
+	return codeUnavailable, msg, tunnelDisconnected(codeUnavailable, msg)
+}
+
+// parseTimeout reads a grpc-timeout header value ("100m", "5S", ...).
+func parseTimeout(s string) (time.Duration, bool) {
+	if len(s) < 2 || len(s) > 9 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s[:len(s)-1], 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	var unit time.Duration
+	switch s[len(s)-1] {
+	case 'H':
+		unit = time.Hour
+	case 'M':
+		unit = time.Minute
+	case 'S':
+		unit = time.Second
+	case 'm':
+		unit = time.Millisecond
+	case 'u':
+		unit = time.Microsecond
+	case 'n':
+		unit = time.Nanosecond
+	default:
+		return 0, false
+	}
+	return time.Duration(n) * unit, true
 }

@@ -408,3 +408,29 @@ func TestTunnelLossMidCallIsTunnelDisconnected(t *testing.T) {
 		})
 	}
 }
+
+func TestParseTimeout(t *testing.T) {
+	tests := []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"100m", 100 * time.Millisecond, true},
+		{"5S", 5 * time.Second, true},
+		{"2H", 2 * time.Hour, true},
+		{"3M", 3 * time.Minute, true},
+		{"7u", 7 * time.Microsecond, true},
+		{"99999999n", 99999999, true},
+		{"", 0, false},
+		{"m", 0, false},
+		{"10x", 0, false},
+		{"-1S", 0, false},
+		{"123456789S", 0, false}, // more than 8 digits
+	}
+	for _, tt := range tests {
+		got, ok := parseTimeout(tt.in)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("parseTimeout(%q) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}
