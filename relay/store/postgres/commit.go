@@ -15,32 +15,138 @@ import (
 	"github.com/betcode-dev/betcode/relay/store/internal/rules"
 )
 
-// A batch of Enqueues commits as one statement, SELECT buffer_enqueue(...)
-// with one array parameter per column (enqueuefunc.go): one round trip and
-// one transaction, whose commit is the batch's only fsync. The function
-// locks the batch's machine_buffer_usage rows in machine order before it
-// reads counts or keys or draws ids, which serialises every writer of a
+// A batch of Enqueues commits as one statement, SELECT ... FROM
+// buffer_enqueue_fast(...) with one array parameter per column
+// (enqueuefunc.go): one transaction, whose commit is the batch's only
+// fsync. The function locks the batch's machine_buffer_usage rows in
+// machine order before it draws ids, which serialises every writer of a
 // machine's buffer, in this replica and others. So the caps hold, the key
-// lookup cannot miss a concurrent insert, and per machine ids increase in
+// checks cannot miss a concurrent insert, and per machine ids increase in
 // commit order: a reader's cursor (Pending's afterID) never skips a message
 // committed later.
 //
+// Each writer sends its batches on one connection in pipeline mode
+// (pipeline.go), the next batch while the previous one commits. The
+// server runs them in order, so batches keep their arrival order.
+//
 // A batch that fails is retried on deadlock or serialization failure, then
 // split into single-message statements so an error reaches only the
-// Enqueue that caused it.
+// Enqueue that caused it. These retries run on other connections of the
+// pool, after the batches sent behind the failed one; so on that path a
+// message can get a larger id than one that arrived after it (both still
+// drawn under the machine's lock).
 
 type batchRequest = groupcommit.Request[rules.Item, enqueued]
 
-const enqueueSQL = `SELECT item, message_id, is_duplicate, held_messages, held_bytes
-	FROM buffer_enqueue($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
+// enqueueStatement names the prepared enqueueSQL on the writers'
+// connections.
+const enqueueStatement = "buffer_enqueue_fast"
 
-// commit is the groupcommit.CommitFunc.
-func (s *Store) commit(ctx context.Context, batch []*batchRequest) {
-	items := make([]rules.Item, len(batch))
-	for i, r := range batch {
-		items[i] = r.In
+const enqueueSQL = `SELECT item, message_id, is_duplicate, held_messages, held_bytes, ids
+	FROM buffer_enqueue_fast($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
+
+type result struct {
+	enqueued
+	err error
+}
+
+// enqueueCall is one batch's call of buffer_enqueue_fast.
+type enqueueCall struct {
+	items []rules.Item
+	// sent holds the item index of each array element. Repeats of one key
+	// within the batch are sent once: dupOf[i] >= 0 is the index of the
+	// first item with item i's key.
+	sent  []int
+	dupOf []int
+	args  []any
+}
+
+func newEnqueueCall(items []rules.Item, now time.Time) *enqueueCall {
+	c := &enqueueCall{items: items, sent: make([]int, 0, len(items)), dupOf: make([]int, len(items))}
+	first := make(map[rules.Key]int)
+	a := newEnqueueArrays(len(items))
+	for i := range items {
+		c.dupOf[i] = -1
+		m := &items[i].Msg
+		if m.IdempotencyKey != "" {
+			k := rules.Key{MachineID: m.MachineID, IdempotencyKey: m.IdempotencyKey}
+			if j, ok := first[k]; ok {
+				c.dupOf[i] = j
+				continue
+			}
+			first[k] = i
+		}
+		c.sent = append(c.sent, i)
+		a.add(&items[i])
 	}
-	outs, err := s.commitRetry(ctx, items)
+	c.args = []any{a.machine, a.owner, a.key, a.service, a.method, a.metadata, a.payload, a.size,
+		a.created, a.expires, a.maxMessages, a.maxBytes, now, a.fitMessages, a.fitBytes, len(a.machines)}
+	return c
+}
+
+// scan reads the call's rows and returns each item's outcome. It closes
+// rows.
+func (c *enqueueCall) scan(rows pgx.Rows) ([]result, error) {
+	res := make([]result, len(c.items))
+	var (
+		item     int
+		id, n, b int64
+		dup      bool
+		ids      []int64
+		got      int
+	)
+	_, err := pgx.ForEachRow(rows, []any{&item, &id, &dup, &n, &b, &ids}, func() error {
+		if ids != nil { // the fast path: every message stored
+			if len(ids) != len(c.sent) {
+				return fmt.Errorf("buffer_enqueue_fast returned %d ids for %d messages", len(ids), len(c.sent))
+			}
+			for k, i := range c.sent {
+				res[i].enqueued = enqueued{id: ids[k]}
+			}
+			got += len(ids)
+			return nil
+		}
+		if item < 1 || item > len(c.sent) {
+			return fmt.Errorf("buffer_enqueue returned item %d of %d", item, len(c.sent))
+		}
+		i := c.sent[item-1]
+		got++
+		if id < 0 {
+			return fmt.Errorf("buffer_enqueue found no stored id for duplicate item %d", item)
+		}
+		if id == 0 {
+			m, lim := &c.items[i].Msg, c.items[i].Lim
+			res[i].err = fmt.Errorf("%w: machine %q holds %d messages, %d bytes; a %d-byte message exceeds the limit of %d messages, %d bytes",
+				store.ErrBufferFull, m.MachineID, n, b, m.Size(), lim.MaxMessages, lim.MaxBytes)
+			return nil
+		}
+		res[i].enqueued = enqueued{id: id, dup: dup}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store %d messages: %w", len(c.sent), err)
+	}
+	if got != len(c.sent) {
+		return nil, fmt.Errorf("store %d messages: buffer_enqueue_fast returned %d outcomes", len(c.sent), got)
+	}
+	for i, j := range c.dupOf {
+		if j >= 0 {
+			res[i] = res[j]
+			if res[i].err == nil {
+				res[i].dup = true
+			}
+		}
+	}
+	return res, nil
+}
+
+// finish sets the outcome of batch, whose items were committed with outs,
+// or failed with err. A failed batch is retried on a pool connection, then
+// split into single messages.
+func (s *Store) finish(ctx context.Context, batch []*batchRequest, items []rules.Item, outs []result, err error) {
+	if err != nil && retryable(err) {
+		outs, err = s.commitRetry(ctx, items)
+	}
 	if err == nil {
 		for i, r := range batch {
 			r.Out, r.Err = outs[i].enqueued, outs[i].err
@@ -62,99 +168,45 @@ func (s *Store) commit(ctx context.Context, batch []*batchRequest) {
 	}
 }
 
-type result struct {
-	enqueued
-	err error
+// retryable reports a deadlock or serialization failure.
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
 }
 
+// commitRetry commits items on a pool connection, retrying twice on
+// deadlock or serialization failure.
 func (s *Store) commitRetry(ctx context.Context, items []rules.Item) ([]result, error) {
 	for attempt := 1; ; attempt++ {
-		outs, err := s.commitItems(ctx, items)
-		var pgErr *pgconn.PgError
-		if err != nil && attempt < 3 && errors.As(err, &pgErr) &&
-			(pgErr.Code == "40P01" || pgErr.Code == "40001") { // deadlock_detected, serialization_failure
+		c := newEnqueueCall(items, s.opt.Now())
+		rows, _ := s.pool.Query(ctx, enqueueSQL, c.args...)
+		outs, err := c.scan(rows)
+		if err != nil && attempt < 3 && retryable(err) {
 			continue
 		}
 		return outs, err
 	}
 }
 
-// commitItems commits items in one statement and returns each one's
-// outcome. An error means nothing was committed, or, if the connection
-// failed during the commit, that it is unknown whether it was; the
-// callers' retries with the same keys are then deduplicated.
-func (s *Store) commitItems(ctx context.Context, items []rules.Item) ([]result, error) {
-	// Repeats of one key within the batch are sent once and share the
-	// first one's outcome.
-	res := make([]result, len(items))
-	sent := make([]int, 0, len(items)) // item index of each array element
-	first := make(map[rules.Key]int)
-	dupOf := make([]int, len(items))
-	var a enqueueArrays
-	for i := range items {
-		dupOf[i] = -1
-		m := &items[i].Msg
-		if m.IdempotencyKey != "" {
-			k := rules.Key{MachineID: m.MachineID, IdempotencyKey: m.IdempotencyKey}
-			if j, ok := first[k]; ok {
-				dupOf[i] = j
-				continue
-			}
-			first[k] = i
-		}
-		sent = append(sent, i)
-		a.add(&items[i])
-	}
-
-	rows, _ := s.pool.Query(ctx, enqueueSQL, a.machine, a.owner, a.key, a.service, a.method,
-		a.metadata, a.payload, a.size, a.created, a.expires, a.maxMessages, a.maxBytes, s.opt.Now())
-	var (
-		item     int
-		id, n, b int64
-		dup      bool
-		got      int
-	)
-	_, err := pgx.ForEachRow(rows, []any{&item, &id, &dup, &n, &b}, func() error {
-		if item < 1 || item > len(sent) {
-			return fmt.Errorf("buffer_enqueue returned item %d of %d", item, len(sent))
-		}
-		i := sent[item-1]
-		got++
-		if id < 0 {
-			return fmt.Errorf("buffer_enqueue found no stored id for duplicate item %d", item)
-		}
-		if id == 0 {
-			m, lim := &items[i].Msg, items[i].Lim
-			res[i].err = fmt.Errorf("%w: machine %q holds %d messages, %d bytes; a %d-byte message exceeds the limit of %d messages, %d bytes",
-				store.ErrBufferFull, m.MachineID, n, b, m.Size(), lim.MaxMessages, lim.MaxBytes)
-			return nil
-		}
-		res[i].enqueued = enqueued{id: id, dup: dup}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store %d messages: %w", len(sent), err)
-	}
-	if got != len(sent) {
-		return nil, fmt.Errorf("store %d messages: buffer_enqueue returned %d rows", len(sent), got)
-	}
-	for i, j := range dupOf {
-		if j >= 0 {
-			res[i] = res[j]
-			if res[i].err == nil {
-				res[i].dup = true
-			}
-		}
-	}
-	return res, nil
-}
-
-// enqueueArrays are buffer_enqueue's array parameters.
+// enqueueArrays are buffer_enqueue_fast's parameters: one array element
+// per message, the smallest limits and the distinct machines.
 type enqueueArrays struct {
 	size, maxMessages, maxBytes                    []int64
 	machine, owner, key, service, method, metadata []string
 	payload                                        [][]byte
 	created, expires                               []time.Time
+	fitMessages, fitBytes                          int64
+	machines                                       map[string]struct{}
+}
+
+func newEnqueueArrays(n int) enqueueArrays {
+	return enqueueArrays{
+		size: make([]int64, 0, n), maxMessages: make([]int64, 0, n), maxBytes: make([]int64, 0, n),
+		machine: make([]string, 0, n), owner: make([]string, 0, n), key: make([]string, 0, n),
+		service: make([]string, 0, n), method: make([]string, 0, n), metadata: make([]string, 0, n),
+		payload: make([][]byte, 0, n), created: make([]time.Time, 0, n), expires: make([]time.Time, 0, n),
+		machines: make(map[string]struct{}),
+	}
 }
 
 func (a *enqueueArrays) add(it *rules.Item) {
@@ -168,6 +220,12 @@ func (a *enqueueArrays) add(it *rules.Item) {
 	if payload == nil {
 		payload = []byte{} // NULL would violate NOT NULL
 	}
+	if len(a.machines) == 0 {
+		a.fitMessages, a.fitBytes = int64(it.Lim.MaxMessages), it.Lim.MaxBytes
+	}
+	a.machines[m.MachineID] = struct{}{}
+	a.fitMessages = min(a.fitMessages, int64(it.Lim.MaxMessages))
+	a.fitBytes = min(a.fitBytes, it.Lim.MaxBytes)
 	a.size = append(a.size, m.Size())
 	a.maxMessages = append(a.maxMessages, int64(it.Lim.MaxMessages))
 	a.maxBytes = append(a.maxBytes, it.Lim.MaxBytes)

@@ -169,3 +169,99 @@ const enqueueFunction = `
 		WHERE u.machine_id = v.m AND (u.messages, u.bytes) IS DISTINCT FROM (v.n, v.b);
 	END
 	$fn$;`
+
+// enqueueFastFunction defines buffer_enqueue_fast (migration 2), which
+// commit.go calls for every batch. It takes buffer_enqueue's arguments plus
+// three the caller computes: the batch's smallest limits and its number of
+// distinct machines. Its fast path is one statement:
+//
+//   - reserved: one upsert of the batch's machine_buffer_usage rows, in
+//     machine order, that adds each machine's messages and bytes to its row
+//     if they fit under the smallest limits. INSERT ... ON CONFLICT DO
+//     UPDATE locks the existing row (waiting for other replicas) and checks
+//     the fit against its latest version, and it always probes the primary
+//     key, so its plan does not depend on table statistics.
+//   - ins: one INSERT of all messages, ids drawn in arrival order. Its
+//     source is gated on the count of reserved rows (a one-time filter, an
+//     InitPlan evaluated before the first row), so reserved has run and
+//     holds the locks before the first id is drawn.
+//
+// It returns one row whose ids hold every message's id, in arrival order.
+//
+// If a machine does not fit (or is new and its messages alone do not fit),
+// nothing is inserted; if a key is already stored, the unique index raises
+// unique_violation. Either way the block's subtransaction rolls back, and
+// the whole batch goes through buffer_enqueue instead, in the same
+// transaction, which handles duplicates, full buffers and expired messages
+// message by message; its rows have ids NULL. Running it in the same
+// transaction keeps the batch's place in the order of the batches behind
+// it.
+//
+// The function plans its statement once per connection
+// (force_generic_plan): the default would plan it again at every call,
+// because a custom plan sized for the actual arrays looks cheaper, and
+// planning cost more than executing. buffer_enqueue is pinned back to the
+// default mode, as its lookups are planned from table statistics.
+const enqueueFastFunction = `
+	CREATE FUNCTION buffer_enqueue_fast(
+		p_machine text[], p_owner text[], p_key text[], p_service text[], p_method text[],
+		p_metadata text[], p_payload bytea[], p_size bigint[], p_created timestamptz[],
+		p_expires timestamptz[], p_max_messages bigint[], p_max_bytes bigint[], p_now timestamptz,
+		p_fit_messages bigint, p_fit_bytes bigint, p_machines integer)
+	RETURNS TABLE (item integer, message_id bigint, is_duplicate boolean, held_messages bigint,
+		held_bytes bigint, ids bigint[])
+	LANGUAGE plpgsql
+	SET plan_cache_mode = force_generic_plan
+	AS $fn$
+	BEGIN
+		BEGIN
+			WITH reserved AS (
+				INSERT INTO machine_buffer_usage AS u (machine_id, messages, bytes)
+				SELECT t.machine, t.n, t.b
+				FROM (
+					SELECT i.machine, count(*) AS n, sum(i.size)::bigint AS b
+					FROM unnest(p_machine, p_size) AS i(machine, size)
+					GROUP BY i.machine
+				) t
+				WHERE t.n <= p_fit_messages AND t.b <= p_fit_bytes
+				ORDER BY t.machine
+				ON CONFLICT (machine_id) DO UPDATE
+					SET messages = u.messages + excluded.messages, bytes = u.bytes + excluded.bytes
+					WHERE u.messages + excluded.messages <= p_fit_messages
+						AND u.bytes + excluded.bytes <= p_fit_bytes
+				RETURNING 1
+			), ins AS (
+				INSERT INTO buffered_messages (id, machine_id, owner_id, idempotency_key, service, method,
+					metadata, payload, size, created_at, expires_at)
+				SELECT nextval('buffered_messages_id_seq'), i.machine, i.owner, nullif(i.key, ''),
+					i.service, i.method, i.metadata::jsonb, i.payload, i.size, i.created, i.expires
+				FROM unnest(p_machine, p_owner, p_key, p_service, p_method, p_metadata, p_payload,
+						p_size, p_created, p_expires)
+					WITH ORDINALITY AS i(machine, owner, key, service, method, metadata, payload,
+						size, created, expires, ord)
+				WHERE (SELECT count(*) FROM reserved) = p_machines
+				ORDER BY i.ord
+				RETURNING id
+			)
+			-- nextval ran in arrival order, so sorted ids are in arrival order.
+			SELECT array_agg(ins.id ORDER BY ins.id) INTO ids FROM ins;
+			IF ids IS NULL THEN -- some machine did not fit: undo the others' reservations
+				RAISE EXCEPTION 'buffer_enqueue_fast: a buffer may fill up' USING ERRCODE = 'BC001';
+			END IF;
+		EXCEPTION WHEN unique_violation OR SQLSTATE 'BC001' THEN
+			ids := NULL;
+		END;
+		IF ids IS NOT NULL THEN
+			item := 0; message_id := 0; is_duplicate := false; held_messages := 0; held_bytes := 0;
+			RETURN NEXT;
+			RETURN;
+		END IF;
+		RETURN QUERY SELECT e.item, e.message_id, e.is_duplicate, e.held_messages, e.held_bytes, NULL::bigint[]
+			FROM buffer_enqueue(p_machine, p_owner, p_key, p_service, p_method, p_metadata, p_payload,
+				p_size, p_created, p_expires, p_max_messages, p_max_bytes, p_now) AS e;
+	END
+	$fn$;
+
+	ALTER FUNCTION buffer_enqueue(text[], text[], text[], text[], text[], text[], bytea[], bigint[],
+		timestamptz[], timestamptz[], bigint[], bigint[], timestamptz)
+		SET plan_cache_mode = auto;`

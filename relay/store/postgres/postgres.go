@@ -2,8 +2,9 @@
 // several relay replicas sharing a database.
 //
 // Enqueue is group-committed: concurrent calls are queued, and a writer
-// goroutine commits whatever has queued up in one transaction of two
-// pipelined round trips (see commit.go). Buffer caps hold across replicas
+// goroutine commits whatever has queued up in one transaction of one
+// statement, sending the next batch while the previous one commits (see
+// commit.go). Buffer caps hold across replicas
 // because every transaction that changes a machine's buffer locks that
 // machine's machine_buffer_usage row first.
 package postgres
@@ -30,6 +31,7 @@ var _ store.Store = (*Store)(nil)
 const (
 	DefaultMaxBatch     = 1000
 	DefaultWriters      = 1
+	DefaultDepth        = 2
 	DefaultCloseTimeout = 10 * time.Second
 )
 
@@ -43,11 +45,16 @@ type Options struct {
 	// connection while it commits. The default, 1, gives the largest
 	// batches; more helps only with cores to spare.
 	Writers int
-	// Linger, if positive, is how long a writer waits for one more Enqueue
-	// before it commits a batch, after a batch of more than one (a lone
-	// caller never waits); capped at 4*Linger per batch. The default, 0,
-	// commits what is queued: under load the callers then fall into
-	// alternating batches, which measured faster here (docs/relay-store.md).
+	// Depth is how many batches each writer may have sent on its
+	// connection and not yet seen committed. The default, 2, sends the
+	// next batch while the previous one commits, so the database does not
+	// wait for the writer between batches; 1 waits for each batch.
+	Depth int
+	// Linger, if positive, is how long a writer with no batch in flight
+	// waits for one more Enqueue before it sends a batch, after a batch of
+	// more than one (a lone caller never waits); capped at 4*Linger per
+	// batch. The default, 0, sends what is queued; with Depth 2 the writer
+	// collects the next batch while one commits anyway (docs/relay-store.md).
 	Linger time.Duration
 	// MaxConns overrides the pool size (pool_max_conns in the URL, else
 	// pgxpool's default); it is raised to at least Writers+2.
@@ -62,7 +69,7 @@ type Options struct {
 
 // Validate reports unusable options.
 func (o Options) Validate() error {
-	if o.MaxBatch < 0 || o.Writers < 0 || o.MaxConns < 0 || o.CloseTimeout < 0 {
+	if o.MaxBatch < 0 || o.Writers < 0 || o.Depth < 0 || o.MaxConns < 0 || o.CloseTimeout < 0 {
 		return fmt.Errorf("negative option in %+v", o)
 	}
 	return nil
@@ -74,6 +81,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Writers == 0 {
 		o.Writers = DefaultWriters
+	}
+	if o.Depth == 0 {
+		o.Depth = DefaultDepth
 	}
 	if o.CloseTimeout == 0 {
 		o.CloseTimeout = DefaultCloseTimeout
@@ -128,8 +138,9 @@ func Open(ctx context.Context, databaseURL string, opt Options) (*Store, error) 
 	}
 	s := &Store{opt: opt, log: opt.Logger, pool: pool}
 	for range opt.Writers {
-		s.qs = append(s.qs, groupcommit.New(s.commit, groupcommit.Options{
-			MaxBatch: opt.MaxBatch, Linger: max(opt.Linger, 0),
+		w := &writer{s: s}
+		s.qs = append(s.qs, groupcommit.NewPipelined(w.send, groupcommit.Options{
+			MaxBatch: opt.MaxBatch, Linger: max(opt.Linger, 0), Depth: opt.Depth,
 		}))
 	}
 	return s, nil

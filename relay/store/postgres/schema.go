@@ -69,6 +69,9 @@ var migrations = []string{
 		messages   bigint NOT NULL DEFAULT 0,
 		bytes      bigint NOT NULL DEFAULT 0
 	);` + enqueueFunction,
+
+	// 2: the Enqueue fast path (enqueuefunc.go).
+	enqueueFastFunction,
 }
 
 // migrationLock is the pg_advisory_xact_lock key that serialises migrations

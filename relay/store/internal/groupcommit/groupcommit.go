@@ -1,6 +1,12 @@
 // Package groupcommit collects concurrent requests into batches that a few
 // writer goroutines commit together, so that many callers share one
 // transaction (and one fsync) instead of paying for one each.
+//
+// A writer can also pipeline its batches (NewPipelined with Options.Depth
+// 2): it sends the next batch while the database is still committing the
+// previous one, so that the database need not wait for the writer to
+// collect, encode and send each batch, nor for the previous batch's callers
+// to come back.
 package groupcommit
 
 import (
@@ -27,28 +33,46 @@ type Request[In, Out any] struct {
 // only when Close gives up waiting.
 type CommitFunc[In, Out any] func(ctx context.Context, batch []*Request[In, Out])
 
+// SendFunc starts committing a batch and returns a function that waits for
+// the outcome and sets each request's Out or Err. A writer calls the wait
+// functions in the order it sent the batches, and may send up to
+// Options.Depth batches before it waits for the first. ctx ends only when
+// Close gives up waiting.
+type SendFunc[In, Out any] func(ctx context.Context, batch []*Request[In, Out]) (wait func())
+
 // Options configures a Queue; zero fields take defaults.
 type Options struct {
 	// MaxBatch caps requests per commit (default 1000).
 	MaxBatch int
-	// Writers is how many batches may be in flight at once (default 1).
+	// Writers is how many writer goroutines take batches from the queue
+	// (default 1); each has up to Depth batches in flight.
 	Writers int
 	// QueueSize bounds waiting requests (default 4*MaxBatch); Do blocks
 	// while it is full.
 	QueueSize int
-	// Linger is how long a writer waits for one more request before it
-	// commits a batch, so that callers woken by the previous commit can
-	// join this one instead of paying for a commit of their own (0: take
-	// only what is already queued). A writer lingers only after a batch of
-	// more than one request, so a lone caller never waits.
+	// Linger is how long a writer with no batch in flight waits for one
+	// more request before it sends a batch, so that callers woken by the
+	// previous commit can join this one instead of paying for a commit of
+	// their own (0: take only what is already queued). A writer lingers
+	// only after a batch of more than one request, so a lone caller never
+	// waits.
 	Linger time.Duration
 	// MaxDelay caps the total lingering per batch (default 4*Linger).
 	MaxDelay time.Duration
+	// Depth is how many batches a writer of NewPipelined may have sent and
+	// not yet waited for (default 1; New always uses 1). With more than
+	// one, while a batch commits the writer collects the next one: it waits
+	// for as many requests as the batch it last finished had (their callers
+	// usually come back), but no longer than half the time the previous
+	// batch took, so that the next batch is sent before the database runs
+	// out of work.
+	Depth int
 }
 
-// Queue batches requests for a CommitFunc.
+// Queue batches requests for a CommitFunc or a SendFunc.
 type Queue[In, Out any] struct {
-	commit   CommitFunc[In, Out]
+	send     SendFunc[In, Out]
+	depth    int
 	maxBatch int
 	linger   time.Duration
 	maxDelay time.Duration
@@ -63,8 +87,22 @@ type Queue[In, Out any] struct {
 	wg     sync.WaitGroup
 }
 
-// New starts opt.Writers writer goroutines; Close stops them.
+// New starts opt.Writers writer goroutines that commit batches with commit,
+// one at a time; Close stops them.
 func New[In, Out any](commit CommitFunc[In, Out], opt Options) *Queue[In, Out] {
+	opt.Depth = 1
+	return NewPipelined(func(ctx context.Context, batch []*Request[In, Out]) func() {
+		commit(ctx, batch)
+		return func() {}
+	}, opt)
+}
+
+// NewPipelined starts opt.Writers writer goroutines that each send up to
+// opt.Depth batches ahead with send; Close stops them.
+func NewPipelined[In, Out any](send SendFunc[In, Out], opt Options) *Queue[In, Out] {
+	if opt.Depth <= 0 {
+		opt.Depth = 1
+	}
 	if opt.MaxBatch <= 0 {
 		opt.MaxBatch = 1000
 	}
@@ -78,7 +116,8 @@ func New[In, Out any](commit CommitFunc[In, Out], opt Options) *Queue[In, Out] {
 		opt.MaxDelay = 4 * opt.Linger
 	}
 	q := &Queue[In, Out]{
-		commit:   commit,
+		send:     send,
+		depth:    opt.Depth,
 		maxBatch: opt.MaxBatch,
 		linger:   opt.Linger,
 		maxDelay: opt.MaxDelay,
@@ -140,31 +179,108 @@ func (q *Queue[In, Out]) Close(timeout time.Duration) {
 	q.cancel()
 }
 
+// flight is a batch sent and not yet waited for.
+type flight[In, Out any] struct {
+	batch []*Request[In, Out]
+	wait  func()
+	sent  time.Time
+}
+
 func (q *Queue[In, Out]) writer() {
-	batch := make([]*Request[In, Out], 0, q.maxBatch)
-	var timer *time.Timer
-	if q.linger > 0 {
+	var (
+		flights []flight[In, Out] // oldest first
+		free    [][]*Request[In, Out]
+		open    = true
+		last    int           // size of the batch last finished
+		credit  int           // its requests not collected again since
+		service time.Duration // how long the batch last finished took to commit
+		done    time.Time     // when it finished
+		timer   *time.Timer
+	)
+	if q.linger > 0 || q.depth > 1 {
 		timer = time.NewTimer(time.Hour)
 		timer.Stop()
 	}
-	last := 0 // size of the previous batch
-	for {
-		r, ok := <-q.reqs
-		if !ok {
-			return
+	for open || len(flights) > 0 {
+		if open && len(flights) < q.depth {
+			var batch []*Request[In, Out]
+			if n := len(free); n > 0 {
+				batch, free = free[n-1], free[:n-1]
+			} else {
+				batch = make([]*Request[In, Out], 0, q.maxBatch)
+			}
+			if len(flights) == 0 {
+				r, ok := <-q.reqs
+				if !ok {
+					open = false
+					continue
+				}
+				batch = append(batch, r)
+				open = q.collect(&batch, timer, last > 1)
+			} else {
+				// A batch is committing: collect the next one meanwhile,
+				// but send it before the database runs out of work.
+				open = q.gather(&batch, timer, credit, time.Now().Add(service/2))
+			}
+			if len(batch) > 0 {
+				credit = max(credit-len(batch), 0)
+				flights = append(flights, flight[In, Out]{batch: batch, wait: q.send(q.ctx, batch), sent: time.Now()})
+				continue
+			}
+			free = append(free, batch)
 		}
-		batch = append(batch[:0], r)
-		open := q.collect(&batch, timer, last > 1)
-		q.commit(q.ctx, batch)
-		for _, r := range batch {
+		f := flights[0]
+		flights = flights[1:]
+		f.wait()
+		now := time.Now()
+		// The database started on this batch when it was sent or when it
+		// finished the previous one, whichever was later.
+		start := f.sent
+		if done.After(start) {
+			start = done
+		}
+		service, done = now.Sub(start), now
+		for _, r := range f.batch {
 			close(r.done)
 		}
-		last = len(batch)
-		clear(batch) // drop payload references until the next batch
-		if !open {
-			return
+		last, credit = len(f.batch), len(f.batch)
+		clear(f.batch) // drop payload references until the slice is reused
+		free = append(free, f.batch[:0])
+	}
+}
+
+// gather adds queued requests to batch, up to maxBatch, and waits for more
+// until it holds want of them or until deadline. It reports false if it saw
+// the queue closed.
+func (q *Queue[In, Out]) gather(batch *[]*Request[In, Out], timer *time.Timer, want int, deadline time.Time) bool {
+	want = min(want, q.maxBatch)
+	for len(*batch) < q.maxBatch {
+		select {
+		case r, ok := <-q.reqs:
+			if !ok {
+				return false
+			}
+			*batch = append(*batch, r)
+			continue
+		default:
+		}
+		wait := time.Until(deadline)
+		if len(*batch) >= want || wait <= 0 {
+			return true
+		}
+		timer.Reset(wait)
+		select {
+		case r, ok := <-q.reqs:
+			timer.Stop()
+			if !ok {
+				return false
+			}
+			*batch = append(*batch, r)
+		case <-timer.C:
+			return true
 		}
 	}
+	return true
 }
 
 // collect adds queued requests to batch, up to maxBatch. If linger, it
