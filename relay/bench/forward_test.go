@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -35,7 +36,7 @@ const benchMachine = "bench-agent"
 
 func newForwardEnv(tb testing.TB) *forwardEnv {
 	tb.Helper()
-	e := &forwardEnv{relay: newRelay(tb, os.Getenv("BETCODE_BENCH_RELAY_ENV"))}
+	e := &forwardEnv{relay: newRelay(tb, strings.Fields(os.Getenv("BETCODE_BENCH_RELAY_ENV"))...)}
 	ctx := context.Background()
 
 	directAddr := ""
