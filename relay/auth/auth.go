@@ -7,14 +7,30 @@ package auth
 import (
 	"context"
 	"net/http"
+
+	"github.com/betcode-dev/betcode/shared/mtls"
 )
 
 // ImplicitUser is the single user of a relay without accounts.
 const ImplicitUser = "local"
 
+// Headers that carry a call forwarded by another relay replica. They are
+// believed only on a connection whose verified client certificate is a
+// relay's (mtls.PeerRelay); from anyone else they are removed.
+const (
+	// ForwardedByHeader names the replica (its advertised address) that
+	// forwarded the call. A forwarded call is never forwarded again.
+	ForwardedByHeader = "X-Betcode-Forwarded-By"
+	// UserHeader carries the user the forwarding replica authenticated.
+	UserHeader = "X-Betcode-User"
+)
+
 // Identity is the authenticated caller.
 type Identity struct {
 	UserID string
+	// ForwardedBy is the replica that forwarded the call on the user's
+	// behalf ("" for a call straight from a client).
+	ForwardedBy string
 }
 
 type ctxKey struct{}
@@ -31,9 +47,24 @@ func FromContext(ctx context.Context) (Identity, bool) {
 }
 
 // Middleware authenticates each request and stores the identity in its
-// context.
+// context. A call forwarded by another replica (over mTLS with a relay
+// certificate) keeps the user that replica authenticated; the forwarding
+// headers of any other caller are dropped, so no client can claim a user or
+// pose as a forwarded call.
 func Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), Identity{UserID: ImplicitUser})))
+		next.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), identify(r))))
 	})
+}
+
+// identify returns the caller of r, removing forwarding headers it may not
+// send.
+func identify(r *http.Request) Identity {
+	by, user := r.Header.Get(ForwardedByHeader), r.Header.Get(UserHeader)
+	if _, relay := mtls.PeerRelay(r.TLS); relay && by != "" && user != "" {
+		return Identity{UserID: user, ForwardedBy: by}
+	}
+	r.Header.Del(ForwardedByHeader)
+	r.Header.Del(UserHeader)
+	return Identity{UserID: ImplicitUser}
 }

@@ -181,11 +181,18 @@ type world struct {
 	relay   *proc
 	dataDir string
 	dbURL   string
+	// advertise starts the relay with --advertise-addr (one of several
+	// replicas).
+	advertise bool
 }
 
 func newWorld(t *testing.T, dbURL string) *world {
 	t.Helper()
-	w := &world{t: t, pki: t.TempDir(), dataDir: t.TempDir(), dbURL: dbURL}
+	return newWorldOf(t, &world{t: t, pki: t.TempDir(), dataDir: t.TempDir(), dbURL: dbURL})
+}
+
+func newWorldOf(t *testing.T, w *world) *world {
+	t.Helper()
 	if _, err := pki.Init(w.pki, []string{"localhost", "127.0.0.1"}, pki.Options{}); err != nil {
 		t.Fatal(err)
 	}
@@ -211,6 +218,9 @@ func (w *world) startRelay() {
 		"--data-dir", w.dataDir, "--heartbeat-interval", "1s", "--log-level", "debug"}
 	if w.dbURL != "" {
 		args = append(args, "--database-url", w.dbURL)
+	}
+	if w.advertise {
+		args = append(args, "--advertise-addr", w.addr)
 	}
 	w.relay = start(w.t, "relay", nil, bin(w.t, "betcode-relay"), args...)
 	w.relay.waitLine(w.t, `relay serving`, 60*time.Second)
@@ -266,11 +276,17 @@ func (a *agent) restart(w *world) {
 // client dials the relay as a user (TLS, no client certificate).
 func (w *world) client() *grpc.ClientConn {
 	w.t.Helper()
+	return w.clientTo(w.addr)
+}
+
+// clientTo dials the relay (replica) at addr as a user.
+func (w *world) clientTo(addr string) *grpc.ClientConn {
+	w.t.Helper()
 	cfg, err := mtls.ClientConfig(filepath.Join(w.pki, pki.CACertFile), "", "", "127.0.0.1")
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	cc, err := grpc.NewClient(w.addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ package machinesvc
 import (
 	"context"
 	"errors"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -21,6 +22,13 @@ type Service struct {
 	pb.UnimplementedMachineServiceServer
 	Store    store.Store
 	Registry *registry.Registry
+	// Self is this replica's advertised address; with it set, a machine
+	// whose tunnel another live replica holds is ONLINE too. Empty (a
+	// single replica): only this replica's tunnels count.
+	Self string
+	// PresenceTTL is how long a recorded replica stays live after the
+	// machine's last heartbeat (store.Machine.LiveReplica).
+	PresenceTTL time.Duration
 }
 
 func user(ctx context.Context) string {
@@ -32,7 +40,7 @@ func user(ctx context.Context) string {
 
 func (s *Service) toProto(m store.Machine) *pb.Machine {
 	st := pb.MachineStatus_OFFLINE
-	if s.Registry.Get(m.ID) != nil {
+	if s.online(&m) {
 		st = pb.MachineStatus_ONLINE
 	}
 	out := &pb.Machine{
@@ -43,6 +51,20 @@ func (s *Service) toProto(m store.Machine) *pb.Machine {
 		out.LastSeen = timestamppb.New(m.LastSeen)
 	}
 	return out
+}
+
+// online reports whether m has a tunnel on this replica or, with several
+// replicas, on another live one. A record naming this replica without a
+// local tunnel is stale (the tunnel just ended).
+func (s *Service) online(m *store.Machine) bool {
+	if s.Registry.Get(m.ID) != nil {
+		return true
+	}
+	if s.Self == "" {
+		return false
+	}
+	r := m.LiveReplica(time.Now(), s.PresenceTTL)
+	return r != "" && r != s.Self
 }
 
 // ListMachines lists the caller's machines.

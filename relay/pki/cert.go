@@ -42,13 +42,18 @@ func newCA(now time.Time, lifetime time.Duration) (*issued, error) {
 	return sign(tmpl, nil, now, now.Add(lifetime))
 }
 
+// serverTemplate is the relay's certificate. It also serves as a client
+// certificate (clientAuth, URI SAN betcode://relay/betcode-relay) when a
+// replica forwards a call to the replica that holds the machine's tunnel:
+// the peer trusts the forwarded user only from such a certificate.
 func serverTemplate(dns []string, ips []net.IP) *x509.Certificate {
 	return &x509.Certificate{
 		Subject:     pkix.Name{Organization: []string{organization}, CommonName: "betcode-relay"},
 		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		DNSNames:    dns,
 		IPAddresses: ips,
+		URIs:        []*url.URL{mtls.RelayURI("betcode-relay")},
 	}
 }
 

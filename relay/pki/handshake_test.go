@@ -139,6 +139,9 @@ func TestHandshake(t *testing.T) {
 		// wantSrv and wantCli are the starts of DescribeHandshakeError of
 		// each side's error; empty means that side succeeds.
 		wantSrv, wantCli string
+		// wantRelay: the client certificate is a relay's (PeerRelay), and
+		// MachineID must refuse it.
+		wantRelay bool
 	}{
 		{name: "machine certificate", auth: mtls.VerifyClientCertIfGiven, cert: aCert, key: aKey, wantID: "m1"},
 		{name: "machine certificate, required", auth: mtls.RequireClientCert, cert: aCert, key: aKey, serverName: "localhost", wantID: "m1"},
@@ -157,9 +160,10 @@ func TestHandshake(t *testing.T) {
 			wantSrv: "client certificate has expired on ", wantCli: "peer refused our certificate: certificate has expired",
 		},
 		{
-			// A relay certificate carries no machine and must not pass as one.
+			// A relay certificate is a valid client certificate (replicas
+			// forward to each other) but names a relay, never a machine.
 			name: "relay certificate as client certificate", auth: mtls.VerifyClientCertIfGiven, cert: relayCert, key: relayKey,
-			wantSrv: "server certificate is not valid for this use", wantCli: "peer refused our certificate",
+			wantRelay: true,
 		},
 		{
 			name: "relay of another CA", auth: mtls.VerifyClientCertIfGiven, serverDir: p.b, cert: aCert, key: aKey,
@@ -191,6 +195,15 @@ func TestHandshake(t *testing.T) {
 				t.Errorf("ALPN %q, version %x; want h2 over TLS 1.3", state.NegotiatedProtocol, state.Version)
 			}
 			id, err := mtls.MachineID(state)
+			if name, ok := mtls.PeerRelay(&state); ok != tt.wantRelay {
+				t.Fatalf("PeerRelay = %q, %v; want %v", name, ok, tt.wantRelay)
+			}
+			if tt.wantRelay {
+				if err == nil || errors.Is(err, mtls.ErrNoClientCert) {
+					t.Fatalf("MachineID(relay certificate) = %q, %v; want a not-a-machine error", id, err)
+				}
+				return
+			}
 			if tt.wantID == "" {
 				if !errors.Is(err, mtls.ErrNoClientCert) {
 					t.Fatalf("MachineID = %q, %v; want ErrNoClientCert", id, err)

@@ -109,8 +109,11 @@ func TestInitWritesCAAndRelay(t *testing.T) {
 	if len(relay.IPAddresses) != 1 || relay.IPAddresses[0].String() != "127.0.0.1" {
 		t.Errorf("IPAddresses = %v", relay.IPAddresses)
 	}
-	if len(relay.ExtKeyUsage) != 1 || relay.ExtKeyUsage[0] != x509.ExtKeyUsageServerAuth {
-		t.Errorf("relay ExtKeyUsage = %v, want serverAuth only", relay.ExtKeyUsage)
+	if len(relay.ExtKeyUsage) != 2 || relay.ExtKeyUsage[0] != x509.ExtKeyUsageServerAuth || relay.ExtKeyUsage[1] != x509.ExtKeyUsageClientAuth {
+		t.Errorf("relay ExtKeyUsage = %v, want serverAuth and clientAuth (replica to replica)", relay.ExtKeyUsage)
+	}
+	if name, err := mtls.RelayName(relay); err != nil || name != "betcode-relay" {
+		t.Errorf("RelayName = %q, %v; want betcode-relay", name, err)
 	}
 	if err := relay.CheckSignatureFrom(ca); err != nil {
 		t.Errorf("relay not signed by CA: %v", err)

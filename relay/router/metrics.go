@@ -9,6 +9,8 @@ type Metrics struct {
 	Offline   prometheus.Counter
 	Buffered  prometheus.Counter
 	Delivered prometheus.Counter
+	// ToPeer counts calls handed to the replica holding the tunnel.
+	ToPeer prometheus.Counter
 }
 
 // NewMetrics registers the router's metrics with reg.
@@ -26,8 +28,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Delivered: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "betcode_relay_delivered_messages_total", Help: "Buffered requests delivered after reconnection.",
 		}),
+		ToPeer: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "betcode_relay_peer_forwarded_calls_total", Help: "Client calls handed to the relay replica that holds the machine's tunnel.",
+		}),
 	}
-	reg.MustRegister(m.Forwarded, m.Offline, m.Buffered, m.Delivered)
+	reg.MustRegister(m.Forwarded, m.Offline, m.Buffered, m.Delivered, m.ToPeer)
 	return m
 }
 
@@ -52,5 +57,11 @@ func (m *Metrics) buffered() {
 func (m *Metrics) delivered() {
 	if m != nil {
 		m.Delivered.Inc()
+	}
+}
+
+func (m *Metrics) toPeer() {
+	if m != nil {
+		m.ToPeer.Inc()
 	}
 }

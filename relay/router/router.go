@@ -7,6 +7,7 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/betcode-dev/betcode/relay/auth"
+	"github.com/betcode-dev/betcode/relay/peer"
 	"github.com/betcode-dev/betcode/relay/registry"
 	"github.com/betcode-dev/betcode/relay/store"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
@@ -61,6 +63,15 @@ type Router struct {
 	Limits   store.Limits
 	Log      *slog.Logger
 	Metrics  *Metrics
+	// Self is this replica's advertised address; empty means a single
+	// replica, which never forwards to peers.
+	Self string
+	// Peers carries calls to the replica holding a machine's tunnel; nil
+	// disables forwarding.
+	Peers *peer.Forwarder
+	// PresenceTTL is how long a machine's recorded replica stays live
+	// after its last heartbeat (store.Machine.LiveReplica).
+	PresenceTTL time.Duration
 
 	nextID     atomic.Uint64
 	deliveries sync.Map // machine id -> *sync.Mutex: one delivery at a time
@@ -133,7 +144,8 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.forward(ctx, w, r, t, id.UserID, machineID, service)
 		return
 	}
-	if _, err := rt.Store.GetMachine(ctx, id.UserID, machineID); err != nil {
+	m, err := rt.Store.GetMachine(ctx, id.UserID, machineID)
+	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			writeStatus(w, codes.NotFound, "MACHINE_NOT_FOUND", fmt.Sprintf("no machine %q", machineID))
 			return
@@ -143,6 +155,10 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	t = rt.Registry.Get(machineID)
 	if t == nil {
+		if addr := rt.peerFor(&m, id); addr != "" {
+			rt.toPeer(ctx, w, r, addr, id.UserID, machineID)
+			return
+		}
 		rt.offline(w, r, id.UserID, machineID)
 		return
 	}
@@ -161,6 +177,54 @@ func (rt *Router) forward(ctx context.Context, w http.ResponseWriter, r *http.Re
 		"X-Betcode-User": {id.UserID}, MachineHeader: {machineID},
 	}); err != nil && ctx.Err() == nil {
 		rt.Log.Debug("router: forwarded call failed", "machine_id", machineID, "method", r.URL.Path, "err", err)
+	}
+}
+
+// peerFor returns the other replica that holds m's tunnel, or "" when the
+// call is to be answered here: forwarding is off, no live replica holds
+// the machine, the record names this replica (whose tunnel just ended), or
+// the call was already forwarded once (a replica never forwards a
+// forwarded call, so records that disagree cannot make a loop).
+func (rt *Router) peerFor(m *store.Machine, id auth.Identity) string {
+	if rt.Peers == nil || rt.Self == "" || id.ForwardedBy != "" {
+		return ""
+	}
+	addr := m.LiveReplica(time.Now(), rt.PresenceTTL)
+	if addr == rt.Self {
+		return ""
+	}
+	return addr
+}
+
+// toPeer hands the call to the replica at addr, which holds the machine's
+// tunnel. If that replica cannot be reached the machine counts as offline
+// here: the call fails with MACHINE_OFFLINE or, if bufferable, is buffered
+// (its body is read first so that it can be).
+func (rt *Router) toPeer(ctx context.Context, w http.ResponseWriter, r *http.Request, addr, userID, machineID string) {
+	var body []byte
+	if Bufferable[r.URL.Path] {
+		var err error
+		if body, err = io.ReadAll(io.LimitReader(r.Body, 16<<20+5)); err != nil {
+			writeStatus(w, codes.Canceled, "", "read request: "+err.Error())
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	rt.Metrics.toPeer()
+	unreached := func(err error) bool {
+		rt.Log.Warn("router: the replica holding the machine cannot be reached; treating it as offline",
+			"machine_id", machineID, "replica", addr, "err", err)
+		if body != nil {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		rt.offline(w, r, userID, machineID)
+		return true
+	}
+	err := rt.Peers.Forward(ctx, addr, w, r, http.Header{
+		auth.UserHeader: {userID}, auth.ForwardedByHeader: {rt.Self}, MachineHeader: {machineID},
+	}, unreached)
+	if err != nil && ctx.Err() == nil {
+		rt.Log.Debug("router: call forwarded to a replica failed", "machine_id", machineID, "replica", addr, "method", r.URL.Path, "err", err)
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 
 	"github.com/betcode-dev/betcode/relay/auth"
 	"github.com/betcode-dev/betcode/relay/machinesvc"
+	"github.com/betcode-dev/betcode/relay/peer"
 	"github.com/betcode-dev/betcode/relay/registry"
 	"github.com/betcode-dev/betcode/relay/router"
 	"github.com/betcode-dev/betcode/relay/store"
@@ -45,12 +46,16 @@ var Version = "0.1.0-dev"
 
 // Config is the relay's configuration.
 type Config struct {
-	Listen            string // host:port for clients and agents (TLS)
-	TLSCert, TLSKey   string // the relay's certificate
-	ClientCA          string // CA that signs machine certificates
-	DataDir           string // SQLite store when DatabaseURL is empty
-	DatabaseURL       string // PostgreSQL (pgx) URL
-	MetricsListen     string // host:port for /metrics; empty disables
+	Listen          string // host:port for clients and agents (TLS)
+	TLSCert, TLSKey string // the relay's certificate
+	ClientCA        string // CA that signs machine certificates
+	DataDir         string // SQLite store when DatabaseURL is empty
+	DatabaseURL     string // PostgreSQL (pgx) URL
+	MetricsListen   string // host:port for /metrics; empty disables
+	// AdvertiseAddr is the host:port other replicas reach this one at (the
+	// same TLS port). Empty: a single replica, no forwarding between
+	// replicas. Set, it needs DatabaseURL (the store replicas share).
+	AdvertiseAddr     string
 	HeartbeatInterval time.Duration
 	Limits            store.Limits
 	ShutdownTimeout   time.Duration
@@ -76,6 +81,14 @@ func (c *Config) Validate() error {
 	}
 	if len(missing) > 0 {
 		return errors.New("relay: missing " + strings.Join(missing, ", "))
+	}
+	if c.AdvertiseAddr != "" {
+		if c.DatabaseURL == "" {
+			return errors.New("relay: --advertise-addr (several replicas) needs --database-url: replicas share their state in PostgreSQL, SQLite serves one replica only")
+		}
+		if _, _, err := net.SplitHostPort(c.AdvertiseAddr); err != nil {
+			return fmt.Errorf("relay: --advertise-addr %q: want HOST:PORT: %w", c.AdvertiseAddr, err)
+		}
 	}
 	return nil
 }
@@ -128,13 +141,27 @@ func Run(ctx context.Context, cfg Config) error {
 		Name: "betcode_relay_connected_machines", Help: "Machines with a live tunnel to this replica.",
 	}, func() float64 { return float64(tunnels.Len()) }))
 
+	// A machine's recorded replica is live for three heartbeats: a replica
+	// that crashed stops refreshing it and its machines go OFFLINE.
+	presenceTTL := 3 * cfg.HeartbeatInterval
+	var peers *peer.Forwarder
+	if cfg.AdvertiseAddr != "" {
+		if peers, err = peer.New(cfg.TLSCert, cfg.TLSKey, cfg.ClientCA); err != nil {
+			return err
+		}
+		defer peers.Close()
+	}
 	gs := grpc.NewServer()
-	rt := &router.Router{Local: gs, Registry: tunnels, Store: st, Limits: cfg.Limits, Log: lg, Metrics: router.NewMetrics(reg)}
+	rt := &router.Router{
+		Local: gs, Registry: tunnels, Store: st, Limits: cfg.Limits, Log: lg, Metrics: router.NewMetrics(reg),
+		Self: cfg.AdvertiseAddr, Peers: peers, PresenceTTL: presenceTTL,
+	}
 	tsvc := &tunnelsvc.Service{
 		Store: st, Registry: tunnels, Log: lg, HeartbeatInterval: cfg.HeartbeatInterval, OnOnline: rt.Deliver,
+		Replica: cfg.AdvertiseAddr,
 	}
 	pb.RegisterTunnelServiceServer(gs, tsvc)
-	pb.RegisterMachineServiceServer(gs, &machinesvc.Service{Store: st, Registry: tunnels})
+	pb.RegisterMachineServiceServer(gs, &machinesvc.Service{Store: st, Registry: tunnels, Self: cfg.AdvertiseAddr, PresenceTTL: presenceTTL})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
@@ -223,7 +250,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer stopPurge()
 	go purgeLoop(purgeCtx, st, lg)
 
-	lg.Info("relay serving", "addr", ln.Addr().String(), "store", storeKind(cfg))
+	lg.Info("relay serving", "addr", ln.Addr().String(), "store", storeKind(cfg), "advertise_addr", cfg.AdvertiseAddr)
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr())
 	}

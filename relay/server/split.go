@@ -15,9 +15,10 @@ import (
 )
 
 // splitter accepts TLS connections on the relay's one port and, after the
-// handshake, hands a connection with a verified client certificate (an
-// agent) to the tunnel's native gRPC server and every other one (clients) to
-// the HTTP/2 server that routes calls. Serving tunnels on grpc-go's own
+// handshake, hands a connection with a verified machine certificate (an
+// agent) to the tunnel's native gRPC server and every other one (clients,
+// and other replicas with a relay certificate) to the HTTP/2 server that
+// routes calls. Serving tunnels on grpc-go's own
 // transport, rather than through net/http, takes several goroutine hand-offs
 // out of every forwarded call.
 type splitter struct {
@@ -64,7 +65,14 @@ func (s *splitter) handshake(c net.Conn) {
 		c.Close()
 		return
 	}
-	if len(tc.ConnectionState().VerifiedChains) > 0 {
+	state := tc.ConnectionState()
+	if _, relay := mtls.PeerRelay(&state); relay {
+		// Another replica forwarding clients' calls: the router serves it
+		// (and trusts its forwarding headers, see auth.Middleware).
+		s.clients.push(tc)
+		return
+	}
+	if len(state.VerifiedChains) > 0 {
 		s.machines.push(newReadyConn(tc))
 		return
 	}

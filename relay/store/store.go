@@ -52,6 +52,20 @@ type Machine struct {
 	CPUCores                    uint32
 	MemoryBytes, DiskFreeBytes  uint64
 	RegisteredAt, LastSeen      time.Time
+	// Replica is the address of the relay replica holding the machine's
+	// tunnel ("" when none). It is live only while LastSeen is fresh: a
+	// crashed replica never clears it.
+	Replica string
+}
+
+// LiveReplica returns the replica holding m's tunnel, or "" when none is
+// recorded or m was last seen more than ttl before now (the replica that
+// recorded it may have crashed without clearing it).
+func (m *Machine) LiveReplica(now time.Time, ttl time.Duration) string {
+	if m.Replica == "" || now.Sub(m.LastSeen) > ttl {
+		return ""
+	}
+	return m.Replica
 }
 
 // Message is one buffered request for an offline machine. ID is assigned by
@@ -122,6 +136,12 @@ type Store interface {
 	UpsertMachine(ctx context.Context, m Machine) error
 	// TouchMachine records that machine id was seen at seen.
 	TouchMachine(ctx context.Context, id string, seen time.Time) error
+	// SetMachineReplica records that replica (its advertised address)
+	// holds machine id's tunnel, seen at seen.
+	SetMachineReplica(ctx context.Context, id, replica string, seen time.Time) error
+	// ClearMachineReplica forgets machine id's replica if it is still
+	// replica (a newer tunnel on another replica stays recorded).
+	ClearMachineReplica(ctx context.Context, id, replica string) error
 	// GetMachine returns ownerID's machine id; another owner's machine is
 	// ErrNotFound.
 	GetMachine(ctx context.Context, ownerID, id string) (Machine, error)

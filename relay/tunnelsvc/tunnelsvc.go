@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -35,7 +36,13 @@ type Service struct {
 	// OnOnline, if set, runs (in its own goroutine) when a machine's
 	// tunnel is up, e.g. to deliver its buffered requests.
 	OnOnline func(ctx context.Context, t *registry.Tunnel)
-	Now      func() time.Time
+	// Replica is this replica's advertised address, recorded in the store
+	// as the holder of each tunnel while it is up so that other replicas
+	// forward to it. Empty (a single replica) records nothing.
+	Replica string
+	Now     func() time.Time
+
+	heartbeatDeliveries sync.Map // machine id -> struct{}: a delivery started by a heartbeat runs
 }
 
 func (s *Service) now() time.Time {
@@ -99,12 +106,31 @@ func (s *Service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 		return nil, err
 	}
 	now := s.now()
-	if err := s.Store.TouchMachine(ctx, id, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+	t := s.Registry.Get(id)
+	if t != nil && s.Replica != "" {
+		// Re-asserts this replica as the tunnel's holder along with
+		// last_seen, in one statement.
+		err = s.Store.SetMachineReplica(ctx, id, s.Replica, now)
+	} else {
+		err = s.Store.TouchMachine(ctx, id, now)
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, status.Errorf(codes.Internal, "heartbeat: %v", err)
 	}
 	n, _, err := s.Store.Counts(ctx, id)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "heartbeat: %v", err)
+	}
+	if n > 0 && t != nil && s.OnOnline != nil {
+		// Another replica may have buffered these while the machine was
+		// connecting here: deliver them now (Deliver runs one at a time
+		// per machine, so this never races the delivery at connect).
+		if _, running := s.heartbeatDeliveries.LoadOrStore(id, struct{}{}); !running {
+			go func() {
+				defer s.heartbeatDeliveries.Delete(id)
+				s.deliver(t)
+			}()
+		}
 	}
 	return &pb.HeartbeatResponse{ReceivedAt: timestamppb.New(now), BufferedMessages: uint32(n)}, nil
 }
@@ -160,12 +186,33 @@ func (s *Service) openTunnel(stream pb.TunnelService_OpenTunnelServer) (*registr
 		s.Log.Info("tunnel: a new connection replaces the old one", "machine_id", id)
 		old.Client.Close()
 	}
+	if s.Replica != "" {
+		if err := s.Store.SetMachineReplica(ctx, id, s.Replica, s.now()); err != nil {
+			// Clients of other replicas see the machine offline until
+			// the next heartbeat records it.
+			s.Log.Warn("tunnel: record this replica as the machine's", "machine_id", id, "err", err)
+		}
+	}
 	conn.SendHeartbeat() // tells the agent it is reachable now
 	s.Log.Info("tunnel: machine online", "machine_id", id)
 	if s.OnOnline != nil {
 		go s.OnOnline(ctx, t)
 	}
 	return t, ctx, cancel, nil
+}
+
+// deliver runs OnOnline for t until it returns or t's tunnel ends.
+func (s *Service) deliver(t *registry.Tunnel) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-t.Client.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	s.OnOnline(ctx, t)
 }
 
 // closeTunnel records the machine offline. It is not inlined into
@@ -177,6 +224,13 @@ func (s *Service) closeTunnel(ctx context.Context, t *registry.Tunnel) {
 	t.Client.Close()
 	if err := s.Store.TouchMachine(context.WithoutCancel(ctx), t.MachineID, s.now()); err != nil {
 		s.Log.Warn("tunnel: record last seen", "machine_id", t.MachineID, "err", err)
+	}
+	if s.Replica != "" && s.Registry.Get(t.MachineID) == nil {
+		// Only if still ours: the machine may already be on another
+		// replica, whose record must stay.
+		if err := s.Store.ClearMachineReplica(context.WithoutCancel(ctx), t.MachineID, s.Replica); err != nil {
+			s.Log.Warn("tunnel: clear the machine's replica", "machine_id", t.MachineID, "err", err)
+		}
 	}
 	s.Log.Info("tunnel: machine offline", "machine_id", t.MachineID, "connected_for", fmt.Sprint(s.now().Sub(t.ConnectedAt).Round(time.Millisecond)))
 }

@@ -144,11 +144,16 @@ func describeAlert(alert string) string {
 	return "peer sent TLS alert: " + alert
 }
 
-// role names whose certificate leaf is, from its extended key usage: the
-// relay's PKI gives servers serverAuth only and machines clientAuth only.
+// role names whose certificate leaf is: a relay's (URI SAN betcode://relay/,
+// serverAuth and clientAuth, as replicas also dial each other) is the
+// server's; otherwise its extended key usage says, as the relay's PKI gives
+// machines clientAuth only.
 func role(leaf *x509.Certificate) string {
 	if leaf == nil {
 		return ""
+	}
+	if _, err := RelayName(leaf); err == nil {
+		return "server "
 	}
 	var client, server bool
 	for _, u := range leaf.ExtKeyUsage {

@@ -183,7 +183,7 @@ func (c *Client) Forward(ctx context.Context, w http.ResponseWriter, r *http.Req
 		WriteStatus(w, codeUnavailable, "machine tunnel failed: "+err.Error(), tunnelDisconnected(codeUnavailable, "machine tunnel failed"))
 		return err
 	}
-	return forwardH2(ctx, cc, w, r, headers)
+	return forwardH2(ctx, cc, "http", "machine", w, r, headers, nil)
 }
 
 // Invoke makes one unary call with an already-serialized request message,
@@ -245,9 +245,17 @@ func (c *Client) Invoke(ctx context.Context, requestID, service, method string, 
 	return res, nil
 }
 
-// forwardH2 proxies one gRPC call over cc, byte for byte: headers, body
-// chunks as they come (flushed when nothing more is waiting), trailers.
-func forwardH2(parent context.Context, cc *http.ClientConn, w http.ResponseWriter, r *http.Request, headers http.Header) error {
+// roundTripper is an HTTP/2 connection or transport: *http.ClientConn, or
+// an http.RoundTripper.
+type roundTripper interface {
+	RoundTrip(*http.Request) (*http.Response, error)
+}
+
+// forwardH2 proxies one gRPC call over cc to scheme://host, byte for byte:
+// headers, body chunks as they come (flushed when nothing more is waiting),
+// trailers. If the request cannot be sent and unreached, when set, takes
+// the error (returns true), nothing is written to w: its caller answers.
+func forwardH2(parent context.Context, cc roundTripper, scheme, host string, w http.ResponseWriter, r *http.Request, headers http.Header, unreached func(error) bool) error {
 	if _, _, ok := SplitMethod(r.URL.Path); !ok {
 		WriteStatus(w, 12, "malformed method path "+r.URL.Path, nil)
 		return fmt.Errorf("malformed method %q", r.URL.Path)
@@ -261,7 +269,7 @@ func forwardH2(parent context.Context, cc *http.ClientConn, w http.ResponseWrite
 		ctx, cancel = context.WithTimeout(parent, d)
 		defer cancel()
 	}
-	u := url.URL{Scheme: "http", Host: "machine", Path: r.URL.Path, RawPath: r.URL.RawPath}
+	u := url.URL{Scheme: scheme, Host: host, Path: r.URL.Path, RawPath: r.URL.RawPath}
 	out := (&http.Request{
 		Method:        http.MethodPost,
 		URL:           &u,
@@ -270,7 +278,7 @@ func forwardH2(parent context.Context, cc *http.ClientConn, w http.ResponseWrite
 		Header:        make(http.Header, len(r.Header)+len(headers)),
 		Body:          r.Body,
 		ContentLength: -1,
-		Host:          r.Host,
+		Host:          host,
 	}).WithContext(ctx)
 	for k, v := range r.Header {
 		if !droppedRequestHeaders[k] {
@@ -290,6 +298,9 @@ func forwardH2(parent context.Context, cc *http.ClientConn, w http.ResponseWrite
 		if parent.Err() != nil {
 			return parent.Err() // the client left; nobody to answer
 		}
+		if unreached != nil && unreached(err) {
+			return err
+		}
 		code, msg, details := callFailed(ctx, err)
 		WriteStatus(w, code, msg, details)
 		return err
@@ -300,8 +311,8 @@ func forwardH2(parent context.Context, cc *http.ClientConn, w http.ResponseWrite
 		h[k] = v
 	}
 	if resp.StatusCode != http.StatusOK && resp.Header.Get("Grpc-Status") == "" {
-		WriteStatus(w, codeInternal, fmt.Sprintf("agent answered HTTP %d", resp.StatusCode), nil)
-		return fmt.Errorf("agent answered HTTP %d", resp.StatusCode)
+		WriteStatus(w, codeInternal, fmt.Sprintf("the machine's end answered HTTP %d", resp.StatusCode), nil)
+		return fmt.Errorf("the machine's end answered HTTP %d", resp.StatusCode)
 	}
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
@@ -317,6 +328,9 @@ func forwardH2(parent context.Context, cc *http.ClientConn, w http.ResponseWrite
 			}
 			// A read that did not fill the buffer took everything that was
 			// waiting: flush now. A full one means more is coming at once.
+			// (Holding bytes back for up to 500 µs, so that a unary
+			// answer's trailers would leave with its message, measured no
+			// better.)
 			if flusher != nil && n < len(buf) {
 				flusher.Flush()
 			}

@@ -29,7 +29,7 @@ clients connect with TLS only. Every flag can also be set as BETCODE_RELAY_<FLAG
 			return server.Run(cmd.Context(), server.Config{
 				Listen: v.GetString("listen"), TLSCert: v.GetString("tls-cert"), TLSKey: v.GetString("tls-key"),
 				ClientCA: v.GetString("client-ca"), DataDir: v.GetString("data-dir"), DatabaseURL: v.GetString("database-url"),
-				MetricsListen: v.GetString("metrics-listen"), HeartbeatInterval: v.GetDuration("heartbeat-interval"),
+				MetricsListen: v.GetString("metrics-listen"), AdvertiseAddr: v.GetString("advertise-addr"), HeartbeatInterval: v.GetDuration("heartbeat-interval"),
 				Limits: store.Limits{MaxMessages: v.GetInt("buffer-max-messages"), MaxBytes: v.GetInt64("buffer-max-bytes"), TTL: v.GetDuration("buffer-ttl")},
 				Logger: log,
 			})
@@ -42,6 +42,7 @@ clients connect with TLS only. Every flag can also be set as BETCODE_RELAY_<FLAG
 	f.String("client-ca", "", "CA certificate that signs machine certificates")
 	f.String("data-dir", "./relay-data", "directory for the SQLite store (used when --database-url is empty)")
 	f.String("database-url", "", "PostgreSQL URL, e.g. postgres://user@host/db (recommended for production)")
+	f.String("advertise-addr", "", "HOST:PORT other relay replicas reach this one at (same TLS port); set it on every replica to run several (needs --database-url); empty: one replica")
 	f.String("metrics-listen", "", "address for Prometheus /metrics and /healthz (e.g. :9090); empty disables")
 	f.Duration("heartbeat-interval", 0, "how often agents send heartbeats (default 30s)")
 	f.Int("buffer-max-messages", 0, "buffered requests per offline machine (default 1000)")

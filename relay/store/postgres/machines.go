@@ -15,6 +15,10 @@ import (
 const machineColumns = `id, owner_id, name, hostname, capabilities, os, arch, version,
 	cpu_cores, memory_bytes, disk_free_bytes, registered_at, last_seen`
 
+// selectColumns are machineColumns plus the replica, which only
+// SetMachineReplica and ClearMachineReplica write.
+const selectColumns = machineColumns + `, replica`
+
 // UpsertMachine implements store.Store.
 func (s *Store) UpsertMachine(ctx context.Context, m store.Machine) error {
 	if err := s.live(); err != nil {
@@ -64,12 +68,38 @@ func (s *Store) TouchMachine(ctx context.Context, id string, seen time.Time) err
 	return nil
 }
 
+// SetMachineReplica implements store.Store.
+func (s *Store) SetMachineReplica(ctx context.Context, id, replica string, seen time.Time) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE machines SET replica = $2, last_seen = $3 WHERE id = $1`, id, replica, seen)
+	if err != nil {
+		return fmt.Errorf("set replica of machine %q: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("set replica of machine %q: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
+// ClearMachineReplica implements store.Store.
+func (s *Store) ClearMachineReplica(ctx context.Context, id, replica string) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE machines SET replica = '' WHERE id = $1 AND replica = $2`, id, replica); err != nil {
+		return fmt.Errorf("clear replica of machine %q: %w", id, err)
+	}
+	return nil
+}
+
 // GetMachine implements store.Store.
 func (s *Store) GetMachine(ctx context.Context, ownerID, id string) (store.Machine, error) {
 	if err := s.live(); err != nil {
 		return store.Machine{}, err
 	}
-	rows, _ := s.pool.Query(ctx, `SELECT `+machineColumns+` FROM machines WHERE id = $1 AND owner_id = $2`, id, ownerID)
+	rows, _ := s.pool.Query(ctx, `SELECT `+selectColumns+` FROM machines WHERE id = $1 AND owner_id = $2`, id, ownerID)
 	m, err := pgx.CollectExactlyOneRow(rows, scanMachine)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = store.ErrNotFound
@@ -85,7 +115,7 @@ func (s *Store) ListMachines(ctx context.Context, ownerID string) ([]store.Machi
 	if err := s.live(); err != nil {
 		return nil, err
 	}
-	rows, _ := s.pool.Query(ctx, `SELECT `+machineColumns+` FROM machines WHERE owner_id = $1 ORDER BY id`, ownerID)
+	rows, _ := s.pool.Query(ctx, `SELECT `+selectColumns+` FROM machines WHERE owner_id = $1 ORDER BY id`, ownerID)
 	ms, err := pgx.CollectRows(rows, scanMachine)
 	if err != nil {
 		return nil, fmt.Errorf("list machines of owner %q: %w", ownerID, err)
@@ -99,7 +129,7 @@ func scanMachine(row pgx.CollectableRow) (store.Machine, error) {
 		cores, mem, disk int64
 	)
 	err := row.Scan(&m.ID, &m.OwnerID, &m.Name, &m.Hostname, &m.Capabilities, &m.OS, &m.Arch, &m.Version,
-		&cores, &mem, &disk, &m.RegisteredAt, &m.LastSeen)
+		&cores, &mem, &disk, &m.RegisteredAt, &m.LastSeen, &m.Replica)
 	m.CPUCores, m.MemoryBytes, m.DiskFreeBytes = uint32(cores), uint64(mem), uint64(disk)
 	return m, err
 }

@@ -72,6 +72,9 @@ var migrations = []string{
 
 	// 2: the Enqueue fast path (enqueuefunc.go).
 	enqueueFastFunction,
+
+	// 3: the replica holding each machine's tunnel ('' when none).
+	`ALTER TABLE machines ADD COLUMN replica text NOT NULL DEFAULT '';`,
 }
 
 // migrationLock is the pg_advisory_xact_lock key that serialises migrations

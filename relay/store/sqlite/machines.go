@@ -15,6 +15,10 @@ import (
 const machineColumns = `id, owner_id, name, hostname, capabilities, os, arch, version,
 	cpu_cores, memory_bytes, disk_free_bytes, registered_at, last_seen`
 
+// selectColumns are machineColumns plus the replica, which only
+// SetMachineReplica and ClearMachineReplica write.
+const selectColumns = machineColumns + `, replica`
+
 // UpsertMachine implements store.Store.
 func (s *Store) UpsertMachine(ctx context.Context, m store.Machine) error {
 	if err := s.live(); err != nil {
@@ -69,12 +73,40 @@ func (s *Store) TouchMachine(ctx context.Context, id string, seen time.Time) err
 	return nil
 }
 
+// SetMachineReplica implements store.Store.
+func (s *Store) SetMachineReplica(ctx context.Context, id, replica string, seen time.Time) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	res, err := s.wdb.ExecContext(ctx, `UPDATE machines SET replica = ?, last_seen = ? WHERE id = ?`, replica, unixNano(seen), id)
+	if err != nil {
+		return fmt.Errorf("set replica of machine %q: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("set replica of machine %q: %w", id, err)
+	} else if n == 0 {
+		return fmt.Errorf("set replica of machine %q: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
+// ClearMachineReplica implements store.Store.
+func (s *Store) ClearMachineReplica(ctx context.Context, id, replica string) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	if _, err := s.wdb.ExecContext(ctx, `UPDATE machines SET replica = '' WHERE id = ? AND replica = ?`, id, replica); err != nil {
+		return fmt.Errorf("clear replica of machine %q: %w", id, err)
+	}
+	return nil
+}
+
 // GetMachine implements store.Store.
 func (s *Store) GetMachine(ctx context.Context, ownerID, id string) (store.Machine, error) {
 	if err := s.live(); err != nil {
 		return store.Machine{}, err
 	}
-	m, err := scanMachine(s.rdb.QueryRowContext(ctx, `SELECT `+machineColumns+` FROM machines WHERE id = ? AND owner_id = ?`, id, ownerID))
+	m, err := scanMachine(s.rdb.QueryRowContext(ctx, `SELECT `+selectColumns+` FROM machines WHERE id = ? AND owner_id = ?`, id, ownerID))
 	if errors.Is(err, sql.ErrNoRows) {
 		err = store.ErrNotFound
 	}
@@ -94,7 +126,7 @@ func (s *Store) ListMachines(ctx context.Context, ownerID string) (_ []store.Mac
 			err = fmt.Errorf("list machines of owner %q: %w", ownerID, err)
 		}
 	}()
-	rows, err := s.rdb.QueryContext(ctx, `SELECT `+machineColumns+` FROM machines WHERE owner_id = ? ORDER BY id`, ownerID)
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+selectColumns+` FROM machines WHERE owner_id = ? ORDER BY id`, ownerID)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +150,7 @@ func scanMachine(row interface{ Scan(...any) error }) (store.Machine, error) {
 		reg, seen        int64
 	)
 	if err := row.Scan(&m.ID, &m.OwnerID, &m.Name, &m.Hostname, &caps, &m.OS, &m.Arch, &m.Version,
-		&cores, &mem, &disk, &reg, &seen); err != nil {
+		&cores, &mem, &disk, &reg, &seen, &m.Replica); err != nil {
 		return m, err
 	}
 	if err := json.Unmarshal([]byte(caps), &m.Capabilities); err != nil {

@@ -61,6 +61,9 @@ var migrations = []string{
 		messages   INTEGER NOT NULL DEFAULT 0,
 		bytes      INTEGER NOT NULL DEFAULT 0
 	);`,
+
+	// 2: the replica holding each machine's tunnel ('' when none).
+	`ALTER TABLE machines ADD COLUMN replica TEXT NOT NULL DEFAULT '';`,
 }
 
 // migrate brings the schema up to date.

@@ -33,6 +33,7 @@ func Run(t *testing.T, newDB NewDB) {
 	}{
 		{"MachinesScopedByOwner", testMachines},
 		{"CurrentMachine", testCurrentMachine},
+		{"MachineReplica", testMachineReplica},
 		{"EnqueuePendingOrder", testEnqueuePending},
 		{"IdempotencyKey", testIdempotency},
 		{"Caps", testCaps},
@@ -145,6 +146,60 @@ func testMachines(t *testing.T, open Open) {
 	}
 	if got, _ := s.GetMachine(ctx, "alice", "m4"); got.RegisteredAt.Before(before) || got.LastSeen.Before(before) {
 		t.Errorf("zero times stored as %v, %v; want now", got.RegisteredAt, got.LastSeen)
+	}
+}
+
+func testMachineReplica(t *testing.T, open Open) {
+	ctx := t.Context()
+	s := open(t)
+	if err := s.UpsertMachine(ctx, machine("m1", "alice")); err != nil {
+		t.Fatal(err)
+	}
+	replica := func() store.Machine {
+		t.Helper()
+		m, err := s.GetMachine(ctx, "alice", "m1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if got := replica().Replica; got != "" {
+		t.Fatalf("new machine's Replica = %q; want empty", got)
+	}
+	seen := base.Add(time.Minute)
+	steps := []struct {
+		name  string
+		do    func() error
+		want  string
+		since time.Time // LastSeen expected after the step
+	}{
+		{"set A", func() error { return s.SetMachineReplica(ctx, "m1", "10.0.0.1:8443", seen) }, "10.0.0.1:8443", seen},
+		{"re-registration keeps it", func() error {
+			m := machine("m1", "alice")
+			m.LastSeen = seen
+			return s.UpsertMachine(ctx, m)
+		}, "10.0.0.1:8443", seen},
+		{"moved to B", func() error { return s.SetMachineReplica(ctx, "m1", "10.0.0.2:8443", seen.Add(time.Second)) }, "10.0.0.2:8443", seen.Add(time.Second)},
+		{"A's late clear is ignored", func() error { return s.ClearMachineReplica(ctx, "m1", "10.0.0.1:8443") }, "10.0.0.2:8443", seen.Add(time.Second)},
+		{"B clears", func() error { return s.ClearMachineReplica(ctx, "m1", "10.0.0.2:8443") }, "", seen.Add(time.Second)},
+		{"clear of unknown machine is a no-op", func() error { return s.ClearMachineReplica(ctx, "nope", "x") }, "", seen.Add(time.Second)},
+	}
+	for _, st := range steps {
+		if err := st.do(); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if got := replica(); got.Replica != st.want || !sameTime(got.LastSeen, st.since) {
+			t.Errorf("%s: Replica, LastSeen = %q, %v; want %q, %v", st.name, got.Replica, got.LastSeen, st.want, st.since)
+		}
+	}
+	if err := s.SetMachineReplica(ctx, "nope", "x", seen); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("SetMachineReplica(nope) = %v; want ErrNotFound", err)
+	}
+	if err := s.SetMachineReplica(ctx, "m1", "10.0.0.3:8443", seen); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := s.ListMachines(ctx, "alice"); err != nil || len(list) != 1 || list[0].Replica != "10.0.0.3:8443" {
+		t.Errorf("ListMachines = %+v, %v; want m1 on 10.0.0.3:8443", list, err)
 	}
 }
 

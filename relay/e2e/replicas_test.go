@@ -1,0 +1,158 @@
+package e2e
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/betcode-dev/betcode/relay/pki"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/fakeapi"
+)
+
+// startReplica starts another relay replica sharing w's PostgreSQL
+// database and PKI, and returns its address.
+func (w *world) startReplica(name string) (string, *proc) {
+	w.t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	p := start(w.t, name, nil, bin(w.t, "betcode-relay"), "serve", "--listen", addr, "--advertise-addr", addr,
+		"--tls-cert", filepath.Join(w.pki, pki.RelayCertFile), "--tls-key", filepath.Join(w.pki, pki.RelayKeyFile),
+		"--client-ca", filepath.Join(w.pki, pki.CACertFile), "--data-dir", w.t.TempDir(), "--database-url", w.dbURL,
+		"--heartbeat-interval", "1s", "--log-level", "debug")
+	p.waitLine(w.t, `relay serving`, 60*time.Second)
+	return addr, p
+}
+
+// machineStatus is m's status as the relay behind cc reports it, by both
+// GetMachine and ListMachines (which must agree).
+func machineStatus(t *testing.T, cc *grpc.ClientConn, id string) pb.MachineStatus {
+	t.Helper()
+	ctx := ctxT(t, 10*time.Second)
+	api := pb.NewMachineServiceClient(cc)
+	m, err := api.GetMachine(ctx, &pb.GetMachineRequest{MachineId: id})
+	if err != nil {
+		t.Fatalf("GetMachine(%s): %v", id, err)
+	}
+	list, err := api.ListMachines(ctx, &pb.ListMachinesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range list.Machines {
+		if l.Id == id && l.Status != m.Status {
+			t.Fatalf("ListMachines says %s, GetMachine %s", l.Status, m.Status)
+		}
+	}
+	return m.Status
+}
+
+// TestReplicasServeMachinesOfOtherReplicas runs two relay replicas on one
+// PostgreSQL database: the agent dials relay A, the client talks to relay B
+// only, and B serves it as if the tunnel were its own.
+func TestReplicasServeMachinesOfOtherReplicas(t *testing.T) {
+	w := newWorldOf(t, &world{t: t, pki: t.TempDir(), dataDir: t.TempDir(), dbURL: pgURL(t), advertise: true})
+	bAddr, _ := w.startReplica("relay B")
+	m1 := w.startAgent("m1", w.addr)
+	ccA, ccB := w.client(), w.clientTo(bAddr)
+	ctx := ctxT(t, 180*time.Second)
+
+	if st := machineStatus(t, ccB, "m1"); st != pb.MachineStatus_ONLINE {
+		t.Fatalf("m1 through B is %s; want ONLINE", st)
+	}
+	if v, err := pb.NewVersionServiceClient(ccB).GetVersion(onMachine(ctx, "m1"), &pb.GetVersionRequest{}); err != nil || v.ServerVersion == "" {
+		t.Fatalf("GetVersion through B = %v, %v", v, err)
+	}
+
+	// A whole turn with a tool call, bidi through B and A, on the machine
+	// selected through B.
+	if _, err := pb.NewMachineServiceClient(ccB).SwitchMachine(ctx, &pb.SwitchMachineRequest{MachineId: "m1"}); err != nil {
+		t.Fatal(err)
+	}
+	agentB := pb.NewAgentServiceClient(ccB)
+	s, err := agentB.Converse(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Send(&pb.AgentRequest{Request: &pb.AgentRequest_Start{Start: &pb.StartConversation{WorkingDirectory: m1.project, AllowedTools: []string{"Bash"}}}})
+	s.Send(&pb.AgentRequest{Request: &pb.AgentRequest_Message{Message: &pb.UserMessage{Content: "please RUNTOOL"}}})
+	evs := recvUntil(t, s, isTurnComplete)
+	checkSeq(t, evs)
+	if !strings.Contains(textOf(evs), "Tool result received: done") {
+		t.Fatalf("text = %q", textOf(evs))
+	}
+	if _, err := os.Stat(filepath.Join(m1.project, "created-by-tool.txt")); err != nil {
+		t.Fatalf("the tool did not run on m1: %v", err)
+	}
+	s.CloseSend()
+	session := sessionOf(t, evs)
+
+	// Forwarding headers from a client without a relay certificate are
+	// dropped: they neither change the user (mallory has no m1: the call
+	// would be NOT_FOUND) nor stop B from forwarding (a forwarded call
+	// for a machine elsewhere would be MACHINE_OFFLINE).
+	for _, tc := range []struct {
+		name string
+		cc   *grpc.ClientConn
+	}{{"through B", ccB}, {"at A", ccA}} {
+		t.Run("spoofed forwarding headers "+tc.name, func(t *testing.T) {
+			spoofed := metadata.AppendToOutgoingContext(onMachine(ctx, "m1"),
+				"x-betcode-forwarded-by", bAddr, "x-betcode-user", "mallory")
+			l, err := pb.NewAgentServiceClient(tc.cc).ListSessions(spoofed, &pb.ListSessionsRequest{})
+			if err != nil || l.Total != 1 {
+				t.Fatalf("ListSessions with spoofed headers = %v, %v (%s); want m1's one session", l, err, errDetails(err))
+			}
+		})
+	}
+
+	// The agent stops: B reports it OFFLINE and fails calls fast, but
+	// buffers QueueMessage in the shared store...
+	m1.proc.stop()
+	w.relay.waitLine(t, `tunnel: machine offline`, 30*time.Second)
+	if st := machineStatus(t, ccB, "m1"); st != pb.MachineStatus_OFFLINE {
+		t.Fatalf("m1 through B after the agent stopped is %s; want OFFLINE", st)
+	}
+	if _, err := agentB.ListSessions(ctx, &pb.ListSessionsRequest{}); status.Code(err) != codes.Unavailable || !strings.Contains(errDetails(err), "MACHINE_OFFLINE") {
+		t.Fatalf("call through B for the stopped machine: %v %s", err, errDetails(err))
+	}
+	if r, err := agentB.QueueMessage(ctx, &pb.QueueMessageRequest{SessionId: session, IdempotencyKey: "k1",
+		Message: &pb.UserMessage{Content: "queued through B"}}); err != nil || !r.Buffered {
+		t.Fatalf("QueueMessage through B = %v, %v", r, err)
+	}
+	// ...which A delivers when the agent comes back to A.
+	m1.restart(w)
+	if _, err := w.api.Wait(ctx, func(rs []fakeapi.Request) bool {
+		return strings.Contains(strings.Join(promptLines(rs), "|"), "queued through B")
+	}); err != nil {
+		t.Fatalf("waiting for the message buffered through B: %v (prompts %q)", err, promptLines(w.api.Requests()))
+	}
+	if st := machineStatus(t, ccB, "m1"); st != pb.MachineStatus_ONLINE {
+		t.Fatalf("m1 through B after the agent came back is %s; want ONLINE", st)
+	}
+
+	// Relay A dies without clearing its record: B cannot reach it, so the
+	// machine is offline there at once, and listed OFFLINE once the
+	// record is older than three heartbeats.
+	w.relay.kill()
+	if _, err := agentB.ListSessions(ctx, &pb.ListSessionsRequest{}); status.Code(err) != codes.Unavailable || !strings.Contains(errDetails(err), "MACHINE_OFFLINE") {
+		t.Fatalf("call through B for a machine of a dead replica: %v %s", err, errDetails(err))
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for machineStatus(t, ccB, "m1") != pb.MachineStatus_OFFLINE {
+		if time.Now().After(deadline) {
+			t.Fatalf("m1 of the dead replica A still ONLINE through B after 15 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
