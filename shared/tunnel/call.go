@@ -44,6 +44,27 @@ func SplitMethod(path string) (service, method string, ok bool) {
 	return path[:i], path[i+1:], true
 }
 
+// callHeaders is the metadata a forwarded call carries: the client's
+// headers without the hop-by-hop ones and its credentials for the relay,
+// plus headers (which override the client's values of those keys).
+func callHeaders(r *http.Request, headers http.Header) http.Header {
+	md := make(http.Header, len(r.Header)+len(headers))
+	for k, v := range r.Header {
+		if !droppedRequestHeaders[k] {
+			md[k] = v
+		}
+	}
+	for k, v := range headers {
+		md[textproto.CanonicalMIMEHeaderKey(k)] = v
+	}
+	return md
+}
+
+// writeTunnelFailed answers a call that could not be sent to the machine.
+func writeTunnelFailed(w http.ResponseWriter, err error) {
+	WriteStatus(w, codeUnavailable, "machine tunnel failed: "+err.Error(), tunnelDisconnected(codeUnavailable, "machine tunnel failed"))
+}
+
 // Forward carries one client call over stream (a new yamux stream to the
 // agent) and writes the agent's answer to w. headers are added to the
 // request's metadata (overriding the client's own values of those keys). It
@@ -55,15 +76,7 @@ func Forward(ctx context.Context, stream io.ReadWriteCloser, w http.ResponseWrit
 		WriteStatus(w, 12, "malformed method path "+r.URL.Path, nil)
 		return fmt.Errorf("malformed method %q", r.URL.Path)
 	}
-	md := make(http.Header, len(r.Header)+len(headers))
-	for k, v := range r.Header {
-		if !droppedRequestHeaders[k] {
-			md[k] = v
-		}
-	}
-	for k, v := range headers {
-		md[textproto.CanonicalMIMEHeaderKey(k)] = v
-	}
+	md := callHeaders(r, headers)
 	var wmu sync.Mutex
 	fw := NewFrameWriter(stream)
 	send := func(f *pb.TunnelFrame) error {
@@ -74,7 +87,7 @@ func Forward(ctx context.Context, stream io.ReadWriteCloser, w http.ResponseWrit
 	first := Metadata(md, false)
 	first.RequestId, first.ServiceName, first.MethodName = requestID, service, method
 	if err := send(first); err != nil {
-		WriteStatus(w, codeUnavailable, "machine tunnel failed: "+err.Error(), tunnelDisconnected(codeUnavailable, "machine tunnel failed"))
+		writeTunnelFailed(w, err)
 		return err
 	}
 

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
@@ -173,14 +172,14 @@ func (c *Client) Forward(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if !c.useH2 {
 		st, err := c.OpenStream()
 		if err != nil {
-			WriteStatus(w, codeUnavailable, "machine tunnel failed: "+err.Error(), tunnelDisconnected(codeUnavailable, "machine tunnel failed"))
+			writeTunnelFailed(w, err)
 			return err
 		}
 		return Forward(ctx, st, w, r, requestID, headers)
 	}
 	cc, err := c.clientConn(ctx)
 	if err != nil {
-		WriteStatus(w, codeUnavailable, "machine tunnel failed: "+err.Error(), tunnelDisconnected(codeUnavailable, "machine tunnel failed"))
+		writeTunnelFailed(w, err)
 		return err
 	}
 	return forwardH2(ctx, cc, "http", "machine", w, r, headers, nil)
@@ -227,35 +226,22 @@ func (c *Client) Invoke(ctx context.Context, requestID, service, method string, 
 	if err != nil {
 		return nil, fmt.Errorf("call %s/%s: %w", service, method, err)
 	}
-	st := resp.Trailer.Get("Grpc-Status")
-	msg := resp.Trailer.Get("Grpc-Message")
-	if st == "" { // trailers-only answer
-		st, msg = resp.Header.Get("Grpc-Status"), resp.Header.Get("Grpc-Message")
+	tr := resp.Trailer
+	if tr.Get("Grpc-Status") == "" { // trailers-only answer
+		tr = resp.Header
 	}
-	code, err := strconv.Atoi(st)
+	res, err := newResult(tr, body)
 	if err != nil {
-		return nil, fmt.Errorf("call %s/%s: answer without grpc-status (HTTP %d)", service, method, resp.StatusCode)
-	}
-	res := &Result{Code: code, Message: decodeGrpcMessage(msg)}
-	if code == 0 {
-		if res.Response, err = Unframe(body); err != nil {
-			return nil, err
-		}
+		return nil, fmt.Errorf("call %s/%s: %w", service, method, err)
 	}
 	return res, nil
-}
-
-// roundTripper is an HTTP/2 connection or transport: *http.ClientConn, or
-// an http.RoundTripper.
-type roundTripper interface {
-	RoundTrip(*http.Request) (*http.Response, error)
 }
 
 // forwardH2 proxies one gRPC call over cc to scheme://host, byte for byte:
 // headers, body chunks as they come (flushed when nothing more is waiting),
 // trailers. If the request cannot be sent and unreached, when set, takes
 // the error (returns true), nothing is written to w: its caller answers.
-func forwardH2(parent context.Context, cc roundTripper, scheme, host string, w http.ResponseWriter, r *http.Request, headers http.Header, unreached func(error) bool) error {
+func forwardH2(parent context.Context, cc http.RoundTripper, scheme, host string, w http.ResponseWriter, r *http.Request, headers http.Header, unreached func(error) bool) error {
 	if _, _, ok := SplitMethod(r.URL.Path); !ok {
 		WriteStatus(w, 12, "malformed method path "+r.URL.Path, nil)
 		return fmt.Errorf("malformed method %q", r.URL.Path)
@@ -275,19 +261,11 @@ func forwardH2(parent context.Context, cc roundTripper, scheme, host string, w h
 		URL:           &u,
 		Proto:         "HTTP/2.0",
 		ProtoMajor:    2,
-		Header:        make(http.Header, len(r.Header)+len(headers)),
+		Header:        callHeaders(r, headers),
 		Body:          r.Body,
 		ContentLength: -1,
 		Host:          host,
 	}).WithContext(ctx)
-	for k, v := range r.Header {
-		if !droppedRequestHeaders[k] {
-			out.Header[k] = v
-		}
-	}
-	for k, v := range headers {
-		out.Header[textproto.CanonicalMIMEHeaderKey(k)] = v
-	}
 	out.Header["Te"] = []string{"trailers"}
 	if r.Body == nil || r.Body == http.NoBody {
 		out.Body = nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
 
@@ -55,31 +56,33 @@ func Invoke(stream io.ReadWriteCloser, requestID, service, method string, md htt
 			if !pl.Metadata.Trailers {
 				continue
 			}
-			res := &Result{Code: -1}
+			tr := make(http.Header, len(pl.Metadata.Entries))
 			for _, e := range pl.Metadata.Entries {
-				if len(e.Values) == 0 {
-					continue
-				}
-				switch strings.ToLower(e.Key) {
-				case "grpc-status":
-					res.Code, _ = strconv.Atoi(e.Values[0])
-				case "grpc-message":
-					res.Message = decodeGrpcMessage(e.Values[0])
-				}
+				tr[textproto.CanonicalMIMEHeaderKey(e.Key)] = e.Values
 			}
-			if res.Code < 0 {
-				return nil, fmt.Errorf("call %s/%s: trailers without grpc-status", service, method)
-			}
-			if res.Code == 0 {
-				msg, err := Unframe(body)
-				if err != nil {
-					return nil, err
-				}
-				res.Response = msg
+			res, err := newResult(tr, body)
+			if err != nil {
+				return nil, fmt.Errorf("call %s/%s: %w", service, method, err)
 			}
 			return res, nil
 		}
 	}
+}
+
+// newResult reads a unary call's outcome from its trailers (grpc-status,
+// grpc-message) and, for OK, its body's one message.
+func newResult(trailers http.Header, body []byte) (*Result, error) {
+	code, err := strconv.Atoi(trailers.Get("Grpc-Status"))
+	if err != nil {
+		return nil, errors.New("answer without grpc-status")
+	}
+	res := &Result{Code: code, Message: decodeGrpcMessage(trailers.Get("Grpc-Message"))}
+	if code == 0 {
+		if res.Response, err = Unframe(body); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
 }
 
 // Frame adds gRPC's 5-byte message prefix (uncompressed).
