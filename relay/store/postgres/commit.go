@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/betcode-dev/betcode/relay/store"
 	"github.com/betcode-dev/betcode/relay/store/internal/groupcommit"
 	"github.com/betcode-dev/betcode/relay/store/internal/rules"
 )
@@ -115,9 +113,7 @@ func (c *enqueueCall) scan(rows pgx.Rows) ([]result, error) {
 			return fmt.Errorf("buffer_enqueue found no stored id for duplicate item %d", item)
 		}
 		if id == 0 {
-			m, lim := &c.items[i].Msg, c.items[i].Lim
-			res[i].err = fmt.Errorf("%w: machine %q holds %d messages, %d bytes; a %d-byte message exceeds the limit of %d messages, %d bytes",
-				store.ErrBufferFull, m.MachineID, n, b, m.Size(), lim.MaxMessages, lim.MaxBytes)
+			res[i].err = rules.BufferFull(&c.items[i].Msg, c.items[i].Lim, rules.Usage{Messages: n, Bytes: b})
 			return nil
 		}
 		res[i].enqueued = enqueued{id: id, dup: dup}
@@ -157,7 +153,7 @@ func (s *Store) finish(ctx context.Context, batch []*batchRequest, items []rules
 		batch[0].Err = err
 		return
 	}
-	s.log.Warn("postgres store: batch failed; committing its messages one by one", "messages", len(batch), "err", err)
+	s.opt.Logger.Warn("postgres store: batch failed; committing its messages one by one", "messages", len(batch), "err", err)
 	for _, r := range batch {
 		out, err := s.commitRetry(ctx, []rules.Item{r.In})
 		if err != nil {
@@ -211,15 +207,6 @@ func newEnqueueArrays(n int) enqueueArrays {
 
 func (a *enqueueArrays) add(it *rules.Item) {
 	m := &it.Msg
-	md := "{}"
-	if len(m.Metadata) > 0 {
-		b, _ := json.Marshal(m.Metadata) // a map[string]string always marshals
-		md = string(b)
-	}
-	payload := m.Payload
-	if payload == nil {
-		payload = []byte{} // NULL would violate NOT NULL
-	}
 	if len(a.machines) == 0 {
 		a.fitMessages, a.fitBytes = int64(it.Lim.MaxMessages), it.Lim.MaxBytes
 	}
@@ -234,8 +221,8 @@ func (a *enqueueArrays) add(it *rules.Item) {
 	a.key = append(a.key, m.IdempotencyKey)
 	a.service = append(a.service, m.Service)
 	a.method = append(a.method, m.Method)
-	a.metadata = append(a.metadata, md)
-	a.payload = append(a.payload, payload)
+	a.metadata = append(a.metadata, rules.MetadataJSON(m.Metadata))
+	a.payload = append(a.payload, m.Payload)
 	a.created = append(a.created, m.CreatedAt)
 	a.expires = append(a.expires, m.ExpiresAt)
 }

@@ -27,10 +27,6 @@ func (s *Store) UpsertMachine(ctx context.Context, m store.Machine) error {
 	if err := rules.Machine(&m, s.opt.Now()); err != nil {
 		return fmt.Errorf("upsert machine %q: %w", m.ID, err)
 	}
-	caps := m.Capabilities
-	if caps == nil {
-		caps = []string{}
-	}
 	// The WHERE makes the update a no-op for another owner's machine, which
 	// then affects no row.
 	tag, err := s.pool.Exec(ctx, `INSERT INTO machines (`+machineColumns+`)
@@ -42,7 +38,7 @@ func (s *Store) UpsertMachine(ctx context.Context, m store.Machine) error {
 			cpu_cores = EXCLUDED.cpu_cores, memory_bytes = EXCLUDED.memory_bytes,
 			disk_free_bytes = EXCLUDED.disk_free_bytes, last_seen = EXCLUDED.last_seen
 		WHERE machines.owner_id = EXCLUDED.owner_id`,
-		m.ID, m.OwnerID, m.Name, m.Hostname, caps, m.OS, m.Arch, m.Version,
+		m.ID, m.OwnerID, m.Name, m.Hostname, m.Capabilities, m.OS, m.Arch, m.Version,
 		int64(m.CPUCores), int64(m.MemoryBytes), int64(m.DiskFreeBytes), m.RegisteredAt, m.LastSeen)
 	if err != nil {
 		return fmt.Errorf("upsert machine %q: %w", m.ID, err)

@@ -133,7 +133,7 @@ func (w *writer) done(pc *pipeConn) {
 		w.cur = nil
 	}
 	if err := pc.pipe.Close(); err != nil && !pc.conn.Conn().IsClosed() {
-		w.s.log.Warn("postgres store: leaving pipeline mode", "err", err)
+		w.s.opt.Logger.Warn("postgres store: leaving pipeline mode", "err", err)
 	}
 	pc.conn.Release()
 }

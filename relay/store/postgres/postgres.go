@@ -100,7 +100,6 @@ func (o Options) withDefaults() Options {
 // Store is the PostgreSQL store.
 type Store struct {
 	opt  Options
-	log  *slog.Logger
 	pool *pgxpool.Pool
 	qs   []*groupcommit.Queue[rules.Item, enqueued] // one per writer
 
@@ -136,7 +135,7 @@ func Open(ctx context.Context, databaseURL string, opt Options) (*Store, error) 
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
-	s := &Store{opt: opt, log: opt.Logger, pool: pool}
+	s := &Store{opt: opt, pool: pool}
 	for range opt.Writers {
 		w := &writer{s: s}
 		s.qs = append(s.qs, groupcommit.NewPipelined(w.send, groupcommit.Options{

@@ -118,18 +118,18 @@ func (s *Store) Ack(ctx context.Context, machineID string, ids ...int64) (err er
 			err = errors.Join(err, tx.Rollback())
 		}
 	}()
-	var n, b int64
-	if err := tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(size), 0) FROM buffered_messages
-		WHERE machine_id = ? AND id IN (SELECT value FROM json_each(?))`, machineID, idList(ids)).Scan(&n, &b); err != nil {
+	rows, err := tx.QueryContext(ctx, `DELETE FROM buffered_messages
+		WHERE machine_id = ? AND id IN (SELECT value FROM json_each(?))
+		RETURNING machine_id, size`, machineID, idList(ids))
+	if err != nil {
 		return err
 	}
-	if n > 0 {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM buffered_messages
-			WHERE machine_id = ? AND id IN (SELECT value FROM json_each(?))`, machineID, idList(ids)); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE machine_buffer_usage SET messages = messages - ?, bytes = bytes - ?
-			WHERE machine_id = ?`, n, b, machineID); err != nil {
+	freed, err := sumDeleted(rows)
+	if err != nil {
+		return err
+	}
+	if u, ok := freed[machineID]; ok {
+		if err := debitUsage(ctx, tx, machineID, u); err != nil {
 			return err
 		}
 	}
@@ -178,24 +178,46 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time) (_ int, err err
 	total := 0
 	for id, u := range freed {
 		total += int(u.Messages)
-		if _, err := tx.ExecContext(ctx, `UPDATE machine_buffer_usage SET messages = messages - ?, bytes = bytes - ?
-			WHERE machine_id = ?`, u.Messages, u.Bytes, id); err != nil {
+		if err := debitUsage(ctx, tx, id, u); err != nil {
 			return 0, err
 		}
 	}
 	return total, tx.Commit()
 }
 
+// debitUsage subtracts freed from machineID's usage row.
+func debitUsage(ctx context.Context, tx *sql.Tx, machineID string, freed rules.Usage) error {
+	_, err := tx.ExecContext(ctx, `UPDATE machine_buffer_usage SET messages = messages - ?, bytes = bytes - ?
+		WHERE machine_id = ?`, freed.Messages, freed.Bytes, machineID)
+	return err
+}
+
 // deleteExpired deletes the messages that expired at or before now, of
 // machineID or (if "") of every machine, and returns what it freed per
 // machine. It does not touch machine_buffer_usage.
 func deleteExpired(ctx context.Context, tx *sql.Tx, machineID string, now int64) (map[string]rules.Usage, error) {
-	rows, err := tx.QueryContext(ctx, `DELETE FROM buffered_messages
-		WHERE expires_at <= ? AND (? = '' OR machine_id = ?)
-		RETURNING machine_id, size`, now, machineID, machineID)
+	// Two statements rather than one with (? = '' OR machine_id = ?), so
+	// that a machine's delete can use buffered_messages_machine.
+	var (
+		rows *sql.Rows
+		err  error
+	)
+	if machineID == "" {
+		rows, err = tx.QueryContext(ctx, `DELETE FROM buffered_messages WHERE expires_at <= ?
+			RETURNING machine_id, size`, now)
+	} else {
+		rows, err = tx.QueryContext(ctx, `DELETE FROM buffered_messages WHERE machine_id = ? AND expires_at <= ?
+			RETURNING machine_id, size`, machineID, now)
+	}
 	if err != nil {
 		return nil, err
 	}
+	return sumDeleted(rows)
+}
+
+// sumDeleted reads the (machine_id, size) rows returned by a DELETE and
+// returns what it freed per machine. It closes rows.
+func sumDeleted(rows *sql.Rows) (map[string]rules.Usage, error) {
 	defer rows.Close()
 	freed := make(map[string]rules.Usage)
 	for rows.Next() {

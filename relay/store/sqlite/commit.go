@@ -42,7 +42,7 @@ func (s *Store) commit(ctx context.Context, batch []*batchRequest) {
 		batch[0].Err = err
 		return
 	}
-	s.log.Warn("sqlite store: batch failed; committing its messages one by one", "messages", len(batch), "err", err)
+	s.opt.Logger.Warn("sqlite store: batch failed; committing its messages one by one", "messages", len(batch), "err", err)
 	for _, r := range batch {
 		out, err := s.commitItems(ctx, []rules.Item{r.In})
 		if err != nil {
@@ -52,6 +52,11 @@ func (s *Store) commit(ctx context.Context, batch []*batchRequest) {
 		r.Out, r.Err = out[0].enqueued, out[0].err
 	}
 }
+
+// insertSQL stores one admitted message; it is prepared once, on Open.
+const insertSQL = `INSERT INTO buffered_messages (machine_id, owner_id, idempotency_key,
+		service, method, metadata, payload, size, created_at, expires_at)
+	VALUES (?, ?, nullif(?, ''), ?, ?, ?, ?, ?, ?, ?)`
 
 type result struct {
 	enqueued
@@ -75,13 +80,8 @@ func (s *Store) commitItems(ctx context.Context, items []rules.Item) (_ []result
 		usage[items[i].Msg.MachineID] = rules.Usage{}
 	}
 	machines := slices.Sorted(maps.Keys(usage))
-	for _, id := range machines {
-		var u rules.Usage
-		err := tx.QueryRowContext(ctx, `SELECT messages, bytes FROM machine_buffer_usage WHERE machine_id = ?`, id).Scan(&u.Messages, &u.Bytes)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("read usage of machine %q: %w", id, err)
-		}
-		usage[id] = u
+	if err := readUsage(ctx, tx, machines, usage); err != nil {
+		return nil, err
 	}
 	if err := lookupKeys(ctx, tx, items, stored); err != nil {
 		return nil, err
@@ -108,12 +108,7 @@ func (s *Store) commitItems(ctx context.Context, items []rules.Item) (_ []result
 		outs, _ = rules.Decide(items, usage, stored)
 	}
 
-	insert, err := tx.PrepareContext(ctx, `INSERT INTO buffered_messages (machine_id, owner_id, idempotency_key,
-			service, method, metadata, payload, size, created_at, expires_at)
-		VALUES (?, ?, nullif(?, ''), ?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return nil, err
-	}
+	insert := tx.StmtContext(ctx, s.insert)
 	defer insert.Close()
 	res := make([]result, len(items))
 	for i, o := range outs {
@@ -122,17 +117,8 @@ func (s *Store) commitItems(ctx context.Context, items []rules.Item) (_ []result
 			res[i].err = o.Err
 		case o.Insert:
 			m := &items[i].Msg
-			md := "{}"
-			if len(m.Metadata) > 0 {
-				b, _ := json.Marshal(m.Metadata) // a map[string]string always marshals
-				md = string(b)
-			}
-			payload := m.Payload
-			if payload == nil {
-				payload = []byte{}
-			}
 			r, err := insert.ExecContext(ctx, m.MachineID, m.OwnerID, m.IdempotencyKey, m.Service, m.Method,
-				md, payload, m.Size(), unixNano(m.CreatedAt), unixNano(m.ExpiresAt))
+				rules.MetadataJSON(m.Metadata), m.Payload, m.Size(), unixNano(m.CreatedAt), unixNano(m.ExpiresAt))
 			if err != nil {
 				return nil, fmt.Errorf("insert message for machine %q: %w", m.MachineID, err)
 			}
@@ -158,6 +144,32 @@ func (s *Store) commitItems(ctx context.Context, items []rules.Item) (_ []result
 		return nil, fmt.Errorf("commit %d messages: %w", len(items), err)
 	}
 	return res, nil
+}
+
+// readUsage sets the usage of the machines that have a usage row, in one
+// query: the ids go in as one JSON parameter.
+func readUsage(ctx context.Context, tx *sql.Tx, machines []string, usage map[string]rules.Usage) error {
+	js, err := json.Marshal(machines)
+	if err != nil {
+		return err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT machine_id, messages, bytes FROM machine_buffer_usage
+		WHERE machine_id IN (SELECT value FROM json_each(?))`, string(js))
+	if err != nil {
+		return fmt.Errorf("read buffer usage: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id string
+			u  rules.Usage
+		)
+		if err := rows.Scan(&id, &u.Messages, &u.Bytes); err != nil {
+			return fmt.Errorf("read buffer usage: %w", err)
+		}
+		usage[id] = u
+	}
+	return rows.Err()
 }
 
 // lookupKeys adds the batch's stored keys to stored, in one query: the

@@ -27,11 +27,7 @@ func (s *Store) UpsertMachine(ctx context.Context, m store.Machine) error {
 	if err := rules.Machine(&m, s.opt.Now()); err != nil {
 		return fmt.Errorf("upsert machine %q: %w", m.ID, err)
 	}
-	caps := m.Capabilities
-	if caps == nil {
-		caps = []string{}
-	}
-	capsJSON, _ := json.Marshal(caps) // a []string always marshals
+	capsJSON, _ := json.Marshal(m.Capabilities) // a []string always marshals
 	// The WHERE makes the update a no-op for another owner's machine, which
 	// then changes no row.
 	res, err := s.wdb.ExecContext(ctx, `INSERT INTO machines (`+machineColumns+`)

@@ -87,11 +87,11 @@ func (o Options) withDefaults() Options {
 
 // Store is the SQLite store.
 type Store struct {
-	opt Options
-	log *slog.Logger
-	wdb *sql.DB // one connection: every write
-	rdb *sql.DB // read-only pool
-	q   *groupcommit.Queue[rules.Item, enqueued]
+	opt    Options
+	wdb    *sql.DB   // one connection: every write
+	rdb    *sql.DB   // read-only pool
+	insert *sql.Stmt // insertSQL on wdb
+	q      *groupcommit.Queue[rules.Item, enqueued]
 
 	closed atomic.Bool
 }
@@ -113,7 +113,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open sqlite store %q: %w", path, err)
 	}
-	s := &Store{opt: opt, log: opt.Logger}
+	s := &Store{opt: opt}
 	if err := s.openDBs(ctx, path); err != nil {
 		return nil, fmt.Errorf("open sqlite store %q: %w", path, err)
 	}
@@ -146,6 +146,9 @@ func (s *Store) openDBs(ctx context.Context, path string) (err error) {
 	if err := migrate(ctx, s.wdb); err != nil {
 		return err
 	}
+	if s.insert, err = s.wdb.PrepareContext(ctx, insertSQL); err != nil {
+		return fmt.Errorf("prepare insert: %w", err)
+	}
 	rq := url.Values{}
 	rq.Add("_pragma", "busy_timeout(5000)")
 	rq.Add("_pragma", "query_only(1)")
@@ -160,6 +163,9 @@ func (s *Store) openDBs(ctx context.Context, path string) (err error) {
 
 func (s *Store) closeDBs() error {
 	var errs []error
+	if s.insert != nil {
+		errs = append(errs, s.insert.Close())
+	}
 	for _, db := range []*sql.DB{s.rdb, s.wdb} {
 		if db != nil {
 			errs = append(errs, db.Close())
@@ -176,7 +182,7 @@ func (s *Store) Close() error {
 	}
 	s.q.Close(s.opt.CloseTimeout)
 	if _, err := s.wdb.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
-		s.log.Warn("sqlite store: checkpoint on close", "err", err)
+		s.opt.Logger.Warn("sqlite store: checkpoint on close", "err", err)
 	}
 	if err := s.closeDBs(); err != nil {
 		return fmt.Errorf("close sqlite store: %w", err)

@@ -1,5 +1,5 @@
-// Package groupcommit collects concurrent requests into batches that a few
-// writer goroutines commit together, so that many callers share one
+// Package groupcommit collects concurrent requests into batches that a
+// writer goroutine commits together, so that many callers share one
 // transaction (and one fsync) instead of paying for one each.
 //
 // A writer can also pipeline its batches (NewPipelined with Options.Depth
@@ -44,9 +44,6 @@ type SendFunc[In, Out any] func(ctx context.Context, batch []*Request[In, Out]) 
 type Options struct {
 	// MaxBatch caps requests per commit (default 1000).
 	MaxBatch int
-	// Writers is how many writer goroutines take batches from the queue
-	// (default 1); each has up to Depth batches in flight.
-	Writers int
 	// QueueSize bounds waiting requests (default 4*MaxBatch); Do blocks
 	// while it is full.
 	QueueSize int
@@ -87,8 +84,8 @@ type Queue[In, Out any] struct {
 	wg     sync.WaitGroup
 }
 
-// New starts opt.Writers writer goroutines that commit batches with commit,
-// one at a time; Close stops them.
+// New starts a writer goroutine that commits batches with commit, one at a
+// time; Close stops it.
 func New[In, Out any](commit CommitFunc[In, Out], opt Options) *Queue[In, Out] {
 	opt.Depth = 1
 	return NewPipelined(func(ctx context.Context, batch []*Request[In, Out]) func() {
@@ -97,17 +94,15 @@ func New[In, Out any](commit CommitFunc[In, Out], opt Options) *Queue[In, Out] {
 	}, opt)
 }
 
-// NewPipelined starts opt.Writers writer goroutines that each send up to
-// opt.Depth batches ahead with send; Close stops them.
+// NewPipelined starts a writer goroutine that sends up to opt.Depth batches
+// ahead with send; Close stops it. Only that goroutine calls send and the
+// wait functions, so they need no locking of their own.
 func NewPipelined[In, Out any](send SendFunc[In, Out], opt Options) *Queue[In, Out] {
 	if opt.Depth <= 0 {
 		opt.Depth = 1
 	}
 	if opt.MaxBatch <= 0 {
 		opt.MaxBatch = 1000
-	}
-	if opt.Writers <= 0 {
-		opt.Writers = 1
 	}
 	if opt.QueueSize <= 0 {
 		opt.QueueSize = 4 * opt.MaxBatch
@@ -124,9 +119,7 @@ func NewPipelined[In, Out any](send SendFunc[In, Out], opt Options) *Queue[In, O
 		reqs:     make(chan *Request[In, Out], opt.QueueSize),
 	}
 	q.ctx, q.cancel = context.WithCancel(context.Background())
-	for range opt.Writers {
-		q.wg.Go(q.writer)
-	}
+	q.wg.Go(q.writer)
 	return q
 }
 
@@ -156,8 +149,8 @@ func (q *Queue[In, Out]) Do(ctx context.Context, in In) (Out, error) {
 }
 
 // Close stops taking requests, commits those already queued and waits for
-// the writers. After timeout it cancels the commit context, failing what is
-// still in flight, and waits for the writers to return.
+// the writer. After timeout it cancels the commit context, failing what is
+// still in flight, and waits for the writer to return.
 func (q *Queue[In, Out]) Close(timeout time.Duration) {
 	q.mu.Lock()
 	if q.closed {

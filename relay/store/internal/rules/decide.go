@@ -34,6 +34,13 @@ type Outcome struct {
 	Err error
 }
 
+// BufferFull is the error for m, refused because its machine holds u and
+// lim leaves no room for it.
+func BufferFull(m *store.Message, lim store.Limits, u Usage) error {
+	return fmt.Errorf("%w: machine %q holds %d messages, %d bytes; a %d-byte message exceeds the limit of %d messages, %d bytes",
+		store.ErrBufferFull, m.MachineID, u.Messages, u.Bytes, m.Size(), lim.MaxMessages, lim.MaxBytes)
+}
+
 // Decide admits the batch's items in order. usage holds each machine's
 // occupancy before the batch (a missing machine is empty) and is updated to
 // the occupancy after it; stored maps the keys already stored to their ids.
@@ -61,8 +68,7 @@ func Decide(items []Item, usage map[string]Usage, stored map[Key]int64) (outs []
 		u := usage[m.MachineID]
 		size := m.Size()
 		if u.Messages+1 > int64(lim.MaxMessages) || u.Bytes+size > lim.MaxBytes {
-			out.Err = fmt.Errorf("%w: machine %q holds %d messages, %d bytes; a %d-byte message exceeds the limit of %d messages, %d bytes",
-				store.ErrBufferFull, m.MachineID, u.Messages, u.Bytes, size, lim.MaxMessages, lim.MaxBytes)
+			out.Err = BufferFull(m, lim, u)
 			if !refused[m.MachineID] {
 				refused[m.MachineID] = true
 				full = append(full, m.MachineID)

@@ -5,6 +5,7 @@
 package rules
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -28,7 +29,8 @@ func texts(what string, ss ...string) error {
 	return nil
 }
 
-// Machine validates m and fills a zero RegisteredAt and LastSeen with now.
+// Machine validates m, fills a zero RegisteredAt and LastSeen with now and
+// a nil Capabilities with an empty list.
 func Machine(m *store.Machine, now time.Time) error {
 	if m.ID == "" || m.OwnerID == "" {
 		return fmt.Errorf("%w: machine id and owner id are required", store.ErrInvalid)
@@ -39,6 +41,9 @@ func Machine(m *store.Machine, now time.Time) error {
 	if err := texts("capability", m.Capabilities...); err != nil {
 		return err
 	}
+	if m.Capabilities == nil {
+		m.Capabilities = []string{} // NULL would violate NOT NULL
+	}
 	if m.RegisteredAt.IsZero() {
 		m.RegisteredAt = now
 	}
@@ -48,8 +53,8 @@ func Machine(m *store.Machine, now time.Time) error {
 	return nil
 }
 
-// Message validates m and lim, applies lim's defaults and fills CreatedAt
-// and ExpiresAt. The returned Limits has no zero fields.
+// Message validates m and lim, applies lim's defaults, fills CreatedAt
+// and ExpiresAt and a nil Payload with an empty one. The returned Limits has no zero fields.
 func Message(m *store.Message, lim store.Limits, now time.Time) (store.Limits, error) {
 	if err := lim.Validate(); err != nil {
 		return lim, err
@@ -72,6 +77,19 @@ func Message(m *store.Message, lim store.Limits, now time.Time) (store.Limits, e
 	if m.ExpiresAt.IsZero() {
 		m.ExpiresAt = m.CreatedAt.Add(lim.TTL)
 	}
+	if m.Payload == nil {
+		m.Payload = []byte{} // NULL would violate NOT NULL
+	}
 	m.ID = 0
 	return lim, nil
+}
+
+// MetadataJSON encodes md for a metadata column: a JSON object, "{}" when
+// empty.
+func MetadataJSON(md map[string]string) string {
+	if len(md) == 0 {
+		return "{}"
+	}
+	b, _ := json.Marshal(md) // a map[string]string always marshals
+	return string(b)
 }
