@@ -46,6 +46,15 @@ func FromContext(ctx context.Context) (Identity, bool) {
 	return id, ok
 }
 
+// UserID returns the caller's user: the identity's, or ImplicitUser when ctx
+// carries none (agents' calls, which do not pass through Middleware).
+func UserID(ctx context.Context) string {
+	if id, ok := FromContext(ctx); ok {
+		return id.UserID
+	}
+	return ImplicitUser
+}
+
 // Middleware authenticates each request and stores the identity in its
 // context. A call forwarded by another replica (over mTLS with a relay
 // certificate) keeps the user that replica authenticated; the forwarding

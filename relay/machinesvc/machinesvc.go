@@ -31,13 +31,6 @@ type Service struct {
 	PresenceTTL time.Duration
 }
 
-func user(ctx context.Context) string {
-	if id, ok := auth.FromContext(ctx); ok {
-		return id.UserID
-	}
-	return auth.ImplicitUser
-}
-
 func (s *Service) toProto(m store.Machine) *pb.Machine {
 	st := pb.MachineStatus_OFFLINE
 	if s.online(&m) {
@@ -69,7 +62,7 @@ func (s *Service) online(m *store.Machine) bool {
 
 // ListMachines lists the caller's machines.
 func (s *Service) ListMachines(ctx context.Context, _ *pb.ListMachinesRequest) (*pb.ListMachinesResponse, error) {
-	ms, err := s.Store.ListMachines(ctx, user(ctx))
+	ms, err := s.Store.ListMachines(ctx, auth.UserID(ctx))
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "list machines: %v", err)
 	}
@@ -85,7 +78,7 @@ func (s *Service) GetMachine(ctx context.Context, req *pb.GetMachineRequest) (*p
 	if req.MachineId == "" {
 		return nil, status.Error(codes.InvalidArgument, "machine_id is required")
 	}
-	m, err := s.Store.GetMachine(ctx, user(ctx), req.MachineId)
+	m, err := s.Store.GetMachine(ctx, auth.UserID(ctx), req.MachineId)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, status.Errorf(codes.NotFound, "no machine %q", req.MachineId)
 	}
@@ -101,7 +94,7 @@ func (s *Service) SwitchMachine(ctx context.Context, req *pb.SwitchMachineReques
 	if err != nil {
 		return nil, err
 	}
-	prev, err := s.Store.SetCurrentMachine(ctx, user(ctx), req.MachineId)
+	prev, err := s.Store.SetCurrentMachine(ctx, auth.UserID(ctx), req.MachineId)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "switch machine: %v", err)
 	}

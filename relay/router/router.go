@@ -166,15 +166,14 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (rt *Router) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, t *registry.Tunnel, userID, machineID, service string) {
-	id := auth.Identity{UserID: userID}
 	if t.Client.Closed() {
-		rt.offline(w, r, id.UserID, machineID)
+		rt.offline(w, r, userID, machineID)
 		return
 	}
 	reqID := strconv.FormatUint(rt.nextID.Add(1), 10)
 	rt.Metrics.forwarded(metricService(service))
 	if err := t.Client.Forward(ctx, w, r, reqID, http.Header{
-		"X-Betcode-User": {id.UserID}, MachineHeader: {machineID},
+		auth.UserHeader: {userID}, MachineHeader: {machineID},
 	}); err != nil && ctx.Err() == nil {
 		rt.Log.Debug("router: forwarded call failed", "machine_id", machineID, "method", r.URL.Path, "err", err)
 	}
@@ -203,9 +202,8 @@ func (rt *Router) peerFor(m *store.Machine, id auth.Identity) string {
 func (rt *Router) toPeer(ctx context.Context, w http.ResponseWriter, r *http.Request, addr, userID, machineID string) {
 	var body []byte
 	if Bufferable[r.URL.Path] {
-		var err error
-		if body, err = io.ReadAll(io.LimitReader(r.Body, 16<<20+5)); err != nil {
-			writeStatus(w, codes.Canceled, "", "read request: "+err.Error())
+		var ok bool
+		if body, ok = readRequest(w, r); !ok {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -235,9 +233,8 @@ func (rt *Router) offline(w http.ResponseWriter, r *http.Request, userID, machin
 		writeStatus(w, codes.Unavailable, "MACHINE_OFFLINE", fmt.Sprintf("Target machine %q is not connected; streams need it online (QueueMessage can be buffered)", machineID))
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20+5))
-	if err != nil {
-		writeStatus(w, codes.Canceled, "", "read request: "+err.Error())
+	body, ok := readRequest(w, r)
+	if !ok {
 		return
 	}
 	msg, err := tunnel.Unframe(body)
@@ -281,6 +278,18 @@ func (rt *Router) offline(w http.ResponseWriter, r *http.Request, userID, machin
 	w.Header().Set("Grpc-Status", "0")
 }
 
+// readRequest reads the body of a bufferable call (at most one 16 MiB
+// message and its frame header); if that fails it answers the call and
+// reports false.
+func readRequest(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20+5))
+	if err != nil {
+		writeStatus(w, codes.Canceled, "", "read request: "+err.Error())
+		return nil, false
+	}
+	return body, true
+}
+
 // writeStatus answers with a gRPC status and, when betcode is set, an
 // ErrorInfo detail carrying the BetCode error code.
 func writeStatus(w http.ResponseWriter, c codes.Code, betcode, msg string) {
@@ -313,7 +322,7 @@ func (rt *Router) Deliver(ctx context.Context, t *registry.Tunnel) {
 			return
 		}
 		for _, m := range msgs {
-			md := http.Header{"X-Betcode-User": {m.OwnerID}, MachineHeader: {m.MachineID}, "X-Betcode-Buffered": {"true"}}
+			md := http.Header{auth.UserHeader: {m.OwnerID}, MachineHeader: {m.MachineID}, "X-Betcode-Buffered": {"true"}}
 			for k, v := range m.Metadata {
 				md.Set(k, v)
 			}

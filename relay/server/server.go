@@ -166,6 +166,7 @@ func Run(ctx context.Context, cfg Config) error {
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 	started := time.Now()
+	kind := storeKind(cfg)
 	var lastConnected atomic.Int64
 	lastConnected.Store(time.Now().UnixNano())
 	pb.RegisterBetCodeHealthServer(gs, &healthdetail.Server{
@@ -174,7 +175,7 @@ func Run(ctx context.Context, cfg Config) error {
 				if _, err := st.ListMachines(ctx, "health-check"); err != nil {
 					return false, "store query failed: " + err.Error()
 				}
-				return true, storeKind(cfg)
+				return true, kind
 			}},
 			{Name: "grpc_server", Critical: true, Run: func(context.Context) (bool, string) { return true, "accepting connections" }},
 			{Name: "tunnel_registry", Run: func(context.Context) (bool, string) {
@@ -250,7 +251,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer stopPurge()
 	go purgeLoop(purgeCtx, st, lg)
 
-	lg.Info("relay serving", "addr", ln.Addr().String(), "store", storeKind(cfg), "advertise_addr", cfg.AdvertiseAddr)
+	lg.Info("relay serving", "addr", ln.Addr().String(), "store", kind, "advertise_addr", cfg.AdvertiseAddr)
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr())
 	}

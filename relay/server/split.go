@@ -65,14 +65,11 @@ func (s *splitter) handshake(c net.Conn) {
 		c.Close()
 		return
 	}
+	// A verified certificate is a machine's unless it is another replica's:
+	// a replica forwarding clients' calls goes to the router (which trusts
+	// its forwarding headers, see auth.Middleware), like any client.
 	state := tc.ConnectionState()
-	if _, relay := mtls.PeerRelay(&state); relay {
-		// Another replica forwarding clients' calls: the router serves it
-		// (and trusts its forwarding headers, see auth.Middleware).
-		s.clients.push(tc)
-		return
-	}
-	if len(state.VerifiedChains) > 0 {
+	if _, relay := mtls.PeerRelay(&state); !relay && len(state.VerifiedChains) > 0 {
 		s.machines.push(newReadyConn(tc))
 		return
 	}

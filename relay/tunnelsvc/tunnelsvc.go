@@ -66,13 +66,6 @@ func (s *Service) machineID(ctx context.Context) (string, error) {
 	return id, nil
 }
 
-func owner(ctx context.Context) string {
-	if id, ok := auth.FromContext(ctx); ok {
-		return id.UserID
-	}
-	return auth.ImplicitUser
-}
-
 // Register records the machine and answers the heartbeat interval.
 func (s *Service) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.RegisterResponse, error) {
 	id, err := s.machineID(ctx)
@@ -82,7 +75,7 @@ func (s *Service) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 	if req.MachineId != "" && req.MachineId != id {
 		return nil, status.Errorf(codes.PermissionDenied, "machine_id %q does not match the certificate's %q", req.MachineId, id)
 	}
-	m := store.Machine{ID: id, OwnerID: owner(ctx), Name: req.MachineName, Capabilities: req.Capabilities, LastSeen: s.now()}
+	m := store.Machine{ID: id, OwnerID: auth.UserID(ctx), Name: req.MachineName, Capabilities: req.Capabilities, LastSeen: s.now()}
 	if m.Name == "" {
 		m.Name = id
 	}
@@ -174,7 +167,7 @@ func (s *Service) openTunnel(stream pb.TunnelService_OpenTunnelServer) (*registr
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	m, err := s.Store.GetMachine(ctx, owner(ctx), id)
+	m, err := s.Store.GetMachine(ctx, auth.UserID(ctx), id)
 	if err != nil {
 		return nil, nil, nil, status.Errorf(codes.FailedPrecondition, "machine %q must Register before opening a tunnel", id)
 	}

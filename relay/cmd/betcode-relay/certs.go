@@ -26,7 +26,7 @@ func newCertsCmd() *cobra.Command {
 		Short: "Write a CA and the relay's server certificate and key",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			r, err := pki.Init(dir, splitHosts(hosts), pki.Options{Force: force})
+			r, err := pki.Init(dir, strings.Split(hosts, ","), pki.Options{Force: force})
 			if err != nil {
 				return err
 			}
@@ -52,7 +52,7 @@ func newCertsCmd() *cobra.Command {
 		Short: "Reissue the relay's server certificate with the existing CA",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			r, err := pki.IssueRelay(dir, splitHosts(hosts), pki.Options{Force: force})
+			r, err := pki.IssueRelay(dir, strings.Split(hosts, ","), pki.Options{Force: force})
 			if err != nil {
 				return err
 			}
@@ -70,14 +70,4 @@ func newCertsCmd() *cobra.Command {
 	_ = machineCmd.MarkFlagRequired("machine-id")
 	cmd.AddCommand(initCmd, machineCmd, relayCmd)
 	return cmd
-}
-
-func splitHosts(s string) []string {
-	var out []string
-	for _, h := range strings.Split(s, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			out = append(out, h)
-		}
-	}
-	return out
 }
