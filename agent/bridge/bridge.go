@@ -171,6 +171,11 @@ func StatusEvent(s pb.AgentStatus, msg string) *pb.AgentEvent {
 	return &pb.AgentEvent{Event: &pb.AgentEvent_StatusChange{StatusChange: &pb.StatusChange{Status: s, Message: msg}}}
 }
 
+// textEvent builds a TextDelta event.
+func textEvent(text string, complete bool) *pb.AgentEvent {
+	return &pb.AgentEvent{Event: &pb.AgentEvent_TextDelta{TextDelta: &pb.TextDelta{Text: text, IsComplete: complete}}}
+}
+
 // ErrorEvent builds an ErrorEvent.
 func ErrorEvent(code, msg string, fatal bool) *pb.AgentEvent {
 	return &pb.AgentEvent{Event: &pb.AgentEvent_Error{Error: &pb.ErrorEvent{Code: code, Message: msg, IsFatal: fatal}}}
@@ -260,7 +265,7 @@ func (t *Translator) streamEvent(env *claude.Envelope, out []*pb.AgentEvent) []*
 			}
 			t.streamed = true
 			out = t.setStatus(out, pb.AgentStatus_THINKING, "")
-			return append(out, &pb.AgentEvent{Event: &pb.AgentEvent_TextDelta{TextDelta: &pb.TextDelta{Text: ev.Delta.Text}}})
+			return append(out, textEvent(ev.Delta.Text, false))
 		case "input_json_delta":
 			if b := t.blocks[ev.Index]; b != nil {
 				b.partial.WriteString(ev.Delta.PartialJSON)
@@ -278,7 +283,7 @@ func (t *Translator) streamEvent(env *claude.Envelope, out []*pb.AgentEvent) []*
 		delete(t.blocks, ev.Index)
 		switch b.kind {
 		case "text":
-			return append(out, &pb.AgentEvent{Event: &pb.AgentEvent_TextDelta{TextDelta: &pb.TextDelta{IsComplete: true}}})
+			return append(out, textEvent("", true))
 		case "tool_use":
 			input := json.RawMessage(b.partial.String())
 			out = t.toolStart(out, b.toolID, b.name, input)
@@ -292,7 +297,7 @@ func (t *Translator) streamEvent(env *claude.Envelope, out []*pb.AgentEvent) []*
 func (t *Translator) closeBlocks(out []*pb.AgentEvent) []*pb.AgentEvent {
 	for _, i := range slices.Sorted(maps.Keys(t.blocks)) {
 		if t.blocks[i].kind == "text" {
-			out = append(out, &pb.AgentEvent{Event: &pb.AgentEvent_TextDelta{TextDelta: &pb.TextDelta{IsComplete: true}}})
+			out = append(out, textEvent("", true))
 		}
 	}
 	clear(t.blocks)
@@ -363,7 +368,7 @@ func (t *Translator) assistant(env *claude.Envelope, out []*pb.AgentEvent) []*pb
 			// Main-thread text was streamed as deltas already, unless the CLI
 			// fell back to a non-streaming call; subagent text never streams.
 			if b.Text != "" && (sub || !t.streamed) && !apiErr.IsAPIErrorMessage {
-				out = append(out, &pb.AgentEvent{Event: &pb.AgentEvent_TextDelta{TextDelta: &pb.TextDelta{Text: b.Text, IsComplete: true}}})
+				out = append(out, textEvent(b.Text, true))
 			}
 		}
 	}

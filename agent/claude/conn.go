@@ -34,8 +34,10 @@ type Conn struct {
 	r        *bufio.Reader
 	badLines atomic.Int64
 	nextID   atomic.Uint64
-	idPrefix string
 }
+
+// requestIDPrefix starts the ids of the host's control requests.
+const requestIDPrefix = "betcode_"
 
 // NewConn wraps the CLI's stdin (w) and stdout (r).
 func NewConn(w io.WriteCloser, r io.Reader, log *slog.Logger) *Conn {
@@ -43,11 +45,10 @@ func NewConn(w io.WriteCloser, r io.Reader, log *slog.Logger) *Conn {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Conn{
-		log:      log,
-		w:        w,
-		bw:       bufio.NewWriterSize(w, 64<<10),
-		r:        bufio.NewReaderSize(r, 1<<20),
-		idPrefix: "betcode_",
+		log: log,
+		w:   w,
+		bw:  bufio.NewWriterSize(w, 64<<10),
+		r:   bufio.NewReaderSize(r, 1<<20),
 	}
 }
 
@@ -100,20 +101,20 @@ func (c *Conn) readLine() ([]byte, error) {
 			tooLong = false
 			continue
 		}
-		buf = bytes.TrimRight(buf, "\r\n")
-		buf = bytes.TrimSpace(buf)
+		buf = bytes.TrimSpace(buf) // also drops the "\r\n"
 		return buf, err
 	}
 }
 
-// write serialises v as one line. json.Marshal escapes newlines inside
-// strings, so a value can never span two lines.
+// write serialises v, a struct or map, as one line. json.Marshal escapes
+// newlines inside strings and produces a valid object, so the line needs
+// none of WriteLine's checks.
 func (c *Conn) write(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode stdin line: %w", err)
 	}
-	return c.WriteLine(b)
+	return c.writeLine(b)
 }
 
 // WriteLine writes one already-encoded JSON object as a line after checking
@@ -123,6 +124,11 @@ func (c *Conn) WriteLine(b []byte) error {
 	if !json.Valid(b) || len(b) == 0 || b[0] != '{' || bytes.IndexByte(b, '\n') >= 0 {
 		return fmt.Errorf("refusing to write invalid stdin line %s", preview(b))
 	}
+	return c.writeLine(b)
+}
+
+// writeLine writes b, a single-line JSON object, and a newline.
+func (c *Conn) writeLine(b []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.wclosed {
@@ -149,7 +155,7 @@ func (c *Conn) CloseStdin() error {
 
 // NewRequestID returns a request id unique within this Conn.
 func (c *Conn) NewRequestID() string {
-	return c.idPrefix + strconv.FormatUint(c.nextID.Add(1), 10)
+	return requestIDPrefix + strconv.FormatUint(c.nextID.Add(1), 10)
 }
 
 // UserContent is a user message: either Text or Blocks (Messages API content
@@ -227,7 +233,8 @@ func (c *Conn) EndSession() (string, error) {
 	return c.SendControlRequest(map[string]any{"subtype": "end_session"})
 }
 
-// Drain reads and discards lines until EOF or ctx ends; for tests.
+// Drain reads and discards lines until EOF or ctx ends (e.g. so that a
+// killed child can be waited for).
 func (c *Conn) Drain(ctx context.Context) error {
 	for ctx.Err() == nil {
 		if _, err := c.Next(); err != nil {

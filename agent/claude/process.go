@@ -126,7 +126,8 @@ func Start(ctx context.Context, o Options) (*Process, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cmd := exec.Command(o.Bin, o.Args()...)
+	args := o.Args()
+	cmd := exec.Command(o.Bin, args...)
 	cmd.Dir = o.Dir
 	cmd.Env = append(os.Environ(), o.Env...)
 	// Own process group: a Ctrl-C at the agent's terminal must not reach the
@@ -145,7 +146,7 @@ func Start(ctx context.Context, o Options) (*Process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, &BinaryError{Bin: o.Bin, Err: err}
 	}
-	log.Debug("claude: started", "pid", cmd.Process.Pid, "args", o.Args(), "dir", o.Dir)
+	log.Debug("claude: started", "pid", cmd.Process.Pid, "args", args, "dir", o.Dir)
 	p := &Process{
 		Conn:   NewConn(stdin, stdout, log.With("pid", cmd.Process.Pid)),
 		cmd:    cmd,

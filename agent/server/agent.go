@@ -177,8 +177,9 @@ func (a *Agent) cutError(reason error, lastSent uint64) error {
 // clientError is an ErrorEvent addressed to one client, made from a status
 // error. It is not part of the session's log and so carries sequence 0.
 func clientError(st error, fatal bool) *pb.AgentEvent {
-	ev := bridge.ErrorEvent(BetCodeCode(st), status.Convert(st).Message(), fatal)
-	ev.GetError().Details = ErrorDetails(st)
+	ei := errorInfo(st)
+	ev := bridge.ErrorEvent(ei.GetReason(), status.Convert(st).Message(), fatal)
+	ev.GetError().Details = ei.GetMetadata()
 	ev.Timestamp = timestamppb.Now()
 	return ev
 }
@@ -190,12 +191,20 @@ const MDClientID = "x-betcode-client-id"
 // ClientID returns the caller's client id: the x-betcode-client-id metadata,
 // or a fresh id for this call.
 func ClientID(ctx context.Context) string {
+	if id := namedClientID(ctx); id != "" {
+		return id
+	}
+	return "stream-" + uuid.NewString()
+}
+
+// namedClientID returns the x-betcode-client-id metadata, or "".
+func namedClientID(ctx context.Context) string {
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get(MDClientID); len(v) > 0 && v[0] != "" {
+		if v := md.Get(MDClientID); len(v) > 0 {
 			return v[0]
 		}
 	}
-	return "stream-" + uuid.NewString()
+	return ""
 }
 
 func (a *Agent) handleRequest(ctx context.Context, sess *session.Session, clientID string, req *pb.AgentRequest) error {
@@ -371,12 +380,11 @@ func (a *Agent) RequestInputLock(ctx context.Context, req *pb.InputLockRequest) 
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	ids := md.Get(MDClientID)
-	if len(ids) == 0 || ids[0] == "" {
+	id := namedClientID(ctx)
+	if id == "" {
 		return nil, Status(codes.InvalidArgument, CodeInvalidArgument, "set the x-betcode-client-id metadata (the same on your Converse stream) to hold the input lock")
 	}
-	prev, err := sess.RequestInputLock(ids[0])
+	prev, err := sess.RequestInputLock(id)
 	if err != nil {
 		return nil, toStatus(err)
 	}

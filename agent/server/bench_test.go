@@ -82,16 +82,9 @@ func runTurn(ctx context.Context, s *session.Session, prompt string) error {
 	return waitIdle(ctx, s)
 }
 
-// waitIdle polls until no turn of s is running.
+// waitIdle waits until no turn of s is running and its events are out.
 func waitIdle(ctx context.Context, s *session.Session) error {
-	for s.Busy() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Millisecond):
-		}
-	}
-	return nil
+	return s.Stream(ctx, session.StreamOptions{From: s.LastSeq(), UntilIdle: true}, func(*pb.AgentEvent) error { return nil })
 }
 
 // dial opens a client connection to addr.

@@ -18,9 +18,9 @@ const ErrorDomain = "betcode.dev"
 
 // BetCode error codes used by the handlers (see the spec's catalogue).
 const (
-	CodeSessionNotFound   = "SESSION_NOT_FOUND"
+	CodeSessionNotFound   = session.CodeSessionNotFound
 	CodeInvalidArgument   = "INVALID_ARGUMENT"
-	CodePermissionStale   = "PERMISSION_STALE"
+	CodePermissionStale   = session.CodePermissionStale
 	CodeSlowConsumer      = "SLOW_CONSUMER"
 	CodeAgentShuttingDown = "AGENT_SHUTTING_DOWN"
 	CodeInternal          = "INTERNAL"
@@ -28,7 +28,7 @@ const (
 	CodeClaudeUnavailable = "CLAUDE_UNAVAILABLE"
 	CodeNoInputLock       = "NO_INPUT_LOCK"
 	CodePoolExhausted     = "POOL_EXHAUSTED"
-	CodeSubprocessCrashed = "SUBPROCESS_CRASHED"
+	CodeSubprocessCrashed = session.CodeSubprocessCrashed
 	CodeSessionActive     = "SESSION_ACTIVE"
 )
 
@@ -49,33 +49,25 @@ func StatusWith(c codes.Code, betcode, msg string, details map[string]string) er
 	return st.Err()
 }
 
-// ErrorDetails returns the ErrorInfo metadata of a status error.
-func ErrorDetails(err error) map[string]string {
+// errorInfo returns the BetCode ErrorInfo of a status error, or nil.
+func errorInfo(err error) *errdetails.ErrorInfo {
 	st, ok := status.FromError(err)
 	if !ok {
 		return nil
 	}
 	for _, d := range st.Details() {
 		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.Domain == ErrorDomain {
-			return ei.Metadata
+			return ei
 		}
 	}
 	return nil
 }
 
+// ErrorDetails returns the ErrorInfo metadata of a status error.
+func ErrorDetails(err error) map[string]string { return errorInfo(err).GetMetadata() }
+
 // BetCodeCode extracts the BetCode error code from a status error.
-func BetCodeCode(err error) string {
-	st, ok := status.FromError(err)
-	if !ok {
-		return ""
-	}
-	for _, d := range st.Details() {
-		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.Domain == ErrorDomain {
-			return ei.Reason
-		}
-	}
-	return ""
-}
+func BetCodeCode(err error) string { return errorInfo(err).GetReason() }
 
 // toStatus maps session errors to status errors carrying the BetCode code.
 func toStatus(err error) error {

@@ -34,10 +34,6 @@ func (v *Version) GetVersion(ctx context.Context, _ *pb.GetVersionRequest) (*pb.
 
 // NegotiateCapabilities grants the requested features the agent has.
 func (v *Version) NegotiateCapabilities(ctx context.Context, req *pb.NegotiateRequest) (*pb.NegotiateResponse, error) {
-	have := map[string]bool{}
-	for _, f := range Features {
-		have[f] = true
-	}
 	resp := &pb.NegotiateResponse{Accepted: true, Capabilities: &pb.CapabilitySet{
 		StreamingSupported: true, MaxMessageSize: 16 << 20, FeatureFlags: map[string]bool{},
 	}}
@@ -45,7 +41,7 @@ func (v *Version) NegotiateCapabilities(ctx context.Context, req *pb.NegotiateRe
 		resp.Capabilities.FeatureFlags[f] = true
 	}
 	for _, f := range req.RequestedFeatures {
-		if have[f] {
+		if resp.Capabilities.FeatureFlags[f] {
 			resp.GrantedFeatures = append(resp.GrantedFeatures, f)
 		} else {
 			resp.Warnings = append(resp.Warnings, f+" is not available on this agent")

@@ -4,7 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,11 +60,7 @@ func (s *Session) loadGrants(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load grants: %w", err)
 	}
-	keys := make([]string, 0, len(kv))
-	for k := range kv {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(kv))
 	var grants []permission.Rule
 	for _, k := range keys {
 		r, err := permission.ParseRule(string(kv[k]), permission.Allow)
@@ -84,8 +81,8 @@ func (s *Session) loadGrants(ctx context.Context) error {
 	return nil
 }
 
-// canUseTool decides a can_use_tool request. It returns the events to emit
-// (none when a rule decided).
+// canUseTool decides a can_use_tool request by rule, or records it as open.
+// It reports whether the user must be asked (false when a rule decided).
 func (s *Session) canUseTool(ctx context.Context, p *claude.Process, env *claude.Envelope, req *claude.ControlRequest) (ask bool) {
 	pend := &pending{tool: req.ToolName, input: req.Input, toolUseID: req.ToolUseID, question: req.ToolName == "AskUserQuestion"}
 	if !pend.question {
@@ -184,11 +181,12 @@ func (s *Session) emitStatus(ctx context.Context, ev *pb.AgentEvent, st pb.Agent
 	s.trMu.Lock()
 	s.tr.SetStatus(st)
 	s.trMu.Unlock()
-	evs := []*pb.AgentEvent{}
-	if ev != nil {
-		evs = append(evs, ev)
+	status := bridge.StatusEvent(st, msg)
+	if ev == nil {
+		s.emit(ctx, status)
+		return
 	}
-	s.emit(ctx, append(evs, bridge.StatusEvent(st, msg))...)
+	s.emit(ctx, ev, status)
 }
 
 func (s *Session) logDecision(ctx context.Context, e LogEntry) {
@@ -208,11 +206,7 @@ func (s *Session) PermissionLog(ctx context.Context, limit int) ([]*pb.Permissio
 	if err != nil {
 		return nil, fmt.Errorf("read permission log: %w", err)
 	}
-	keys := make([]string, 0, len(kv))
-	for k := range kv {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(kv))
 	if limit > 0 && len(keys) > limit {
 		keys = keys[len(keys)-limit:]
 	}

@@ -156,10 +156,11 @@ func (s *Session) emitEvents(ctx context.Context, settle bool, evs ...*pb.AgentE
 		s.resetAt = s.seq
 	}
 	s.mu.Unlock()
+	// Appends are not cancelled with the caller's context: an event that got
+	// a sequence must reach the log, or later ones would leave a gap.
+	ctx = context.WithoutCancel(ctx)
 	for _, r := range records {
-		// Appends are not cancelled with the caller's context: an event that
-		// got a sequence must reach the log, or later ones would leave a gap.
-		if err := s.m.log.Append(context.WithoutCancel(ctx), r); err != nil {
+		if err := s.m.log.Append(ctx, r); err != nil {
 			s.m.cfg.Logger.Error("session: persist event", "session_id", s.id, "seq", r.Seq, "err", err)
 		}
 	}
@@ -206,12 +207,8 @@ func (s *Session) publishUpTo(seq uint64) {
 		ev := s.pending[n]
 		n++
 		s.committed = ev.Sequence
-		if ev.GetTurnComplete() != nil {
-			w := 1
-			if n, ok := s.tcWeight[ev]; ok {
-				w = n
-				delete(s.tcWeight, ev)
-			}
+		if w := s.settles(ev); w > 0 {
+			delete(s.tcWeight, ev)
 			s.doneTurns = min(s.doneTurns+w, s.sentTurns)
 		}
 		if ev.Sequence == s.resetAt {
@@ -415,21 +412,18 @@ func (s *Session) readLoop(p *claude.Process, resumed bool, restart int, done ch
 	s.mu.Unlock()
 	if cancelled {
 		// Stopped with SIGINT after an interrupt went unanswered.
-		s.trMu.Lock()
-		s.tr.SetStatus(pb.AgentStatus_IDLE)
-		s.trMu.Unlock()
-		s.emitEvents(ctx, true, bridge.TurnCompleteEvent("cancelled"), bridge.StatusEvent(pb.AgentStatus_IDLE, ""))
-		s.saveMeta(ctx)
+		s.endTurns(ctx, bridge.TurnCompleteEvent("cancelled"), bridge.StatusEvent(pb.AgentStatus_IDLE, ""))
 		return
 	}
 	msg := fmt.Sprintf("Claude process exited mid-turn (%v)", exitText(waitErr))
 	if hung.Load() {
 		msg = fmt.Sprintf("Claude produced no output for %s mid-turn and was stopped", s.m.cfg.HangTimeout)
 	}
-	if tail := p.Stderr(); tail != "" {
+	tail := p.Stderr()
+	if tail != "" {
 		msg += ": " + lastLine(tail)
 	}
-	log.Warn("session: claude crashed mid-turn", "err", waitErr, "stderr", p.Stderr(), "hung", hung.Load())
+	log.Warn("session: claude crashed mid-turn", "err", waitErr, "stderr", tail, "hung", hung.Load())
 	s.mu.Lock()
 	s.crashes++
 	s.lastCrash = s.m.cfg.Now()
@@ -444,23 +438,33 @@ func (s *Session) unsettled() bool {
 	defer s.mu.Unlock()
 	done := s.doneTurns
 	for _, ev := range s.pending {
-		if ev.GetTurnComplete() != nil {
-			if n, ok := s.tcWeight[ev]; ok {
-				done += n
-			} else {
-				done++
-			}
-		}
+		done += s.settles(ev)
 	}
 	return done < s.sentTurns
 }
 
+// settles is how many sent turns publishing ev completes: 0 unless it is a
+// TurnComplete, which settles its tcWeight (1 by default). s.mu is held.
+func (s *Session) settles(ev *pb.AgentEvent) int {
+	if ev.GetTurnComplete() == nil {
+		return 0
+	}
+	if n, ok := s.tcWeight[ev]; ok {
+		return n
+	}
+	return 1
+}
+
 func (s *Session) emitCrash(ctx context.Context, msg string) {
-	evs := []*pb.AgentEvent{
+	s.endTurns(ctx,
 		bridge.ErrorEvent(CodeSubprocessCrashed, msg+"; the next message restarts it with --resume", false),
 		bridge.TurnCompleteEvent("crashed"),
-		bridge.StatusEvent(pb.AgentStatus_IDLE, ""),
-	}
+		bridge.StatusEvent(pb.AgentStatus_IDLE, ""))
+}
+
+// endTurns emits evs (ending with an IDLE status) for a CLI that exited
+// mid-turn: publishing them settles every open turn.
+func (s *Session) endTurns(ctx context.Context, evs ...*pb.AgentEvent) {
 	s.trMu.Lock()
 	s.tr.SetStatus(pb.AgentStatus_IDLE)
 	s.trMu.Unlock()
@@ -529,10 +533,6 @@ func (s *Session) handle(ctx context.Context, p *claude.Process, env *claude.Env
 				}
 			}
 		}
-		s.mu.Unlock()
-	}
-	if env.Type == claude.TypeResult {
-		s.mu.Lock()
 		cancelled := s.cancelRequested
 		s.cancelRequested = false
 		s.mu.Unlock()
@@ -600,6 +600,7 @@ func (s *Session) Cancel(ctx context.Context) (bool, error) {
 	s.mu.Lock()
 	busy := s.sentTurns != s.doneTurns
 	p := s.proc
+	target := s.sentTurns
 	if busy {
 		s.cancelRequested = true
 	}
@@ -607,9 +608,6 @@ func (s *Session) Cancel(ctx context.Context) (bool, error) {
 	if !busy || p == nil {
 		return false, nil
 	}
-	s.mu.Lock()
-	target := s.sentTurns
-	s.mu.Unlock()
 	if _, err := p.Interrupt(); err != nil {
 		return true, fmt.Errorf("interrupt claude: %w", err)
 	}

@@ -47,12 +47,14 @@ func (sub *subscriber) stop(err error) {
 	})
 }
 
-func (s *Session) subscribe() (*subscriber, uint64, bool) {
+// subscribe registers a subscriber and returns it with the last committed
+// sequence: later events reach it live.
+func (s *Session) subscribe() (*subscriber, uint64) {
 	sub := newSubscriber(s.m.cfg.SubscriberBuffer)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.subs[sub] = struct{}{}
-	return sub, s.committed, s.sentTurns == s.doneTurns
+	return sub, s.committed
 }
 
 func (s *Session) unsubscribe(sub *subscriber) {
@@ -97,7 +99,7 @@ type StreamOptions struct {
 // passed to send is only valid during the call (replayed events reuse one
 // message); send must not modify it.
 func (s *Session) Stream(ctx context.Context, opt StreamOptions, send func(*pb.AgentEvent) error) error {
-	sub, snapshot, _ := s.subscribe()
+	sub, snapshot := s.subscribe()
 	defer s.unsubscribe(sub)
 	if opt.OnCut != nil {
 		done := make(chan struct{})
@@ -163,37 +165,38 @@ func (s *Session) Stream(ctx context.Context, opt StreamOptions, send func(*pb.A
 		committed, idle := s.idleAt()
 		return idle && last >= committed
 	}
+	// deliver sends a live event unless replay already sent it.
+	deliver := func(ev *pb.AgentEvent) error {
+		if ev.Sequence <= last {
+			return nil
+		}
+		if err := send(ev); err != nil {
+			return err
+		}
+		last = ev.Sequence
+		return nil
+	}
 	for {
 		if done() {
 			return nil
 		}
 		select {
 		case ev := <-sub.ch:
-			if ev.Sequence <= last {
-				continue
-			}
-			if err := send(ev); err != nil {
+			if err := deliver(ev); err != nil {
 				return err
 			}
-			last = ev.Sequence
 		case <-sub.cut:
 			// Deliver what is buffered before reporting the cut.
-		drain:
 			for {
 				select {
 				case ev := <-sub.ch:
-					if ev.Sequence <= last {
-						continue
-					}
-					if err := send(ev); err != nil {
+					if err := deliver(ev); err != nil {
 						return err
 					}
-					last = ev.Sequence
 				default:
-					break drain
+					return cutErr()
 				}
 			}
-			return cutErr()
 		case <-opt.Wake:
 		case <-ctx.Done():
 			return ctx.Err()
