@@ -42,7 +42,6 @@ type Conversation struct {
 	sessionID string
 	lastSeq   uint64
 	closed    bool
-	opened    bool
 }
 
 // Start opens a conversation: a new session when start.SessionId is empty,
@@ -73,7 +72,7 @@ func (c *Conversation) LastSeq() uint64 {
 func (c *Conversation) open(ctx context.Context) error {
 	c.mu.Lock()
 	start := c.start
-	if c.opened && c.sessionID != "" {
+	if c.stream != nil && c.sessionID != "" { // a reconnection: resume
 		start = &pb.StartConversation{
 			SessionId: c.sessionID, WorkingDirectory: c.start.WorkingDirectory, Model: c.start.Model,
 			Metadata: map[string]string{"from_sequence": strconv.FormatUint(c.lastSeq, 10)},
@@ -95,7 +94,6 @@ func (c *Conversation) open(ctx context.Context) error {
 		c.cancel()
 	}
 	c.stream, c.cancel = stream, cancel
-	c.opened = true
 	c.mu.Unlock()
 	return nil
 }

@@ -221,8 +221,6 @@ func Run(ctx context.Context, cfg Config) error {
 			mgr.Close(context.Background())
 			return err
 		}
-	}
-	if link != nil {
 		details.Checks = append(details.Checks, healthdetail.Check{Name: "tunnel", Run: func(context.Context) (bool, string) {
 			up, since := link.Connected()
 			if up {

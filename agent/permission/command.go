@@ -21,7 +21,6 @@ type cmdPattern struct {
 	bodyLen  int      // tokens of the body alone
 	optTail  bool
 	wildcard bool   // any star, so not an exact command
-	any      bool   // Bash(*): every command
 	word     string // literal first word, "" when it holds a star
 }
 
@@ -31,9 +30,6 @@ func compileCommand(spec string) (cmdPattern, error) {
 	s := strings.TrimSpace(spec)
 	if s == "" {
 		return cmdPattern{}, errors.New("empty command pattern")
-	}
-	if s == "*" {
-		return cmdPattern{any: true, wildcard: true}, nil
 	}
 	var p cmdPattern
 	switch {
@@ -100,9 +96,6 @@ func compileCommand(spec string) (cmdPattern, error) {
 
 // match reports whether the trimmed command s matches.
 func (p *cmdPattern) match(s string) bool {
-	if p.any {
-		return true
-	}
 	if p.optTail && globCmd(p.toks[:p.bodyLen], s) {
 		return true
 	}

@@ -315,7 +315,7 @@ func (e *Engine) decideBash(x *toolIndex, c *call) Decision {
 		return Decision{Behavior: e.opts.Default, Reason: ReasonDefault}
 	case unmatched:
 		return Decision{Behavior: e.opts.Default, Reason: ReasonUnmatchedSC}
-	case n > 1 && !wholeAllow:
+	case n > 1:
 		return Decision{Behavior: Allow, Rule: allowRule, Reason: ReasonAllAllowed}
 	}
 	return Decision{Behavior: Allow, Rule: allowRule, Reason: ReasonRule}

@@ -173,19 +173,12 @@ func (c *cli) finish() {
 
 func startFake(t *testing.T) *fakeapi.Server {
 	t.Helper()
-	srv, err := fakeapi.Start(fakeapi.Config{Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	srv, err := fakeapi.Start(fakeapi.Config{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
 	return srv
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 func TestRealCLIText(t *testing.T) {

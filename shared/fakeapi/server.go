@@ -267,11 +267,7 @@ func (s *Server) replyJSON(w http.ResponseWriter, r *http.Request, req *Request,
 		writeError(w, http.StatusInternalServerError, "api_error", err.Error(), 0, "")
 		return err
 	}
-	var total time.Duration
-	for range reply.TextDeltas() {
-		total += reply.Delay
-	}
-	if !s.wait(r.Context(), total) {
+	if !s.wait(r.Context(), time.Duration(len(reply.TextDeltas()))*reply.Delay) {
 		return nil
 	}
 	if reply.Fault == Stall || reply.Fault == Cut {

@@ -207,7 +207,9 @@ func (l *lockedBuffer) String() string {
 
 // harness runs the chat loop against channels instead of an agent.
 type harness struct {
-	t        *testing.T
+	t *testing.T
+	// events is unbuffered: once a send returns, the loop has taken the
+	// event and handles it before it can read the next input line.
 	events   chan *pb.AgentEvent
 	recvErr  chan error
 	sigs     chan os.Signal
@@ -229,7 +231,7 @@ const (
 
 func newHarness(t *testing.T, m mode, prompt string, yesTo ...string) *harness {
 	h := &harness{
-		t: t, events: make(chan *pb.AgentEvent, 16), recvErr: make(chan error, 1), sigs: make(chan os.Signal, 1),
+		t: t, events: make(chan *pb.AgentEvent), recvErr: make(chan error, 1), sigs: make(chan os.Signal, 1),
 		lines: make(chan string), sent: make(chan *pb.AgentRequest, 16), closed: make(chan struct{}), done: make(chan error, 1),
 	}
 	yes, err := newAutoApprover(yesTo, "")

@@ -45,14 +45,11 @@ func newRootCmd() *cobra.Command {
 }
 
 func (g *globals) dial() (*grpc.ClientConn, error) {
+	addr, o := g.v.GetString("agent"), client.DialOptions{CAFile: g.v.GetString("ca")}
 	if relay := g.v.GetString("relay"); relay != "" {
-		conn, err := client.Dial(relay, client.DialOptions{CAFile: g.v.GetString("relay-ca"), TLS: true, Machine: g.v.GetString("machine")})
-		if err != nil {
-			return nil, &client.ExitError{Code: client.ExitConnection, Err: err}
-		}
-		return conn, nil
+		addr, o = relay, client.DialOptions{CAFile: g.v.GetString("relay-ca"), TLS: true, Machine: g.v.GetString("machine")}
 	}
-	conn, err := client.Dial(g.v.GetString("agent"), client.DialOptions{CAFile: g.v.GetString("ca")})
+	conn, err := client.Dial(addr, o)
 	if err != nil {
 		return nil, &client.ExitError{Code: client.ExitConnection, Err: err}
 	}

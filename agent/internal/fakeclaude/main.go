@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/betcode-dev/betcode/shared/claudecli"
 )
 
 var (
@@ -49,7 +51,7 @@ func main() {
 	for i, a := range args {
 		switch a {
 		case "--version":
-			fmt.Println("2.1.328 (Fake Claude Code)")
+			fmt.Println(claudecli.Version + " (Fake Claude Code)")
 			return
 		case "--session-id", "--resume":
 			if i+1 < len(args) {
