@@ -28,9 +28,16 @@ const (
 // Identity is the authenticated caller.
 type Identity struct {
 	UserID string
+	// TokenID is the public id of the token the call carried ("" for a
+	// call forwarded by another replica, which authenticated it).
+	TokenID string
+	// Admin: the user is a relay administrator.
+	Admin bool
 	// ForwardedBy is the replica that forwarded the call on the user's
 	// behalf ("" for a call straight from a client).
 	ForwardedBy string
+	// Remote is the client's address (host:port).
+	Remote string
 }
 
 type ctxKey struct{}

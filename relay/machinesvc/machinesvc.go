@@ -78,7 +78,7 @@ func (s *Service) GetMachine(ctx context.Context, req *pb.GetMachineRequest) (*p
 	if req.MachineId == "" {
 		return nil, status.Error(codes.InvalidArgument, "machine_id is required")
 	}
-	m, err := s.Store.GetMachine(ctx, auth.UserID(ctx), req.MachineId)
+	m, err := s.Store.GetMachine(ctx, req.MachineId)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, status.Errorf(codes.NotFound, "no machine %q", req.MachineId)
 	}

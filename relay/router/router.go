@@ -144,7 +144,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.forward(ctx, w, r, t, id.UserID, machineID, service)
 		return
 	}
-	m, err := rt.Store.GetMachine(ctx, id.UserID, machineID)
+	m, err := rt.Store.GetMachine(ctx, machineID)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			writeStatus(w, codes.NotFound, "MACHINE_NOT_FOUND", fmt.Sprintf("no machine %q", machineID))

@@ -44,9 +44,10 @@ var (
 )
 
 // Machine is a registered developer machine. IDs are global (the machine's
-// certificate name); OwnerID is the user who enrolled it.
+// certificate name). A machine belongs to user OwnerID or, when TeamID is
+// set, to team TeamID (OwnerID is then the user who enrolled it).
 type Machine struct {
-	ID, OwnerID, Name, Hostname string
+	ID, OwnerID, TeamID, Name, Hostname string
 	Capabilities                []string
 	OS, Arch, Version           string
 	CPUCores                    uint32
@@ -56,6 +57,8 @@ type Machine struct {
 	// tunnel ("" when none). It is live only while LastSeen is fresh: a
 	// crashed replica never clears it.
 	Replica string
+	// RevokedAt is when the machine was revoked (zero: it is not).
+	RevokedAt time.Time
 }
 
 // LiveReplica returns the replica holding m's tunnel, or "" when none is
@@ -131,8 +134,9 @@ func (l Limits) WithDefaults() Limits {
 // concurrent use.
 type Store interface {
 	// UpsertMachine registers m or updates its details; an existing row
-	// keeps its RegisteredAt. A zero RegisteredAt or LastSeen means now.
-	// An id registered to another owner gives ErrConflict.
+	// keeps its RegisteredAt, OwnerID and TeamID. A zero RegisteredAt or
+	// LastSeen means now. An id registered to another owner (OwnerID or
+	// TeamID differ) gives ErrConflict; a revoked id gives ErrRevoked.
 	UpsertMachine(ctx context.Context, m Machine) error
 	// TouchMachine records that machine id was seen at seen.
 	TouchMachine(ctx context.Context, id string, seen time.Time) error
@@ -142,16 +146,18 @@ type Store interface {
 	// ClearMachineReplica forgets machine id's replica if it is still
 	// replica (a newer tunnel on another replica stays recorded).
 	ClearMachineReplica(ctx context.Context, id, replica string) error
-	// GetMachine returns ownerID's machine id; another owner's machine is
-	// ErrNotFound.
-	GetMachine(ctx context.Context, ownerID, id string) (Machine, error)
-	// ListMachines returns ownerID's machines ordered by id.
-	ListMachines(ctx context.Context, ownerID string) ([]Machine, error)
+	// GetMachine returns machine id whoever owns it (callers authorize),
+	// or ErrNotFound.
+	GetMachine(ctx context.Context, id string) (Machine, error)
+	// ListMachines returns the machines userID may reach, ordered by id:
+	// those it owns and those of the teams it is a member of. Revoked
+	// machines are left out.
+	ListMachines(ctx context.Context, userID string) ([]Machine, error)
 
-	// SetCurrentMachine makes machineID (which must be ownerID's, else
-	// ErrNotFound; "" clears) ownerID's current machine and returns the
-	// previous one ("" when none).
-	SetCurrentMachine(ctx context.Context, ownerID, machineID string) (previous string, err error)
+	// SetCurrentMachine makes machineID (which must exist, else
+	// ErrNotFound; "" clears) userID's current machine and returns the
+	// previous one ("" when none). The caller authorizes.
+	SetCurrentMachine(ctx context.Context, userID, machineID string) (previous string, err error)
 	// CurrentMachine returns ownerID's current machine, "" when none.
 	CurrentMachine(ctx context.Context, ownerID string) (string, error)
 
@@ -175,6 +181,9 @@ type Store interface {
 	// PurgeExpired deletes the messages that expired at or before now and
 	// returns how many.
 	PurgeExpired(ctx context.Context, now time.Time) (int, error)
+
+	// Identity holds users, teams, tokens, revocations and the audit log.
+	Identity
 
 	// Close commits what was already submitted and releases the store.
 	// It is idempotent.

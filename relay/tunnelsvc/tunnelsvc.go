@@ -167,7 +167,7 @@ func (s *Service) openTunnel(stream pb.TunnelService_OpenTunnelServer) (*registr
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	m, err := s.Store.GetMachine(ctx, auth.UserID(ctx), id)
+	m, err := s.Store.GetMachine(ctx, id)
 	if err != nil {
 		return nil, nil, nil, status.Errorf(codes.FailedPrecondition, "machine %q must Register before opening a tunnel", id)
 	}

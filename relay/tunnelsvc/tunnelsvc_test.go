@@ -75,7 +75,7 @@ func TestHeartbeatRecordsReplicaAndDelivers(t *testing.T) {
 	if err != nil || resp.BufferedMessages != 1 {
 		t.Fatalf("Heartbeat = %v, %v; want 1 buffered", resp, err)
 	}
-	if m, _ := st.GetMachine(ctx, auth.ImplicitUser, "m1"); m.Replica != "" {
+	if m, _ := st.GetMachine(ctx, "m1"); m.Replica != "" {
 		t.Fatalf("heartbeat without a tunnel here recorded replica %q", m.Replica)
 	}
 
@@ -88,7 +88,7 @@ func TestHeartbeatRecordsReplicaAndDelivers(t *testing.T) {
 	if _, err := svc.Heartbeat(ctx, &pb.HeartbeatRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	if m, _ := st.GetMachine(ctx, auth.ImplicitUser, "m1"); m.Replica != "10.0.0.1:8443" {
+	if m, _ := st.GetMachine(ctx, "m1"); m.Replica != "10.0.0.1:8443" {
 		t.Fatalf("Replica after a heartbeat on the tunnel's replica = %q", m.Replica)
 	}
 	select {

@@ -91,17 +91,17 @@ func (s *Store) ClearMachineReplica(ctx context.Context, id, replica string) err
 }
 
 // GetMachine implements store.Store.
-func (s *Store) GetMachine(ctx context.Context, ownerID, id string) (store.Machine, error) {
+func (s *Store) GetMachine(ctx context.Context, id string) (store.Machine, error) {
 	if err := s.live(); err != nil {
 		return store.Machine{}, err
 	}
-	rows, _ := s.pool.Query(ctx, `SELECT `+selectColumns+` FROM machines WHERE id = $1 AND owner_id = $2`, id, ownerID)
+	rows, _ := s.pool.Query(ctx, `SELECT `+selectColumns+` FROM machines WHERE id = $1`, id)
 	m, err := pgx.CollectExactlyOneRow(rows, scanMachine)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = store.ErrNotFound
 	}
 	if err != nil {
-		return store.Machine{}, fmt.Errorf("get machine %q of owner %q: %w", id, ownerID, err)
+		return store.Machine{}, fmt.Errorf("get machine %q: %w", id, err)
 	}
 	return m, nil
 }
@@ -140,7 +140,7 @@ func (s *Store) SetCurrentMachine(ctx context.Context, ownerID, machineID string
 		if machineID != "" {
 			// FOR SHARE: the machine cannot change owner before we commit.
 			var one int
-			err := tx.QueryRow(ctx, `SELECT 1 FROM machines WHERE id = $1 AND owner_id = $2 FOR SHARE`, machineID, ownerID).Scan(&one)
+			err := tx.QueryRow(ctx, `SELECT 1 FROM machines WHERE id = $1 FOR SHARE`, machineID).Scan(&one)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return store.ErrNotFound
 			} else if err != nil {

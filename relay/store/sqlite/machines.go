@@ -98,16 +98,16 @@ func (s *Store) ClearMachineReplica(ctx context.Context, id, replica string) err
 }
 
 // GetMachine implements store.Store.
-func (s *Store) GetMachine(ctx context.Context, ownerID, id string) (store.Machine, error) {
+func (s *Store) GetMachine(ctx context.Context, id string) (store.Machine, error) {
 	if err := s.live(); err != nil {
 		return store.Machine{}, err
 	}
-	m, err := scanMachine(s.rdb.QueryRowContext(ctx, `SELECT `+selectColumns+` FROM machines WHERE id = ? AND owner_id = ?`, id, ownerID))
+	m, err := scanMachine(s.rdb.QueryRowContext(ctx, `SELECT `+selectColumns+` FROM machines WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		err = store.ErrNotFound
 	}
 	if err != nil {
-		return store.Machine{}, fmt.Errorf("get machine %q of owner %q: %w", id, ownerID, err)
+		return store.Machine{}, fmt.Errorf("get machine %q: %w", id, err)
 	}
 	return m, nil
 }
@@ -178,7 +178,7 @@ func (s *Store) SetCurrentMachine(ctx context.Context, ownerID, machineID string
 	}()
 	if machineID != "" {
 		var one int
-		err := tx.QueryRowContext(ctx, `SELECT 1 FROM machines WHERE id = ? AND owner_id = ?`, machineID, ownerID).Scan(&one)
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM machines WHERE id = ?`, machineID).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			return "", store.ErrNotFound
 		} else if err != nil {

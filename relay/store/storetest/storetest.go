@@ -94,13 +94,13 @@ func testMachines(t *testing.T, open Open) {
 	if list, err := s.ListMachines(ctx, "carol"); err != nil || len(list) != 0 {
 		t.Errorf("ListMachines(carol) = %v, %v; want none", list, err)
 	}
-	if got, err := s.GetMachine(ctx, "bob", "m3"); err != nil || !equalMachine(got, m3) {
+	if got, err := s.GetMachine(ctx, "m3"); err != nil || !equalMachine(got, m3) {
 		t.Errorf("GetMachine(bob, m3) = %+v, %v; want %+v", got, err, m3)
 	}
-	if _, err := s.GetMachine(ctx, "alice", "m3"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.GetMachine(ctx, "m3"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetMachine(alice, m3 of bob) = %v; want ErrNotFound", err)
 	}
-	if _, err := s.GetMachine(ctx, "alice", "nope"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.GetMachine(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetMachine(alice, nope) = %v; want ErrNotFound", err)
 	}
 
@@ -113,7 +113,7 @@ func testMachines(t *testing.T, open Open) {
 	}
 	want := again
 	want.RegisteredAt = m1.RegisteredAt
-	if got, err := s.GetMachine(ctx, "alice", "m1"); err != nil || !equalMachine(got, want) {
+	if got, err := s.GetMachine(ctx, "m1"); err != nil || !equalMachine(got, want) {
 		t.Errorf("after re-registration GetMachine = %+v, %v; want %+v", got, err, want)
 	}
 
@@ -122,7 +122,7 @@ func testMachines(t *testing.T, open Open) {
 	if err := s.UpsertMachine(ctx, stolen); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("UpsertMachine(m1 for bob) = %v; want ErrConflict", err)
 	}
-	if got, _ := s.GetMachine(ctx, "alice", "m1"); got.Name != "renamed" {
+	if got, _ := s.GetMachine(ctx, "m1"); got.Name != "renamed" {
 		t.Errorf("another owner's upsert changed the machine: %+v", got)
 	}
 
@@ -130,7 +130,7 @@ func testMachines(t *testing.T, open Open) {
 	if err := s.TouchMachine(ctx, "m1", seen); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.GetMachine(ctx, "alice", "m1"); !sameTime(got.LastSeen, seen) {
+	if got, _ := s.GetMachine(ctx, "m1"); !sameTime(got.LastSeen, seen) {
 		t.Errorf("after TouchMachine LastSeen = %v; want %v", got.LastSeen, seen)
 	}
 	if err := s.TouchMachine(ctx, "nope", seen); !errors.Is(err, store.ErrNotFound) {
@@ -144,7 +144,7 @@ func testMachines(t *testing.T, open Open) {
 	if err := s.UpsertMachine(ctx, fresh); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.GetMachine(ctx, "alice", "m4"); got.RegisteredAt.Before(before) || got.LastSeen.Before(before) {
+	if got, _ := s.GetMachine(ctx, "m4"); got.RegisteredAt.Before(before) || got.LastSeen.Before(before) {
 		t.Errorf("zero times stored as %v, %v; want now", got.RegisteredAt, got.LastSeen)
 	}
 }
@@ -157,7 +157,7 @@ func testMachineReplica(t *testing.T, open Open) {
 	}
 	replica := func() store.Machine {
 		t.Helper()
-		m, err := s.GetMachine(ctx, "alice", "m1")
+		m, err := s.GetMachine(ctx, "m1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -580,7 +580,7 @@ func testReopen(t *testing.T, open Open) {
 	}
 
 	s = open(t)
-	if got, err := s.GetMachine(ctx, "alice", "m1"); err != nil || !equalMachine(got, machine("m1", "alice")) {
+	if got, err := s.GetMachine(ctx, "m1"); err != nil || !equalMachine(got, machine("m1", "alice")) {
 		t.Errorf("after reopen GetMachine = %+v, %v", got, err)
 	}
 	if got, err := s.CurrentMachine(ctx, "alice"); err != nil || got != "m1" {
