@@ -1,6 +1,6 @@
 // Package store defines the relay's persistent state: registered machines,
-// each user's current machine, and the offline buffer of requests waiting
-// for a machine to reconnect.
+// each user's current machine, the offline buffer of requests waiting for a
+// machine to reconnect, and the accounts (Identity, identity.go).
 //
 // The buffer gives exactly-once delivery together with the agent:
 //
@@ -29,12 +29,13 @@ import (
 
 // Sentinel errors; test with errors.Is.
 var (
-	// ErrNotFound: no such machine, or it belongs to another owner.
+	// ErrNotFound: no such machine, user, team, membership or token.
 	ErrNotFound = errors.New("not found")
 	// ErrBufferFull: Enqueue would take the machine past Limits. The relay
 	// answers RESOURCE_EXHAUSTED.
 	ErrBufferFull = errors.New("offline buffer full")
-	// ErrConflict: UpsertMachine for a machine id registered to another owner.
+	// ErrConflict: UpsertMachine for a machine id registered to another
+	// owner or team.
 	ErrConflict = errors.New("machine registered to another owner")
 	// ErrInvalid: an argument the store cannot hold (empty id, a string
 	// that is not UTF-8 or contains NUL). The relay answers INVALID_ARGUMENT.
@@ -48,11 +49,11 @@ var (
 // set, to team TeamID (OwnerID is then the user who enrolled it).
 type Machine struct {
 	ID, OwnerID, TeamID, Name, Hostname string
-	Capabilities                []string
-	OS, Arch, Version           string
-	CPUCores                    uint32
-	MemoryBytes, DiskFreeBytes  uint64
-	RegisteredAt, LastSeen      time.Time
+	Capabilities                        []string
+	OS, Arch, Version                   string
+	CPUCores                            uint32
+	MemoryBytes, DiskFreeBytes          uint64
+	RegisteredAt, LastSeen              time.Time
 	// Replica is the address of the relay replica holding the machine's
 	// tunnel ("" when none). It is live only while LastSeen is fresh: a
 	// crashed replica never clears it.

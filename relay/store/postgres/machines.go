@@ -7,17 +7,19 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/betcode-dev/betcode/relay/store"
 	"github.com/betcode-dev/betcode/relay/store/internal/rules"
 )
 
-const machineColumns = `id, owner_id, name, hostname, capabilities, os, arch, version,
+const machineColumns = `id, owner_id, team_id, name, hostname, capabilities, os, arch, version,
 	cpu_cores, memory_bytes, disk_free_bytes, registered_at, last_seen`
 
 // selectColumns are machineColumns plus the replica, which only
-// SetMachineReplica and ClearMachineReplica write.
-const selectColumns = machineColumns + `, replica`
+// SetMachineReplica and ClearMachineReplica write, and the revocation time,
+// which only RevokeMachine writes.
+const selectColumns = machineColumns + `, replica, revoked_at`
 
 // UpsertMachine implements store.Store.
 func (s *Store) UpsertMachine(ctx context.Context, m store.Machine) error {
@@ -27,24 +29,42 @@ func (s *Store) UpsertMachine(ctx context.Context, m store.Machine) error {
 	if err := rules.Machine(&m, s.opt.Now()); err != nil {
 		return fmt.Errorf("upsert machine %q: %w", m.ID, err)
 	}
-	// The WHERE makes the update a no-op for another owner's machine, which
-	// then affects no row.
-	tag, err := s.pool.Exec(ctx, `INSERT INTO machines (`+machineColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-		ON CONFLICT (id) DO UPDATE SET
-			name = EXCLUDED.name, hostname = EXCLUDED.hostname,
-			capabilities = EXCLUDED.capabilities, os = EXCLUDED.os,
-			arch = EXCLUDED.arch, version = EXCLUDED.version,
-			cpu_cores = EXCLUDED.cpu_cores, memory_bytes = EXCLUDED.memory_bytes,
-			disk_free_bytes = EXCLUDED.disk_free_bytes, last_seen = EXCLUDED.last_seen
-		WHERE machines.owner_id = EXCLUDED.owner_id`,
-		m.ID, m.OwnerID, m.Name, m.Hostname, m.Capabilities, m.OS, m.Arch, m.Version,
-		int64(m.CPUCores), int64(m.MemoryBytes), int64(m.DiskFreeBytes), m.RegisteredAt, m.LastSeen)
+	// Under the machine's lock, so that a concurrent RevokeMachine either
+	// sees the row this inserts or is seen here (revoke.go).
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := lockMachine(ctx, tx, m.ID); err != nil {
+			return err
+		}
+		var revoked bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM revoked_machines WHERE machine_id = $1)`, m.ID).Scan(&revoked); err != nil {
+			return fmt.Errorf("check revocation: %w", err)
+		}
+		if revoked {
+			return store.ErrRevoked
+		}
+		// The WHERE makes the update a no-op for another owner's machine,
+		// which then affects no row.
+		tag, err := tx.Exec(ctx, `INSERT INTO machines (`+machineColumns+`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+			ON CONFLICT (id) DO UPDATE SET
+				name = EXCLUDED.name, hostname = EXCLUDED.hostname,
+				capabilities = EXCLUDED.capabilities, os = EXCLUDED.os,
+				arch = EXCLUDED.arch, version = EXCLUDED.version,
+				cpu_cores = EXCLUDED.cpu_cores, memory_bytes = EXCLUDED.memory_bytes,
+				disk_free_bytes = EXCLUDED.disk_free_bytes, last_seen = EXCLUDED.last_seen
+			WHERE machines.owner_id = EXCLUDED.owner_id AND machines.team_id = EXCLUDED.team_id`,
+			m.ID, m.OwnerID, m.TeamID, m.Name, m.Hostname, m.Capabilities, m.OS, m.Arch, m.Version,
+			int64(m.CPUCores), int64(m.MemoryBytes), int64(m.DiskFreeBytes), m.RegisteredAt, m.LastSeen)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return store.ErrConflict
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("upsert machine %q: %w", m.ID, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("upsert machine %q for owner %q: %w", m.ID, m.OwnerID, store.ErrConflict)
+		return fmt.Errorf("upsert machine %q for owner %q team %q: %w", m.ID, m.OwnerID, m.TeamID, err)
 	}
 	return nil
 }
@@ -106,15 +126,22 @@ func (s *Store) GetMachine(ctx context.Context, id string) (store.Machine, error
 	return m, nil
 }
 
-// ListMachines implements store.Store.
-func (s *Store) ListMachines(ctx context.Context, ownerID string) ([]store.Machine, error) {
+// ListMachines implements store.Store: the user's own machines and those
+// of its teams, each through its index (machines_owner, machines_team).
+func (s *Store) ListMachines(ctx context.Context, userID string) ([]store.Machine, error) {
 	if err := s.live(); err != nil {
 		return nil, err
 	}
-	rows, _ := s.pool.Query(ctx, `SELECT `+selectColumns+` FROM machines WHERE owner_id = $1 ORDER BY id`, ownerID)
+	rows, _ := s.pool.Query(ctx, `SELECT `+selectColumns+` FROM machines
+			WHERE owner_id = $1 AND team_id = '' AND revoked_at IS NULL
+		UNION ALL
+		SELECT `+selectColumns+` FROM machines
+			WHERE team_id <> '' AND team_id IN (SELECT team_id FROM team_members WHERE user_id = $1)
+				AND revoked_at IS NULL
+		ORDER BY id`, userID)
 	ms, err := pgx.CollectRows(rows, scanMachine)
 	if err != nil {
-		return nil, fmt.Errorf("list machines of owner %q: %w", ownerID, err)
+		return nil, fmt.Errorf("list machines of user %q: %w", userID, err)
 	}
 	return ms, nil
 }
@@ -123,10 +150,12 @@ func scanMachine(row pgx.CollectableRow) (store.Machine, error) {
 	var (
 		m                store.Machine
 		cores, mem, disk int64
+		revoked          pgtype.Timestamptz
 	)
-	err := row.Scan(&m.ID, &m.OwnerID, &m.Name, &m.Hostname, &m.Capabilities, &m.OS, &m.Arch, &m.Version,
-		&cores, &mem, &disk, &m.RegisteredAt, &m.LastSeen, &m.Replica)
+	err := row.Scan(&m.ID, &m.OwnerID, &m.TeamID, &m.Name, &m.Hostname, &m.Capabilities, &m.OS, &m.Arch, &m.Version,
+		&cores, &mem, &disk, &m.RegisteredAt, &m.LastSeen, &m.Replica, &revoked)
 	m.CPUCores, m.MemoryBytes, m.DiskFreeBytes = uint32(cores), uint64(mem), uint64(disk)
+	m.RevokedAt = revoked.Time
 	return m, err
 }
 
@@ -138,7 +167,7 @@ func (s *Store) SetCurrentMachine(ctx context.Context, ownerID, machineID string
 	var prev string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if machineID != "" {
-			// FOR SHARE: the machine cannot change owner before we commit.
+			// FOR SHARE: the machine cannot be deleted before we commit.
 			var one int
 			err := tx.QueryRow(ctx, `SELECT 1 FROM machines WHERE id = $1 FOR SHARE`, machineID).Scan(&one)
 			if errors.Is(err, pgx.ErrNoRows) {

@@ -1,6 +1,8 @@
 // Package postgres implements store.Store on PostgreSQL with pgx, for one or
 // several relay replicas sharing a database.
 //
+// Identity changes reach every replica through LISTEN/NOTIFY (watch.go).
+//
 // Enqueue is group-committed: concurrent calls are queued, and a writer
 // goroutine commits whatever has queued up in one transaction of one
 // statement, sending the next batch while the previous one commits (see
@@ -23,6 +25,7 @@ import (
 	"github.com/betcode-dev/betcode/relay/store"
 	"github.com/betcode-dev/betcode/relay/store/internal/groupcommit"
 	"github.com/betcode-dev/betcode/relay/store/internal/rules"
+	"github.com/betcode-dev/betcode/relay/store/internal/watchgroup"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -99,9 +102,10 @@ func (o Options) withDefaults() Options {
 
 // Store is the PostgreSQL store.
 type Store struct {
-	opt  Options
-	pool *pgxpool.Pool
-	qs   []*groupcommit.Queue[rules.Item, enqueued] // one per writer
+	opt      Options
+	pool     *pgxpool.Pool
+	qs       []*groupcommit.Queue[rules.Item, enqueued] // one per writer
+	watchers *watchgroup.Group                          // running Watch calls
 
 	closed atomic.Bool
 }
@@ -135,7 +139,7 @@ func Open(ctx context.Context, databaseURL string, opt Options) (*Store, error) 
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
-	s := &Store{opt: opt, pool: pool}
+	s := &Store{opt: opt, pool: pool, watchers: watchgroup.New()}
 	for range opt.Writers {
 		w := &writer{s: s}
 		s.qs = append(s.qs, groupcommit.NewPipelined(w.send, groupcommit.Options{
@@ -145,12 +149,13 @@ func Open(ctx context.Context, databaseURL string, opt Options) (*Store, error) 
 	return s, nil
 }
 
-// Close stops taking Enqueues, commits those queued (for at most
-// CloseTimeout) and closes the pool. It is idempotent.
+// Close ends every Watch call, stops taking Enqueues, commits those queued
+// (for at most CloseTimeout) and closes the pool. It is idempotent.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.watchers.Close()
 	var wg sync.WaitGroup
 	for _, q := range s.qs {
 		wg.Go(func() { q.Close(s.opt.CloseTimeout) })

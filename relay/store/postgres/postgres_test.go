@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -8,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -261,6 +263,48 @@ func TestCloseDrains(t *testing.T) {
 	}
 }
 
+// TestWatchReconnect terminates the backend Watch listens on, three times:
+// each time Watch listens again, reports ChangeAll (changes may have been
+// missed meanwhile), and the changes after it arrive.
+func TestWatchReconnect(t *testing.T) {
+	ctx := t.Context()
+	url := pgtest.URL(t)
+	s, err := postgres.Open(ctx, url, postgres.Options{Logger: slog.New(slog.NewTextHandler(tbWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if err := s.CreateUser(ctx, store.User{ID: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+
+	w := storetest.StartWatch(t, s)
+	w.ExpectAll(t, 5*time.Second)
+	for round := range 3 {
+		var killed int
+		if err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND query = 'LISTEN betcode_identity'`).Scan(&killed); err != nil {
+			t.Fatal(err)
+		}
+		if killed != 1 {
+			t.Fatalf("round %d: terminated %d listening backends; want 1", round, killed)
+		}
+		w.ExpectAll(t, 5*time.Second)
+		if err := s.SetUserDisabled(ctx, "alice", round%2 == 0); err != nil {
+			t.Fatal(err)
+		}
+		w.Expect(t, store.Change{Kind: store.ChangeUser, ID: "alice"}, storetest.ChangeDeadline)
+	}
+	if err := w.Stop(t); !errors.Is(err, context.Canceled) {
+		t.Errorf("Watch after cancel = %v; want context.Canceled", err)
+	}
+}
+
 func BenchmarkEnqueue(b *testing.B) {
 	b.Run("machines=1", func(b *testing.B) { storetest.BenchEnqueue(b, newDB(b), 1) })
 	b.Run("machines=1000", func(b *testing.B) { storetest.BenchEnqueue(b, newDB(b), 1000) })
@@ -268,4 +312,8 @@ func BenchmarkEnqueue(b *testing.B) {
 
 func BenchmarkDeliver(b *testing.B) {
 	storetest.BenchDeliver(b, newDB(b))
+}
+
+func BenchmarkTokenByHash(b *testing.B) {
+	storetest.BenchTokenByHash(b, newDB(b))
 }

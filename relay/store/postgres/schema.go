@@ -75,7 +75,98 @@ var migrations = []string{
 
 	// 3: the replica holding each machine's tunnel ('' when none).
 	`ALTER TABLE machines ADD COLUMN replica text NOT NULL DEFAULT '';`,
+
+	// 4: accounts (store.Identity). Optional times are NULL when zero.
+	identitySchema,
 }
+
+// identitySchema is migration 4. Revocations have tables of their own so
+// that they outlive the machine's row (DeleteMachine) and a deleted id
+// cannot register again. There are no foreign keys: the store checks the
+// references it must (SetMember), and a machine's revocation must survive
+// its row.
+const identitySchema = `
+	ALTER TABLE machines ADD COLUMN team_id text NOT NULL DEFAULT ''; -- '': owned by owner_id
+	ALTER TABLE machines ADD COLUMN revoked_at timestamptz; -- NULL: not revoked
+	CREATE INDEX machines_team ON machines (team_id, id) WHERE team_id <> '';
+
+	CREATE TABLE users (
+		id         text        PRIMARY KEY,
+		email      text        NOT NULL DEFAULT '',
+		admin      boolean     NOT NULL DEFAULT false,
+		disabled   boolean     NOT NULL DEFAULT false,
+		created_at timestamptz NOT NULL
+	);
+
+	CREATE TABLE teams (
+		id         text        PRIMARY KEY,
+		created_at timestamptz NOT NULL
+	);
+
+	CREATE TABLE team_members (
+		team_id  text        NOT NULL,
+		user_id  text        NOT NULL,
+		role     text        NOT NULL CHECK (role IN ('owner', 'admin', 'member')),
+		added_at timestamptz NOT NULL,
+		PRIMARY KEY (team_id, user_id)
+	);
+	CREATE INDEX team_members_user ON team_members (user_id, team_id);
+
+	CREATE TABLE tokens (
+		id             text        PRIMARY KEY,
+		user_id        text        NOT NULL,
+		name           text        NOT NULL DEFAULT '',
+		hash           bytea       NOT NULL UNIQUE, -- SHA-256 of the token string
+		created_at     timestamptz NOT NULL,
+		expires_at     timestamptz, -- NULL: never
+		last_used_at   timestamptz, -- NULL: never used
+		last_used_addr text        NOT NULL DEFAULT '',
+		revoked_at     timestamptz  -- NULL: not revoked
+	);
+	CREATE INDEX tokens_user ON tokens (user_id);
+
+	CREATE TABLE enroll_tokens (
+		id         text        PRIMARY KEY,
+		hash       bytea       NOT NULL UNIQUE, -- SHA-256 of the token string
+		team_id    text        NOT NULL DEFAULT '',
+		user_id    text        NOT NULL,
+		created_at timestamptz NOT NULL,
+		expires_at timestamptz, -- NULL: never
+		used_at    timestamptz, -- NULL: not used
+		machine_id text        NOT NULL DEFAULT ''
+	);
+
+	CREATE TABLE machine_certs (
+		serial     text        PRIMARY KEY, -- lower-case hex
+		machine_id text        NOT NULL,
+		not_after  timestamptz NOT NULL
+	);
+	CREATE INDEX machine_certs_machine ON machine_certs (machine_id);
+
+	CREATE TABLE revoked_machines (
+		machine_id text        PRIMARY KEY,
+		revoked_at timestamptz NOT NULL
+	);
+
+	CREATE TABLE revoked_certs (
+		serial     text        PRIMARY KEY,
+		machine_id text        NOT NULL,
+		revoked_at timestamptz NOT NULL
+	);
+
+	CREATE TABLE audit_events (
+		id      bigserial   PRIMARY KEY,
+		at      timestamptz NOT NULL,
+		actor   text        NOT NULL DEFAULT '',
+		action  text        NOT NULL,
+		target  text        NOT NULL DEFAULT '',
+		remote  text        NOT NULL DEFAULT '',
+		outcome text        NOT NULL DEFAULT '',
+		detail  text        NOT NULL DEFAULT ''
+	);
+	CREATE INDEX audit_events_at ON audit_events (at, id);
+	CREATE INDEX audit_events_actor ON audit_events (actor, at);
+	CREATE INDEX audit_events_target ON audit_events (target, at);`
 
 // migrationLock is the pg_advisory_xact_lock key that serialises migrations
 // of relay replicas starting together ("betcode" in ASCII).

@@ -12,12 +12,13 @@ import (
 	"github.com/betcode-dev/betcode/relay/store/internal/rules"
 )
 
-const machineColumns = `id, owner_id, name, hostname, capabilities, os, arch, version,
+const machineColumns = `id, owner_id, team_id, name, hostname, capabilities, os, arch, version,
 	cpu_cores, memory_bytes, disk_free_bytes, registered_at, last_seen`
 
 // selectColumns are machineColumns plus the replica, which only
-// SetMachineReplica and ClearMachineReplica write.
-const selectColumns = machineColumns + `, replica`
+// SetMachineReplica and ClearMachineReplica write, and the revocation time,
+// which only RevokeMachine writes.
+const selectColumns = machineColumns + `, replica, revoked_at`
 
 // UpsertMachine implements store.Store.
 func (s *Store) UpsertMachine(ctx context.Context, m store.Machine) error {
@@ -28,26 +29,34 @@ func (s *Store) UpsertMachine(ctx context.Context, m store.Machine) error {
 		return fmt.Errorf("upsert machine %q: %w", m.ID, err)
 	}
 	capsJSON, _ := json.Marshal(m.Capabilities) // a []string always marshals
-	// The WHERE makes the update a no-op for another owner's machine, which
-	// then changes no row.
-	res, err := s.wdb.ExecContext(ctx, `INSERT INTO machines (`+machineColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET
-			name = excluded.name, hostname = excluded.hostname,
-			capabilities = excluded.capabilities, os = excluded.os,
-			arch = excluded.arch, version = excluded.version,
-			cpu_cores = excluded.cpu_cores, memory_bytes = excluded.memory_bytes,
-			disk_free_bytes = excluded.disk_free_bytes, last_seen = excluded.last_seen
-		WHERE machines.owner_id = excluded.owner_id`,
-		m.ID, m.OwnerID, m.Name, m.Hostname, string(capsJSON), m.OS, m.Arch, m.Version,
-		int64(m.CPUCores), int64(m.MemoryBytes), int64(m.DiskFreeBytes), unixNano(m.RegisteredAt), unixNano(m.LastSeen))
+	err := s.write(ctx, func(tx *writeTx) error {
+		var revoked bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM revoked_machines WHERE machine_id = ?)`, m.ID).Scan(&revoked); err != nil {
+			return fmt.Errorf("check revocation: %w", err)
+		}
+		if revoked {
+			return store.ErrRevoked
+		}
+		// The WHERE makes the update a no-op for another owner's machine,
+		// which then changes no row.
+		res, err := tx.ExecContext(ctx, `INSERT INTO machines (`+machineColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET
+				name = excluded.name, hostname = excluded.hostname,
+				capabilities = excluded.capabilities, os = excluded.os,
+				arch = excluded.arch, version = excluded.version,
+				cpu_cores = excluded.cpu_cores, memory_bytes = excluded.memory_bytes,
+				disk_free_bytes = excluded.disk_free_bytes, last_seen = excluded.last_seen
+			WHERE machines.owner_id = excluded.owner_id AND machines.team_id = excluded.team_id`,
+			m.ID, m.OwnerID, m.TeamID, m.Name, m.Hostname, string(capsJSON), m.OS, m.Arch, m.Version,
+			int64(m.CPUCores), int64(m.MemoryBytes), int64(m.DiskFreeBytes), unixNano(m.RegisteredAt), unixNano(m.LastSeen))
+		if err != nil {
+			return err
+		}
+		return affected(res, store.ErrConflict)
+	})
 	if err != nil {
-		return fmt.Errorf("upsert machine %q: %w", m.ID, err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("upsert machine %q: %w", m.ID, err)
-	} else if n == 0 {
-		return fmt.Errorf("upsert machine %q for owner %q: %w", m.ID, m.OwnerID, store.ErrConflict)
+		return fmt.Errorf("upsert machine %q for owner %q team %q: %w", m.ID, m.OwnerID, m.TeamID, err)
 	}
 	return nil
 }
@@ -112,48 +121,47 @@ func (s *Store) GetMachine(ctx context.Context, id string) (store.Machine, error
 	return m, nil
 }
 
-// ListMachines implements store.Store.
-func (s *Store) ListMachines(ctx context.Context, ownerID string) (_ []store.Machine, err error) {
+// ListMachines implements store.Store: the user's own machines and those
+// of its teams, each through its index (machines_owner, machines_team).
+func (s *Store) ListMachines(ctx context.Context, userID string) ([]store.Machine, error) {
 	if err := s.live(); err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			err = fmt.Errorf("list machines of owner %q: %w", ownerID, err)
-		}
-	}()
-	rows, err := s.rdb.QueryContext(ctx, `SELECT `+selectColumns+` FROM machines WHERE owner_id = ? ORDER BY id`, ownerID)
+	ms, err := s.queryMachines(ctx, `SELECT `+selectColumns+` FROM machines
+			WHERE owner_id = ?1 AND team_id = '' AND revoked_at = 0
+		UNION ALL
+		SELECT `+selectColumns+` FROM machines
+			WHERE team_id <> '' AND team_id IN (SELECT team_id FROM team_members WHERE user_id = ?1)
+				AND revoked_at = 0
+		ORDER BY id`, userID)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list machines of user %q: %w", userID, err)
 	}
-	defer rows.Close()
-	var ms []store.Machine
-	for rows.Next() {
-		m, err := scanMachine(rows)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, m)
-	}
-	return ms, rows.Err()
+	return ms, nil
 }
 
-func scanMachine(row interface{ Scan(...any) error }) (store.Machine, error) {
+// queryMachines runs a query of selectColumns.
+func (s *Store) queryMachines(ctx context.Context, query string, args ...any) ([]store.Machine, error) {
+	rows, err := s.rdb.QueryContext(ctx, query, args...)
+	return collect(rows, err, scanMachine)
+}
+
+func scanMachine(row scanner) (store.Machine, error) {
 	var (
 		m                store.Machine
 		caps             string
 		cores, mem, disk int64
-		reg, seen        int64
+		reg, seen, rev   int64
 	)
-	if err := row.Scan(&m.ID, &m.OwnerID, &m.Name, &m.Hostname, &caps, &m.OS, &m.Arch, &m.Version,
-		&cores, &mem, &disk, &reg, &seen, &m.Replica); err != nil {
+	if err := row.Scan(&m.ID, &m.OwnerID, &m.TeamID, &m.Name, &m.Hostname, &caps, &m.OS, &m.Arch, &m.Version,
+		&cores, &mem, &disk, &reg, &seen, &m.Replica, &rev); err != nil {
 		return m, err
 	}
 	if err := json.Unmarshal([]byte(caps), &m.Capabilities); err != nil {
 		return m, fmt.Errorf("machine %q capabilities: %w", m.ID, err)
 	}
 	m.CPUCores, m.MemoryBytes, m.DiskFreeBytes = uint32(cores), uint64(mem), uint64(disk)
-	m.RegisteredAt, m.LastSeen = fromUnixNano(reg), fromUnixNano(seen)
+	m.RegisteredAt, m.LastSeen, m.RevokedAt = fromUnixNano(reg), fromUnixNano(seen), fromUnixNano(rev)
 	return m, nil
 }
 

@@ -64,7 +64,106 @@ var migrations = []string{
 
 	// 2: the replica holding each machine's tunnel ('' when none).
 	`ALTER TABLE machines ADD COLUMN replica TEXT NOT NULL DEFAULT '';`,
+
+	// 3: accounts (store.Identity) and the change log Watch polls.
+	identitySchema,
 }
+
+// identitySchema is migration 3, store/postgres's migration 4 plus
+// identity_changes: SQLite has no LISTEN/NOTIFY, so a change is a row that
+// every process's watchers poll for (watch.go). Optional times are 0 when
+// zero.
+const identitySchema = `
+	ALTER TABLE machines ADD COLUMN team_id TEXT NOT NULL DEFAULT ''; -- '': owned by owner_id
+	ALTER TABLE machines ADD COLUMN revoked_at INTEGER NOT NULL DEFAULT 0;
+	CREATE INDEX machines_team ON machines (team_id, id) WHERE team_id <> '';
+
+	CREATE TABLE users (
+		id         TEXT    NOT NULL PRIMARY KEY,
+		email      TEXT    NOT NULL DEFAULT '',
+		admin      INTEGER NOT NULL DEFAULT 0, -- bool
+		disabled   INTEGER NOT NULL DEFAULT 0, -- bool
+		created_at INTEGER NOT NULL
+	);
+
+	CREATE TABLE teams (
+		id         TEXT    NOT NULL PRIMARY KEY,
+		created_at INTEGER NOT NULL
+	);
+
+	CREATE TABLE team_members (
+		team_id  TEXT    NOT NULL,
+		user_id  TEXT    NOT NULL,
+		role     TEXT    NOT NULL CHECK (role IN ('owner', 'admin', 'member')),
+		added_at INTEGER NOT NULL,
+		PRIMARY KEY (team_id, user_id)
+	);
+	CREATE INDEX team_members_user ON team_members (user_id, team_id);
+
+	CREATE TABLE tokens (
+		id             TEXT    NOT NULL PRIMARY KEY,
+		user_id        TEXT    NOT NULL,
+		name           TEXT    NOT NULL DEFAULT '',
+		hash           BLOB    NOT NULL UNIQUE, -- SHA-256 of the token string
+		created_at     INTEGER NOT NULL,
+		expires_at     INTEGER NOT NULL DEFAULT 0,
+		last_used_at   INTEGER NOT NULL DEFAULT 0,
+		last_used_addr TEXT    NOT NULL DEFAULT '',
+		revoked_at     INTEGER NOT NULL DEFAULT 0
+	);
+	CREATE INDEX tokens_user ON tokens (user_id);
+
+	CREATE TABLE enroll_tokens (
+		id         TEXT    NOT NULL PRIMARY KEY,
+		hash       BLOB    NOT NULL UNIQUE, -- SHA-256 of the token string
+		team_id    TEXT    NOT NULL DEFAULT '',
+		user_id    TEXT    NOT NULL,
+		created_at INTEGER NOT NULL,
+		expires_at INTEGER NOT NULL DEFAULT 0,
+		used_at    INTEGER NOT NULL DEFAULT 0,
+		machine_id TEXT    NOT NULL DEFAULT ''
+	);
+
+	CREATE TABLE machine_certs (
+		serial     TEXT    NOT NULL PRIMARY KEY, -- lower-case hex
+		machine_id TEXT    NOT NULL,
+		not_after  INTEGER NOT NULL
+	);
+	CREATE INDEX machine_certs_machine ON machine_certs (machine_id);
+
+	CREATE TABLE revoked_machines (
+		machine_id TEXT    NOT NULL PRIMARY KEY,
+		revoked_at INTEGER NOT NULL
+	);
+
+	CREATE TABLE revoked_certs (
+		serial     TEXT    NOT NULL PRIMARY KEY,
+		machine_id TEXT    NOT NULL,
+		revoked_at INTEGER NOT NULL
+	);
+
+	CREATE TABLE audit_events (
+		id      INTEGER PRIMARY KEY AUTOINCREMENT,
+		at      INTEGER NOT NULL,
+		actor   TEXT    NOT NULL DEFAULT '',
+		action  TEXT    NOT NULL,
+		target  TEXT    NOT NULL DEFAULT '',
+		remote  TEXT    NOT NULL DEFAULT '',
+		outcome TEXT    NOT NULL DEFAULT '',
+		detail  TEXT    NOT NULL DEFAULT ''
+	);
+	CREATE INDEX audit_events_at ON audit_events (at, id);
+	CREATE INDEX audit_events_actor ON audit_events (actor, at);
+	CREATE INDEX audit_events_target ON audit_events (target, at);
+
+	-- AUTOINCREMENT: ids are never reused, so a watcher's cursor never
+	-- skips a change; writers are serialised, so ids follow commit order.
+	CREATE TABLE identity_changes (
+		id   INTEGER PRIMARY KEY AUTOINCREMENT,
+		kind TEXT    NOT NULL,
+		ref  TEXT    NOT NULL,
+		at   INTEGER NOT NULL
+	);`
 
 // migrate brings the schema up to date.
 func migrate(ctx context.Context, db *sql.DB) error {

@@ -4,6 +4,9 @@
 // Writes go through one connection; Enqueue calls are group-committed by a
 // writer goroutine, many per transaction (commit.go). Reads use a pool of
 // read-only connections, which WAL lets run beside the writer.
+//
+// Identity changes reach the watchers of every process sharing the file
+// through the identity_changes table, which Watch polls (watch.go).
 package sqlite
 
 import (
@@ -24,6 +27,7 @@ import (
 	"github.com/betcode-dev/betcode/relay/store"
 	"github.com/betcode-dev/betcode/relay/store/internal/groupcommit"
 	"github.com/betcode-dev/betcode/relay/store/internal/rules"
+	"github.com/betcode-dev/betcode/relay/store/internal/watchgroup"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -93,6 +97,12 @@ type Store struct {
 	insert *sql.Stmt // insertSQL on wdb
 	q      *groupcommit.Queue[rules.Item, enqueued]
 
+	tokenByHash *sql.Stmt // tokenByHashSQL on rdb
+
+	watchers *watchgroup.Group // running Watch calls
+	changed  *signal           // broadcast when this Store commits a change
+	pruned   atomic.Int64      // unix nanos of the last identity_changes prune
+
 	closed atomic.Bool
 }
 
@@ -113,7 +123,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open sqlite store %q: %w", path, err)
 	}
-	s := &Store{opt: opt}
+	s := &Store{opt: opt, watchers: watchgroup.New(), changed: newSignal()}
 	if err := s.openDBs(ctx, path); err != nil {
 		return nil, fmt.Errorf("open sqlite store %q: %w", path, err)
 	}
@@ -158,13 +168,18 @@ func (s *Store) openDBs(ctx context.Context, path string) (err error) {
 	n := max(4, runtime.GOMAXPROCS(0))
 	s.rdb.SetMaxOpenConns(n)
 	s.rdb.SetMaxIdleConns(n)
+	if s.tokenByHash, err = s.rdb.PrepareContext(ctx, tokenByHashSQL); err != nil {
+		return fmt.Errorf("prepare token lookup: %w", err)
+	}
 	return nil
 }
 
 func (s *Store) closeDBs() error {
 	var errs []error
-	if s.insert != nil {
-		errs = append(errs, s.insert.Close())
+	for _, st := range []*sql.Stmt{s.insert, s.tokenByHash} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
 	}
 	for _, db := range []*sql.DB{s.rdb, s.wdb} {
 		if db != nil {
@@ -174,12 +189,13 @@ func (s *Store) closeDBs() error {
 	return errors.Join(errs...)
 }
 
-// Close stops taking Enqueues, commits those queued (for at most
-// CloseTimeout) and closes the database. It is idempotent.
+// Close ends every Watch call, stops taking Enqueues, commits those queued
+// (for at most CloseTimeout) and closes the database. It is idempotent.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.watchers.Close()
 	s.q.Close(s.opt.CloseTimeout)
 	if _, err := s.wdb.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
 		s.opt.Logger.Warn("sqlite store: checkpoint on close", "err", err)

@@ -134,3 +134,65 @@ func BenchDeliver(b *testing.B, open Open) {
 		b.Fatalf("after delivery Counts = %d, %v; want 0", n, err)
 	}
 }
+
+// BenchTokens is how many tokens BenchTokenByHash stores: a relay with
+// many users, each with a few devices.
+const BenchTokens = 10_000
+
+// BenchTokenByHash stores BenchTokens tokens (not timed), then looks them
+// up by hash, as the relay authenticates a request whose token is not
+// cached: "serial" from one goroutine (the latency of one lookup), and
+// "parallel" from GOMAXPROCS goroutines (b.RunParallel).
+func BenchTokenByHash(b *testing.B, open Open) {
+	s := open(b)
+	hashes := make([][]byte, BenchTokens)
+	for i := range hashes {
+		hashes[i] = hash(fmt.Sprint("bench token ", i))
+	}
+	var (
+		wg   sync.WaitGroup
+		next atomic.Int64
+		once sync.Once
+		ferr error
+	)
+	for range 16 {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < BenchTokens; i = next.Add(1) - 1 {
+				t := store.Token{ID: fmt.Sprint("t", i), UserID: fmt.Sprint("user", i%1000), Name: "bench", Hash: hashes[i]}
+				if err := s.CreateToken(b.Context(), t); err != nil {
+					once.Do(func() { ferr = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if ferr != nil {
+		b.Fatal(ferr)
+	}
+	// A stride coprime with BenchTokens walks every token in a scattered
+	// order.
+	const stride = 7919
+	lookup := func(b *testing.B, i int64) {
+		h := hashes[(i*stride)%BenchTokens]
+		t, err := s.TokenByHash(b.Context(), h)
+		if err != nil || t.Name != "bench" {
+			b.Fatalf("TokenByHash = %+v, %v", t, err)
+		}
+	}
+	b.Run("serial", func(b *testing.B) {
+		var i int64
+		for b.Loop() {
+			lookup(b, i)
+			i++
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		var i atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				lookup(b, i.Add(1))
+			}
+		})
+	})
+}

@@ -1,6 +1,7 @@
 // Package storetest is the behaviour every store.Store implementation must
-// show. Each backend's tests call Run, and its benchmarks BenchEnqueue and
-// BenchDeliver, so the backends are held to one definition.
+// show. Each backend's tests call Run, and its benchmarks BenchEnqueue,
+// BenchDeliver and BenchTokenByHash, so the backends are held to one
+// definition.
 package storetest
 
 import (
@@ -31,7 +32,7 @@ func Run(t *testing.T, newDB NewDB) {
 		name string
 		f    func(t *testing.T, open Open)
 	}{
-		{"MachinesScopedByOwner", testMachines},
+		{"Machines", testMachines},
 		{"CurrentMachine", testCurrentMachine},
 		{"MachineReplica", testMachineReplica},
 		{"EnqueuePendingOrder", testEnqueuePending},
@@ -44,6 +45,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"InvalidArguments", testInvalid},
 		{"Closed", testClosed},
 	}
+	tests = append(tests, identityTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.f(t, newDB(t)) })
 	}
@@ -69,7 +71,8 @@ func machine(id, owner string) store.Machine {
 func equalMachine(a, b store.Machine) bool {
 	return sameTime(a.RegisteredAt, b.RegisteredAt) && sameTime(a.LastSeen, b.LastSeen) &&
 		slices.Equal(a.Capabilities, b.Capabilities) &&
-		a.ID == b.ID && a.OwnerID == b.OwnerID && a.Name == b.Name && a.Hostname == b.Hostname &&
+		sameTime(a.RevokedAt, b.RevokedAt) && a.RevokedAt.IsZero() == b.RevokedAt.IsZero() &&
+		a.ID == b.ID && a.OwnerID == b.OwnerID && a.TeamID == b.TeamID && a.Name == b.Name && a.Hostname == b.Hostname &&
 		a.OS == b.OS && a.Arch == b.Arch && a.Version == b.Version && a.CPUCores == b.CPUCores &&
 		a.MemoryBytes == b.MemoryBytes && a.DiskFreeBytes == b.DiskFreeBytes
 }
@@ -94,14 +97,12 @@ func testMachines(t *testing.T, open Open) {
 	if list, err := s.ListMachines(ctx, "carol"); err != nil || len(list) != 0 {
 		t.Errorf("ListMachines(carol) = %v, %v; want none", list, err)
 	}
+	// GetMachine is unscoped: callers authorize.
 	if got, err := s.GetMachine(ctx, "m3"); err != nil || !equalMachine(got, m3) {
-		t.Errorf("GetMachine(bob, m3) = %+v, %v; want %+v", got, err, m3)
-	}
-	if _, err := s.GetMachine(ctx, "m3"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetMachine(alice, m3 of bob) = %v; want ErrNotFound", err)
+		t.Errorf("GetMachine(m3 of bob) = %+v, %v; want %+v", got, err, m3)
 	}
 	if _, err := s.GetMachine(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetMachine(alice, nope) = %v; want ErrNotFound", err)
+		t.Errorf("GetMachine(nope) = %v; want ErrNotFound", err)
 	}
 
 	// Re-registration updates details but keeps RegisteredAt.
@@ -225,8 +226,13 @@ func testCurrentMachine(t *testing.T, open Open) {
 		}
 		check(st.set)
 	}
-	if _, err := s.SetCurrentMachine(ctx, "alice", "m3"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("SetCurrentMachine(alice, bob's m3) = %v; want ErrNotFound", err)
+	// The store only checks that the machine exists; the caller authorizes.
+	if prev, err := s.SetCurrentMachine(ctx, "alice", "m3"); err != nil || prev != "m2" {
+		t.Errorf("SetCurrentMachine(alice, bob's m3) = %q, %v; want previous m2", prev, err)
+	}
+	check("m3")
+	if prev, err := s.SetCurrentMachine(ctx, "alice", "m2"); err != nil || prev != "m3" {
+		t.Errorf("SetCurrentMachine(alice, m2) = %q, %v; want previous m3", prev, err)
 	}
 	if _, err := s.SetCurrentMachine(ctx, "alice", "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("SetCurrentMachine(alice, nope) = %v; want ErrNotFound", err)
@@ -634,5 +640,11 @@ func testClosed(t *testing.T, open Open) {
 	}
 	if _, err := s.Pending(ctx, "m1", 0, 1); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("Pending after Close = %v; want ErrClosed", err)
+	}
+	if _, err := s.GetUser(ctx, "alice"); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("GetUser after Close = %v; want ErrClosed", err)
+	}
+	if err := s.Watch(ctx, func(store.Change) {}); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Watch after Close = %v; want ErrClosed", err)
 	}
 }

@@ -30,12 +30,13 @@ func texts(what string, ss ...string) error {
 }
 
 // Machine validates m, fills a zero RegisteredAt and LastSeen with now and
-// a nil Capabilities with an empty list.
+// a nil Capabilities with an empty list. RevokedAt is not an argument
+// (RevokeMachine sets it) and is cleared.
 func Machine(m *store.Machine, now time.Time) error {
-	if m.ID == "" || m.OwnerID == "" {
-		return fmt.Errorf("%w: machine id and owner id are required", store.ErrInvalid)
+	if m.ID == "" || m.OwnerID == "" && m.TeamID == "" {
+		return fmt.Errorf("%w: machine id and an owner (user or team) are required", store.ErrInvalid)
 	}
-	if err := texts("machine field", m.ID, m.OwnerID, m.Name, m.Hostname, m.OS, m.Arch, m.Version); err != nil {
+	if err := texts("machine field", m.ID, m.OwnerID, m.TeamID, m.Name, m.Hostname, m.OS, m.Arch, m.Version); err != nil {
 		return err
 	}
 	if err := texts("capability", m.Capabilities...); err != nil {
@@ -50,6 +51,7 @@ func Machine(m *store.Machine, now time.Time) error {
 	if m.LastSeen.IsZero() {
 		m.LastSeen = now
 	}
+	m.RevokedAt = time.Time{}
 	return nil
 }
 
