@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/big"
 	"net"
 	"net/url"
@@ -58,38 +59,39 @@ func serverTemplate(dns []string, ips []net.IP) *x509.Certificate {
 }
 
 // machineTemplate names the machine as CN and as the URI SAN that
-// mtls.MachineID reads. clientAuth only, so a machine certificate cannot
-// serve as the relay.
-func machineTemplate(id string) *x509.Certificate {
+// mtls.MachineID reads, and its owner, when given, as the URI SAN that
+// mtls.MachineOwner reads. clientAuth only and not a CA, so a machine
+// certificate can neither serve as the relay nor sign.
+func machineTemplate(id string, owner *mtls.Owner) *x509.Certificate {
+	uris := []*url.URL{mtls.MachineURI(id)}
+	if owner != nil {
+		uris = append(uris, mtls.OwnerURI(*owner))
+	}
 	return &x509.Certificate{
-		Subject:     pkix.Name{Organization: []string{organization}, OrganizationalUnit: []string{"machine"}, CommonName: id},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		URIs:        []*url.URL{mtls.MachineURI(id)},
+		Subject:               pkix.Name{Organization: []string{organization}, OrganizationalUnit: []string{"machine"}, CommonName: id},
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		BasicConstraintsValid: true,
+		URIs:                  uris,
 	}
 }
 
 // issue signs tmpl with a fresh key, valid from now for lifetime but never
 // beyond the CA.
-func (ca *issued) issue(tmpl *x509.Certificate, now time.Time, lifetime time.Duration) (*issued, error) {
-	notAfter := now.Add(lifetime)
-	if notAfter.After(ca.cert.NotAfter) {
-		notAfter = ca.cert.NotAfter
-	}
-	return sign(tmpl, ca, now, notAfter)
+func (ca *CA) issue(tmpl *x509.Certificate, now time.Time, lifetime time.Duration) (*issued, error) {
+	return sign(tmpl, ca, now, ca.capNotAfter(now.Add(lifetime)))
 }
 
 // sign completes tmpl and signs it with parent, or self-signs it when parent
 // is nil.
-func sign(tmpl *x509.Certificate, parent *issued, now, notAfter time.Time) (*issued, error) {
+func sign(tmpl *x509.Certificate, parent *CA, now, notAfter time.Time) (*issued, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generate key: %w", err)
 	}
-	// 128 random bits: unique without keeping a serial counter.
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	serial, err := newSerial()
 	if err != nil {
-		return nil, fmt.Errorf("generate serial number: %w", err)
+		return nil, err
 	}
 	tmpl.SerialNumber = serial
 	tmpl.NotBefore = now.Add(-backdate).UTC()
@@ -118,43 +120,30 @@ func sign(tmpl *x509.Certificate, parent *issued, now, notAfter time.Time) (*iss
 	}, nil
 }
 
+// newSerial returns 128 random bits: unique without keeping a serial
+// counter.
+func newSerial() (*big.Int, error) {
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	if err != nil {
+		return nil, fmt.Errorf("generate serial number: %w", err)
+	}
+	return serial, nil
+}
+
 // loadCA reads the CA of dir and checks that it can sign at now.
-func loadCA(dir string, now time.Time) (*issued, error) {
+func loadCA(dir string, now time.Time) (*CA, error) {
 	certPath, keyPath := filepath.Join(dir, CACertFile), filepath.Join(dir, CAKeyFile)
-	certPEM, err := os.ReadFile(certPath)
-	if errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(certPath); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("no CA in %s: run `betcode-relay certs init` first: %w", dir, err)
 	}
+	ca, err := loadCAFiles(certPath, keyPath)
 	if err != nil {
-		return nil, fmt.Errorf("read CA certificate: %w", err)
+		return nil, err
 	}
-	keyPEM, err := os.ReadFile(keyPath)
-	if err != nil {
-		return nil, fmt.Errorf("read CA key: %w", err)
+	if err := ca.checkExpiry(now); err != nil {
+		return nil, fmt.Errorf("%s: %w", certPath, err)
 	}
-	block, _ := pem.Decode(certPEM)
-	if block == nil || block.Type != "CERTIFICATE" {
-		return nil, fmt.Errorf("%s: no PEM CERTIFICATE block", certPath)
-	}
-	cert, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("parse %s: %w", certPath, err)
-	}
-	if !cert.IsCA {
-		return nil, fmt.Errorf("%s is not a CA certificate", certPath)
-	}
-	if now.After(cert.NotAfter) {
-		return nil, fmt.Errorf("CA %s expired on %s: create a new PKI (certs init --force) and reissue every certificate", certPath, cert.NotAfter.UTC().Format(time.RFC3339))
-	}
-	key, err := parseKey(keyPEM)
-	if err != nil {
-		return nil, fmt.Errorf("parse %s: %w", keyPath, err)
-	}
-	pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool })
-	if !ok || !pub.Equal(cert.PublicKey) {
-		return nil, fmt.Errorf("%s does not match %s", keyPath, certPath)
-	}
-	return &issued{cert: cert, key: key, certPEM: certPEM, keyPEM: keyPEM}, nil
+	return ca, nil
 }
 
 func parseKey(data []byte) (crypto.Signer, error) {
@@ -171,6 +160,8 @@ func parseKey(data []byte) (crypto.Signer, error) {
 		key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
 	case "EC PRIVATE KEY":
 		key, err = x509.ParseECPrivateKey(block.Bytes)
+	case "RSA PRIVATE KEY":
+		key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
 	default:
 		return nil, fmt.Errorf("unexpected PEM block %q", block.Type)
 	}

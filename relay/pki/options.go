@@ -3,6 +3,8 @@ package pki
 import (
 	"errors"
 	"time"
+
+	"github.com/betcode-dev/betcode/shared/mtls"
 )
 
 // Default lifetimes of the certificates.
@@ -26,12 +28,22 @@ type Options struct {
 	// Lifetimes; zero means the Default* constant. A leaf certificate never
 	// outlives its CA: its lifetime is cut at the CA's expiry.
 	CALifetime, ServerLifetime, MachineLifetime time.Duration
+	// Owner, for IssueMachine only, is "user:NAME" or "team:NAME": the
+	// machine certificate then also carries the URI SAN
+	// betcode://owner/user/NAME (or .../team/NAME), which the relay reads
+	// with mtls.MachineOwner. Empty: no owner SAN.
+	Owner string
 }
 
 // Validate reports options that can make no useful certificate.
 func (o Options) Validate() error {
 	if o.CALifetime < 0 || o.ServerLifetime < 0 || o.MachineLifetime < 0 {
 		return errors.New("certificate lifetimes must not be negative")
+	}
+	if o.Owner != "" {
+		if _, err := mtls.ParseOwner(o.Owner); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -62,7 +62,7 @@ func Init(dir string, hosts []string, opt Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	relay, err := ca.issue(serverTemplate(dns, ips), now, opt.ServerLifetime)
+	relay, err := ca.asCA().issue(serverTemplate(dns, ips), now, opt.ServerLifetime)
 	if err != nil {
 		return nil, err
 	}
@@ -111,8 +111,9 @@ func IssueRelay(dir string, hosts []string, opt Options) (*Result, error) {
 }
 
 // IssueMachine writes a client certificate and key for machine machineID,
-// signed by the CA in dir, to dir/machines/<ID>.crt and .key. It refuses to
-// replace an existing certificate of that machine unless opt.Force.
+// signed by the CA in dir, to dir/machines/<ID>.crt and .key. With
+// opt.Owner set, the certificate also names the machine's owner. It refuses
+// to replace an existing certificate of that machine unless opt.Force.
 func IssueMachine(dir, machineID string, opt Options) (*Result, error) {
 	if err := opt.Validate(); err != nil {
 		return nil, err
@@ -120,6 +121,14 @@ func IssueMachine(dir, machineID string, opt Options) (*Result, error) {
 	opt = opt.withDefaults()
 	if err := mtls.ValidateMachineID(machineID); err != nil {
 		return nil, err
+	}
+	var owner *mtls.Owner
+	if opt.Owner != "" {
+		o, err := mtls.ParseOwner(opt.Owner)
+		if err != nil {
+			return nil, err
+		}
+		owner = &o
 	}
 	certFile, keyFile := MachineCertFile(machineID), MachineKeyFile(machineID)
 	if err := refuseExisting(dir, opt.Force, keyFile, certFile); err != nil {
@@ -130,7 +139,7 @@ func IssueMachine(dir, machineID string, opt Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	machine, err := ca.issue(machineTemplate(machineID), now, opt.MachineLifetime)
+	machine, err := ca.issue(machineTemplate(machineID, owner), now, opt.MachineLifetime)
 	if err != nil {
 		return nil, err
 	}

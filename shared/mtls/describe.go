@@ -189,3 +189,12 @@ func validity(leaf *x509.Certificate, expired bool) string {
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
+
+// SerialHex is how BetCode writes a certificate's serial number in the
+// store and the audit log: lower-case hexadecimal without leading zeros.
+func SerialHex(cert *x509.Certificate) string {
+	if cert == nil || cert.SerialNumber == nil {
+		return ""
+	}
+	return cert.SerialNumber.Text(16)
+}

@@ -13,6 +13,15 @@
 // (MachineID, MachineIDFromPeer), never from a request field, so an agent
 // cannot register as another machine.
 //
+// A development certificate (betcode-relay certs machine --owner) may also
+// name the machine's owner, a user or a team, as a second URI SAN
+//
+//	betcode://owner/user/<NAME>    or    betcode://owner/team/<NAME>
+//
+// which MachineOwner reads, from the verified certificate too. Enrolled
+// machines carry no owner SAN: the relay records their owner when it signs
+// their certificate.
+//
 // The relay serves agents and plain clients (which have no certificate) on one
 // port, so it runs in VerifyClientCertIfGiven mode: a presented certificate
 // must chain to the CA, but none is required by the handshake. Services that

@@ -50,28 +50,46 @@ func MachineURI(id string) *url.URL {
 // certificate. It fails with ErrNoClientCert when the peer presented no
 // certificate, or one the handshake did not verify.
 func MachineID(state tls.ConnectionState) (string, error) {
-	if len(state.VerifiedChains) == 0 || len(state.VerifiedChains[0]) == 0 {
-		if len(state.PeerCertificates) > 0 {
-			// Only a server that asks for certificates without verifying
-			// them gets here; never trust such a certificate.
-			return "", fmt.Errorf("%w: certificate %q was presented but not verified", ErrNoClientCert, state.PeerCertificates[0].Subject.CommonName)
-		}
-		return "", ErrNoClientCert
+	leaf, err := verifiedLeaf(state)
+	if err != nil {
+		return "", err
 	}
-	return machineIDFromCert(state.VerifiedChains[0][0])
+	return machineIDFromCert(leaf)
 }
 
 // MachineIDFromPeer is MachineID for the connection of a gRPC call.
 func MachineIDFromPeer(ctx context.Context) (string, error) {
+	state, err := peerTLS(ctx)
+	if err != nil {
+		return "", err
+	}
+	return MachineID(state)
+}
+
+// verifiedLeaf returns the peer's verified client certificate.
+func verifiedLeaf(state tls.ConnectionState) (*x509.Certificate, error) {
+	if len(state.VerifiedChains) == 0 || len(state.VerifiedChains[0]) == 0 {
+		if len(state.PeerCertificates) > 0 {
+			// Only a server that asks for certificates without verifying
+			// them gets here; never trust such a certificate.
+			return nil, fmt.Errorf("%w: certificate %q was presented but not verified", ErrNoClientCert, state.PeerCertificates[0].Subject.CommonName)
+		}
+		return nil, ErrNoClientCert
+	}
+	return state.VerifiedChains[0][0], nil
+}
+
+// peerTLS returns the TLS state of a gRPC call's connection.
+func peerTLS(ctx context.Context) (tls.ConnectionState, error) {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
-		return "", errors.New("no gRPC peer in context")
+		return tls.ConnectionState{}, errors.New("no gRPC peer in context")
 	}
 	info, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok {
-		return "", ErrNotTLS
+		return tls.ConnectionState{}, ErrNotTLS
 	}
-	return MachineID(info.State)
+	return info.State, nil
 }
 
 // machineIDFromCert reads the machine URI SAN of cert, which must already be
