@@ -21,6 +21,7 @@ func newRootCmd() *cobra.Command {
 		Version:       version,
 	}
 	root.AddCommand(newServeCmd(), newCertsCmd())
+	root.AddCommand(newAdminCmd())
 	return root
 }
 
