@@ -26,6 +26,12 @@ type DialOptions struct {
 	CAFile  string // trust this CA for TLS (implies TLS)
 	TLS     bool   // use TLS (with the system roots unless CAFile)
 	Machine string // through a relay: send every call to this machine
+	// Token, if set, is sent with every call as "authorization: Bearer
+	// <Token>", and only over TLS: the relay's client token.
+	Token string
+	// AgentToken, if set, is sent the same way with or without TLS: an
+	// agent's local token, for its TCP listener (loopback needs no TLS).
+	AgentToken string
 }
 
 // Dial connects to an agent at addr: "unix:///path", a bare socket path, or
@@ -50,10 +56,21 @@ func Dial(addr string, o DialOptions) (*grpc.ClientConn, error) {
 			cfg.RootCAs = pool
 		}
 		creds = credentials.NewTLS(cfg)
-	} else if !strings.HasPrefix(target, "unix://") && !isLoopback(target) {
+	} else if !strings.HasPrefix(target, "unix://") && !IsLoopback(target) {
 		return nil, errors.New("refusing to talk to " + addr + " without TLS off loopback: pass a CA file")
 	}
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))}
+	switch {
+	case o.Token != "" && o.AgentToken != "":
+		return nil, errors.New("dial: a client token and an agent token go to different places; pass one")
+	case o.Token != "":
+		if o.CAFile == "" && !o.TLS {
+			return nil, errors.New("refusing to send a client token to " + addr + " without TLS")
+		}
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: o.Token, secure: true}))
+	case o.AgentToken != "":
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: o.AgentToken}))
+	}
 	if o.Machine != "" {
 		opts = append(opts, grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, co ...grpc.CallOption) error {
 			return invoker(metadata.AppendToOutgoingContext(ctx, MachineMetadata, o.Machine), method, req, reply, cc, co...)
@@ -71,7 +88,9 @@ func Dial(addr string, o DialOptions) (*grpc.ClientConn, error) {
 // MachineMetadata names the target machine of a call through a relay.
 const MachineMetadata = "x-betcode-machine-id"
 
-func isLoopback(hostport string) bool {
+// IsLoopback reports whether hostport names this machine: localhost or a
+// loopback IP.
+func IsLoopback(hostport string) bool {
 	host, _, err := net.SplitHostPort(hostport)
 	if err != nil {
 		return false
@@ -82,3 +101,17 @@ func isLoopback(hostport string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// bearer sends a token with every call.
+type bearer struct {
+	token  string
+	secure bool // refuse to send it over a connection without TLS
+}
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + b.token}, nil
+}
+
+func (b bearer) RequireTransportSecurity() bool { return b.secure }
+
+var _ credentials.PerRPCCredentials = bearer{}

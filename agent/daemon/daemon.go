@@ -7,6 +7,7 @@ package daemon
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/betcode-dev/betcode/agent/claude"
+	"github.com/betcode-dev/betcode/agent/localtoken"
 	"github.com/betcode-dev/betcode/agent/permission"
 	"github.com/betcode-dev/betcode/agent/relaylink"
 	"github.com/betcode-dev/betcode/agent/server"
@@ -37,6 +39,10 @@ type Config struct {
 	ClaudeEnv       []string // extra environment for the CLI
 	DefaultModel    string
 	TLSCert, TLSKey string // required to listen on TCP off loopback
+	// TLSClientCA, if set, makes TLS listeners verify client certificates
+	// of this CA when given; a call with a verified one needs no local
+	// token.
+	TLSClientCA     string
 	Version         string
 	ShutdownTimeout time.Duration // default 10s
 	// Relay, when set, makes the agent dial out to a relay (host:port) with
@@ -145,6 +151,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir %q (set --data-dir): %w", cfg.DataDir, err)
 	}
+	// TCP listeners admit only calls carrying this token (Unix sockets and
+	// the relay tunnel need none): see package localtoken.
+	localToken, err := localtoken.LoadOrCreate(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	guard := localtoken.NewGuard(localToken, localtoken.Path(cfg.DataDir))
 	eng, err := permissionEngine(cfg)
 	if err != nil {
 		return err
@@ -179,8 +192,8 @@ func Run(ctx context.Context, cfg Config) error {
 		// Static windows: grpc-go's BDP estimation would ping on every
 		// small call, an extra round of frames through the relay tunnel.
 		grpc.InitialWindowSize(1<<20), grpc.InitialConnWindowSize(4<<20),
-		grpc.ChainUnaryInterceptor(server.UnaryRecover(log)),
-		grpc.ChainStreamInterceptor(server.StreamRecover(log)),
+		grpc.ChainUnaryInterceptor(guard.UnaryInterceptor, server.UnaryRecover(log)),
+		grpc.ChainStreamInterceptor(guard.StreamInterceptor, server.StreamRecover(log)),
 	)
 	pb.RegisterAgentServiceServer(srv, &server.Agent{Sessions: mgr, Log: log})
 	pb.RegisterVersionServiceServer(srv, &server.Version{ServerVersion: cfg.Version, ClaudeVersion: claudeVersion})
@@ -214,7 +227,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Relay != "" {
 		link, err = relaylink.New(relaylink.Config{
 			Relay: cfg.Relay, CAFile: cfg.RelayCA, CertFile: cfg.MachineCert, KeyFile: cfg.MachineKey,
-			MachineName: cfg.MachineName, Version: cfg.Version, Handler: srv, Native: srv, Logger: log,
+			MachineName: cfg.MachineName, Version: cfg.Version, Logger: log,
+			// Calls through the tunnel were authenticated by the relay.
+			Handler: localtoken.TunnelHandler(srv), Native: srv,
 		})
 		if err != nil {
 			closeAll()
@@ -241,11 +256,17 @@ func Run(ctx context.Context, cfg Config) error {
 
 	serveErr := make(chan error, len(lns))
 	addrs := make([]net.Addr, 0, len(lns))
+	tcp := false
 	for _, l := range lns {
 		addrs = append(addrs, l.Addr())
+		tcp = tcp || l.Addr().Network() == "tcp"
 		go func() { serveErr <- srv.Serve(l) }()
 	}
-	log.Info("agent serving", "addrs", addrs, "data_dir", cfg.DataDir, "claude", bin, "claude_version", claudeVersion)
+	attrs := []any{"addrs", addrs, "data_dir", cfg.DataDir, "claude", bin, "claude_version", claudeVersion}
+	if tcp {
+		attrs = append(attrs, "local_token_file", localtoken.Path(cfg.DataDir))
+	}
+	log.Info("agent serving", attrs...)
 	if cfg.Ready != nil {
 		cfg.Ready(addrs)
 	}
@@ -311,7 +332,21 @@ func listen(addr string, cfg Config) (net.Listener, error) {
 			return nil, fmt.Errorf("load --tls-cert/--tls-key: %w", err)
 		}
 		tcfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}
-		return tls.NewListener(l, tcfg), nil
+		if cfg.TLSClientCA != "" {
+			pem, err := os.ReadFile(cfg.TLSClientCA)
+			if err != nil {
+				l.Close()
+				return nil, fmt.Errorf("read --tls-client-ca: %w", err)
+			}
+			tcfg.ClientCAs = x509.NewCertPool()
+			if !tcfg.ClientCAs.AppendCertsFromPEM(pem) {
+				l.Close()
+				return nil, fmt.Errorf("--tls-client-ca %s: no PEM certificate found", cfg.TLSClientCA)
+			}
+			// Clients without a certificate may still come with the token.
+			tcfg.ClientAuth = tls.VerifyClientCertIfGiven
+		}
+		return localtoken.TLSListener(tls.NewListener(l, tcfg)), nil
 	}
 	return l, nil
 }

@@ -3,6 +3,11 @@
 // through it with the agent's own gRPC server. On any failure it reconnects
 // with backoff (1 s, 2 s, 5 s, 10 s, then every 30 s, each ±20 %) and
 // registers again. Local clients are served whatever the tunnel does.
+//
+// While the tunnel is up the link renews the machine certificate when less
+// than a third of its lifetime is left (EnrollService.RenewCertificate on
+// the tunnel's own connection, a CSR for the same key), writes it over the
+// certificate file, and presents it from the next handshake on.
 package relaylink
 
 import (
@@ -45,13 +50,20 @@ type Config struct {
 	Logger *slog.Logger
 	// ActiveSessions, if set, is reported in heartbeats.
 	ActiveSessions func() uint32
+	// RenewEvery is how often the certificate's remaining lifetime is
+	// checked while the tunnel is up; default DefaultRenewEvery.
+	RenewEvery time.Duration
+	// Now is the clock renewal decisions use; default time.Now.
+	Now func() time.Time
 }
 
 // Link is a running connection manager.
 type Link struct {
 	cfg       Config
+	certs     *certFile
 	connected atomic.Bool
 	since     atomic.Int64 // unix nanos of the last state change
+	renewErr  atomic.Value // string: the last renewal error, logged at warn once
 }
 
 // New checks cfg and returns a Link; Run starts it.
@@ -65,7 +77,13 @@ func New(cfg Config) (*Link, error) {
 	if cfg.MachineName == "" {
 		cfg.MachineName, _ = os.Hostname()
 	}
-	l := &Link{cfg: cfg}
+	if cfg.RenewEvery <= 0 {
+		cfg.RenewEvery = DefaultRenewEvery
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	l := &Link{cfg: cfg, certs: &certFile{certPath: cfg.CertFile, keyPath: cfg.KeyFile}}
 	l.since.Store(time.Now().UnixNano())
 	return l, nil
 }
@@ -128,10 +146,16 @@ func (l *Link) session(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("--relay %q: %w", l.cfg.Relay, err)
 	}
-	tlsCfg, err := mtls.ClientConfig(l.cfg.CAFile, l.cfg.CertFile, l.cfg.KeyFile, host)
+	tlsCfg, err := mtls.ClientConfig(l.cfg.CAFile, "", "", host)
 	if err != nil {
 		return err
 	}
+	// The certificate is read at each handshake: renewals take effect
+	// without a restart.
+	if _, err := l.certs.get(); err != nil {
+		return err
+	}
+	tlsCfg.GetClientCertificate = l.certs.getClientCertificate
 	cc, err := grpc.NewClient(l.cfg.Relay,
 		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
@@ -191,6 +215,7 @@ func (l *Link) session(ctx context.Context, log *slog.Logger) error {
 		interval = 30 * time.Second
 	}
 	wg.Go(func() { l.heartbeats(sctx, api, interval, stop, log) })
+	wg.Go(func() { l.renewals(sctx, pb.NewEnrollServiceClient(cc), log) })
 	err = <-served
 	stop()
 	return err

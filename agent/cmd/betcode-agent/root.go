@@ -21,7 +21,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 		Version:       version,
 	}
-	root.AddCommand(newServeCmd())
+	root.AddCommand(newServeCmd(), newEnrollCmd())
 	return root
 }
 

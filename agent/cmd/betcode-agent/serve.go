@@ -1,13 +1,17 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 
 	"github.com/betcode-dev/betcode/agent/daemon"
+	"github.com/betcode-dev/betcode/agent/enroll"
 	"github.com/betcode-dev/betcode/agent/permission"
 )
 
@@ -35,6 +39,10 @@ or JSON). The command line wins over the environment, which wins over the file.`
 			if err := v.UnmarshalKey("permission_rules", &ccgrid); err != nil {
 				return fmt.Errorf("permission_rules in the config file: %w", err)
 			}
+			link, err := relayLink(v, log)
+			if err != nil {
+				return err
+			}
 			return daemon.Run(cmd.Context(), daemon.Config{
 				Permissions: permission.Settings{
 					Allow: v.GetStringSlice("allow"), Deny: v.GetStringSlice("deny"), Ask: v.GetStringSlice("ask"),
@@ -50,13 +58,14 @@ or JSON). The command line wins over the environment, which wins over the file.`
 				DefaultModel:      v.GetString("model"),
 				TLSCert:           v.GetString("tls-cert"),
 				TLSKey:            v.GetString("tls-key"),
+				TLSClientCA:       v.GetString("tls-client-ca"),
 				Version:           version,
 				Logger:            log,
-				Relay:             v.GetString("relay"),
-				RelayCA:           v.GetString("relay-ca"),
-				MachineCert:       v.GetString("machine-cert"),
-				MachineKey:        v.GetString("machine-key"),
-				MachineName:       v.GetString("machine-name"),
+				Relay:             link.Relay,
+				RelayCA:           link.RelayCA,
+				MachineCert:       link.MachineCert,
+				MachineKey:        link.MachineKey,
+				MachineName:       link.MachineName,
 			})
 		},
 	}
@@ -67,9 +76,10 @@ or JSON). The command line wins over the environment, which wins over the file.`
 	f.String("model", "", "default model for new sessions (Claude Code's default when empty)")
 	f.String("tls-cert", "", "TLS certificate for TCP listeners (required off loopback)")
 	f.String("tls-key", "", "TLS key for --tls-cert")
-	f.String("relay", "", "relay to dial out to (host:port); clients then reach this machine through it")
+	f.String("tls-client-ca", "", "with --tls-cert: accept client certificates of this CA instead of the local token")
+	f.String("relay", "", "relay to dial out to (host:port); clients then reach this machine through it (default: the one `betcode-agent enroll` stored)")
 	f.String("relay-ca", "", "CA certificate of the relay")
-	f.String("machine-cert", "", "this machine's client certificate (from `betcode-relay certs machine`)")
+	f.String("machine-cert", "", "this machine's client certificate (from `betcode-relay certs machine`; enrolled machines need none)")
 	f.String("machine-key", "", "the key of --machine-cert")
 	f.String("machine-name", "", "name shown in `betcode machines` (default: the hostname)")
 	f.StringSlice("allow", nil, "permission rule to allow without asking, Claude Code syntax, e.g. 'Bash(go test *)' (repeatable)")
@@ -82,4 +92,35 @@ or JSON). The command line wins over the environment, which wins over the file.`
 	f.String("config", "", "config file")
 	f.String("log-level", "info", "log level: debug, info, warn, error")
 	return cmd
+}
+
+// linkConfig is the relay part of the daemon's configuration.
+type linkConfig struct {
+	Relay, RelayCA, MachineCert, MachineKey, MachineName string
+}
+
+// relayLink returns the relay flags, or, when none is given, the
+// enrollment `betcode-agent enroll` left in the data directory (if any).
+func relayLink(v *viper.Viper, log *slog.Logger) (linkConfig, error) {
+	c := linkConfig{
+		Relay: v.GetString("relay"), RelayCA: v.GetString("relay-ca"),
+		MachineCert: v.GetString("machine-cert"), MachineKey: v.GetString("machine-key"),
+		MachineName: v.GetString("machine-name"),
+	}
+	if c.Relay != "" || c.RelayCA != "" || c.MachineCert != "" || c.MachineKey != "" {
+		return c, nil
+	}
+	e, files, err := enroll.Load(v.GetString("data-dir"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return c, err
+	}
+	c.Relay, c.RelayCA, c.MachineCert, c.MachineKey = e.Relay, files.CA, files.Cert, files.Key
+	if c.MachineName == "" {
+		c.MachineName = e.Name
+	}
+	log.Info("relay link: using the enrollment", "file", files.Info, "relay", e.Relay, "machine_id", e.MachineID)
+	return c, nil
 }

@@ -13,8 +13,12 @@ import (
 )
 
 func (g *globals) needRelay() error {
-	if g.v.GetString("relay") == "" {
-		return &client.ExitError{Code: client.ExitInvalidArgs, Err: errors.New("machines live on a relay: pass --relay HOST:PORT (or set BETCODE_RELAY)")}
+	_, ok, err := g.relay()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &client.ExitError{Code: client.ExitInvalidArgs, Err: errors.New("machines live on a relay: log in with betcode login --relay HOST:PORT, or pass --relay HOST:PORT (or set BETCODE_RELAY)")}
 	}
 	return nil
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -8,15 +11,24 @@ import (
 	"github.com/spf13/viper"
 	"golang.org/x/term"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/betcode-dev/betcode/agent/client"
 	"github.com/betcode-dev/betcode/agent/daemon"
+	"github.com/betcode-dev/betcode/agent/localtoken"
 )
 
 var version = "0.1.0-dev"
 
+// envToken overrides the client token stored by `betcode login`.
+const envToken = "BETCODE_TOKEN"
+
 type globals struct {
 	v *viper.Viper
+	// dialled is the relay the command dialled, and tokenFrom where its
+	// client token came from (empty: none was sent); hints use them.
+	dialled, tokenFrom string
 }
 
 func newRootCmd() *cobra.Command {
@@ -35,25 +47,134 @@ func newRootCmd() *cobra.Command {
 		},
 	}
 	pf := root.PersistentFlags()
-	pf.String("agent", "unix://"+daemon.DefaultSocketPath(), "agent address: unix:///path or host:port (env BETCODE_AGENT)")
+	pf.String("agent", "unix://"+daemon.DefaultSocketPath(), "agent address: unix:///path or host:port (env BETCODE_AGENT); wins over a relay you logged in to")
 	pf.String("ca", "", "CA certificate to trust for a TLS agent address")
-	pf.String("relay", "", "reach machines through this relay (host:port) instead of a local agent (env BETCODE_RELAY)")
-	pf.String("relay-ca", "", "CA certificate of the relay (default: the system's roots)")
+	pf.String("agent-token", "", "local token of a TCP agent (env BETCODE_AGENT_TOKEN; default: read from --agent-data-dir)")
+	pf.String("agent-data-dir", daemon.DefaultDataDir(), "data directory of the TCP agent, whose local-token file betcode reads")
+	pf.String("relay", "", "reach machines through this relay (host:port) instead of a local agent (env BETCODE_RELAY; default: the one you logged in to)")
+	pf.String("relay-ca", "", "CA certificate of the relay (default: the one stored at login, else the system's roots)")
 	pf.String("machine", "", "with --relay: the machine for this command (default: the one you switched to)")
-	root.AddCommand(newChatCmd(g), newSessionsCmd(g), newReplayCmd(g), newMachinesCmd(g), newMachineCmd(g), newSendCmd(g))
+	root.AddCommand(newChatCmd(g), newSessionsCmd(g), newReplayCmd(g), newMachinesCmd(g), newMachineCmd(g), newSendCmd(g),
+		newLoginCmd(g), newLogoutCmd())
+	withHints(root, g)
 	return root
+}
+
+// relayTarget is the relay a command goes through and how.
+type relayTarget struct {
+	addr, ca  string
+	token     string
+	tokenFrom string // BETCODE_TOKEN, or the credentials file
+}
+
+// relay returns the relay to use: --relay, else the one stored by `betcode
+// login` unless --agent was given. The stored token (and CA) go only to the
+// relay they were stored for; BETCODE_TOKEN goes to any.
+func (g *globals) relay() (t relayTarget, ok bool, err error) {
+	t.addr, t.ca = g.v.GetString("relay"), g.v.GetString("relay-ca")
+	var stored *client.Credentials
+	if t.addr != "" || !g.v.IsSet("agent") {
+		path, err := client.CredentialsPath()
+		if err == nil {
+			stored, err = client.LoadCredentials(path)
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			stored, err = nil, nil
+		}
+		if err != nil {
+			return t, false, &client.ExitError{Code: client.ExitInvalidArgs, Err: err}
+		}
+		if stored != nil && t.addr == "" {
+			t.addr = stored.Relay
+		}
+		if stored != nil && stored.Relay == t.addr {
+			if t.ca == "" {
+				t.ca = stored.RelayCA
+			}
+			t.token, t.tokenFrom = stored.Token, "the token stored by betcode login"
+		}
+	}
+	if t.addr == "" {
+		return t, false, nil
+	}
+	if tok := os.Getenv(envToken); tok != "" {
+		t.token, t.tokenFrom = tok, envToken
+	}
+	return t, true, nil
 }
 
 func (g *globals) dial() (*grpc.ClientConn, error) {
 	addr, o := g.v.GetString("agent"), client.DialOptions{CAFile: g.v.GetString("ca")}
-	if relay := g.v.GetString("relay"); relay != "" {
-		addr, o = relay, client.DialOptions{CAFile: g.v.GetString("relay-ca"), TLS: true, Machine: g.v.GetString("machine")}
+	r, viaRelay, err := g.relay()
+	if err != nil {
+		return nil, err
+	}
+	if viaRelay {
+		addr, o = r.addr, client.DialOptions{CAFile: r.ca, TLS: true, Machine: g.v.GetString("machine"), Token: r.token}
+		g.dialled, g.tokenFrom = r.addr, r.tokenFrom
+	} else if isTCP(addr) {
+		if o.AgentToken, err = g.agentToken(addr); err != nil {
+			return nil, err
+		}
 	}
 	conn, err := client.Dial(addr, o)
 	if err != nil {
 		return nil, &client.ExitError{Code: client.ExitConnection, Err: err}
 	}
 	return conn, nil
+}
+
+// agentToken is --agent-token, else, for an agent on this machine, the
+// local token in --agent-data-dir, else none (the agent then says what it
+// needs). This machine's token is never sent to another host.
+func (g *globals) agentToken(addr string) (string, error) {
+	if tok := g.v.GetString("agent-token"); tok != "" {
+		return tok, nil
+	}
+	if !client.IsLoopback(addr) {
+		return "", nil
+	}
+	tok, err := localtoken.Read(g.v.GetString("agent-data-dir"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", &client.ExitError{Code: client.ExitInvalidArgs, Err: err}
+	}
+	return tok, nil
+}
+
+// isTCP reports whether an --agent address is host:port rather than a
+// Unix socket.
+func isTCP(addr string) bool {
+	return !strings.HasPrefix(addr, "unix://") && !strings.HasPrefix(addr, "/")
+}
+
+// withHints makes every command's UNAUTHENTICATED error from a relay say
+// how to log in.
+func withHints(root *cobra.Command, g *globals) {
+	for _, c := range root.Commands() {
+		withHints(c, g)
+		if run := c.RunE; run != nil {
+			c.RunE = func(cmd *cobra.Command, args []string) error { return g.hint(run(cmd, args)) }
+		}
+	}
+}
+
+func (g *globals) hint(err error) error {
+	if g.dialled == "" || status.Code(err) != codes.Unauthenticated {
+		return err
+	}
+	var h string
+	switch g.tokenFrom {
+	case "":
+		h = "this relay needs a client token: log in with betcode login --relay " + g.dialled
+	case envToken:
+		h = "the relay refused the token in " + envToken + ": set a valid one, or unset it and log in with betcode login --relay " + g.dialled
+	default:
+		h = "the relay refused " + g.tokenFrom + ": log in again with betcode login --relay " + g.dialled
+	}
+	return &client.ExitError{Code: client.ExitPermission, Err: fmt.Errorf("%w\nhint: %s", err, h)}
 }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
