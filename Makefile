@@ -17,7 +17,7 @@ help: ## list targets
 
 build: ## build every binary into bin/
 	@mkdir -p $(BIN)
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./agent/cmd/betcode-agent ./agent/cmd/betcode ./shared/cmd/fakeapi
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./agent/cmd/betcode-agent ./agent/cmd/betcode ./relay/cmd/betcode-relay ./shared/cmd/fakeapi
 
 claude: ## install the pinned Claude Code CLI into ~/.cache/betcode (once)
 	@./scripts/install-claude.sh >/dev/null

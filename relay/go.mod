@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/betcode-dev/betcode/shared v0.0.0
 	github.com/jackc/pgx/v5 v5.12.0
+	golang.org/x/time v0.16.0
 	google.golang.org/grpc v1.85.0
 )
 

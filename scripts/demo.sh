@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# make demo: the whole system on this machine with no account or API key.
-# It starts the project's fake Anthropic API, a betcode-agent that drives the
-# real (pinned) Claude Code CLI against it, and uses the betcode client to
-# chat, run a tool, list sessions and replay one. Everything runs on loopback
-# in a temporary directory that is removed at the end.
+# make demo: the whole product on this machine, with no account or API key.
+#
+# A relay with its embedded store (SQLite), a team and a user made with the
+# admin CLI, an agent enrolled with a single-use join token that dials out
+# to the relay over mTLS and drives the real (pinned) Claude Code CLI
+# against the project's fake Anthropic API, and the betcode client logging
+# in with a token, listing machines, switching, and chatting with a tool
+# call through the relay. Then a second user, who sees nothing of it.
+# Everything runs on loopback in a temporary directory removed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$PWD/bin
@@ -16,8 +20,14 @@ cleanup() {
   rm -rf "$TMP"
 }
 trap cleanup EXIT
-mkdir -p "$TMP/home" "$TMP/project"
+mkdir -p "$TMP/home" "$TMP/project" "$TMP/alice" "$TMP/bob"
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+run() { printf '\033[2m$ %s\033[0m\n' "$*"; "$@"; }
+# wait_for FILE PATTERN: until a log line matches (30 s), else show the log.
+wait_for() {
+  for _ in $(seq 300); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  echo "timed out waiting for '$2' in $1:"; cat "$1"; exit 1
+}
 
 step "Starting the fake Anthropic API on loopback"
 "$BIN/fakeapi" --listen 127.0.0.1:0 >"$TMP/fakeapi.url" 2>"$TMP/fakeapi.log" &
@@ -26,30 +36,58 @@ for _ in $(seq 100); do [ -s "$TMP/fakeapi.url" ] && break; sleep 0.1; done
 API=$(head -n1 "$TMP/fakeapi.url")
 echo "fake API: $API"
 
-step "Starting betcode-agent (Claude Code $("$CLAUDE" --version | cut -d' ' -f1))"
-SOCK="$TMP/agent.sock"
+step "The relay: a development CA (it signs enrolled machines' certificates) and its store"
+PKI=$TMP/pki RDATA=$TMP/relay
+run "$BIN/betcode-relay" certs init --dir "$PKI" --hosts 127.0.0.1,localhost
+"$BIN/betcode-relay" serve --listen 127.0.0.1:0 --tls-cert "$PKI/relay.crt" --tls-key "$PKI/relay.key" \
+  --client-ca "$PKI/ca.crt" --ca-key "$PKI/ca.key" --data-dir "$RDATA" 2>"$TMP/relay.log" &
+PIDS+=($!)
+wait_for "$TMP/relay.log" "relay serving"
+RELAY=$(grep 'relay serving' "$TMP/relay.log" | head -n1 | grep -o ' addr=[^ ]*' | cut -d= -f2)
+echo "relay: $RELAY (TLS; agents need a certificate, clients a token)"
+
+step "An operator creates a team with alice as its owner, and a join token for a machine"
+ADMIN=("$BIN/betcode-relay" admin --data-dir "$RDATA")
+run "${ADMIN[@]}" user create alice --email alice@example.com
+run "${ADMIN[@]}" team create eng --owner alice
+ALICE_TOKEN=$("${ADMIN[@]}" token create --user alice --name demo-laptop 2>/dev/null)
+JOIN=$("${ADMIN[@]}" enroll-token create --team eng --ttl 10m 2>/dev/null)
+echo "alice's client token: ${ALICE_TOKEN:0:8}… (shown once; only its hash is stored)"
+echo "join token:           ${JOIN:0:8}… (single use, 10 minutes)"
+
+step "The developer machine enrolls (its key never leaves it) and dials out to the relay"
+AGENT=$TMP/agent
+run "$BIN/betcode-agent" enroll --relay "$RELAY" --relay-ca "$PKI/ca.crt" --token "$JOIN" --name demo-machine --data-dir "$AGENT"
 HOME="$TMP/home" ANTHROPIC_BASE_URL="$API" ANTHROPIC_API_KEY=sk-demo DISABLE_TELEMETRY=1 \
   CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 CLAUDE_CODE_MAX_RETRIES=2 \
-  "$BIN/betcode-agent" serve --listen "unix://$SOCK" --data-dir "$TMP/data" --claude-bin "$CLAUDE" \
+  "$BIN/betcode-agent" serve --listen "unix://$TMP/agent.sock" --data-dir "$AGENT" --claude-bin "$CLAUDE" \
   2>"$TMP/agent.log" &
 PIDS+=($!)
-for _ in $(seq 300); do grep -q "agent serving" "$TMP/agent.log" 2>/dev/null && break; sleep 0.1; done
-grep -q "agent serving" "$TMP/agent.log" || { cat "$TMP/agent.log"; exit 1; }
-echo "agent: unix://$SOCK"
-export BETCODE_AGENT="unix://$SOCK"
+wait_for "$TMP/agent.log" "relay link up"
+echo "agent: connected to the relay (Claude Code $("$CLAUDE" --version | cut -d' ' -f1))"
+MACHINE=$(grep -o '"machine_id": *"[^"]*"' "$AGENT/relay/enrollment.json" | sed 's/.*"\([^"]*\)"$/\1/')
 
-step "betcode chat \"hello\""
-"$BIN/betcode" chat --cwd "$TMP/project" "hello"
+step "alice logs in from her laptop and works on the machine through the relay"
+export XDG_CONFIG_HOME=$TMP/alice
+unset BETCODE_AGENT BETCODE_RELAY BETCODE_TOKEN
+echo "$ALICE_TOKEN" | run "$BIN/betcode" login --relay "$RELAY" --relay-ca "$PKI/ca.crt"
+run "$BIN/betcode" machines
+run "$BIN/betcode" machine switch "$MACHINE"
+run "$BIN/betcode" chat --cwd "$TMP/project" --allow Bash "please RUNTOOL"
+echo "file the tool created on the machine: $(ls "$TMP/project")"
+run "$BIN/betcode" sessions
 
-step "betcode chat --allow Bash \"please RUNTOOL\"  (the fake model asks for a Bash tool call)"
-"$BIN/betcode" chat --cwd "$TMP/project" --allow Bash "please RUNTOOL"
-echo "file the tool created: $(ls "$TMP/project")"
+step "bob, another user of the same relay, sees nothing of it"
+"${ADMIN[@]}" user create bob >/dev/null
+BOB_TOKEN=$("${ADMIN[@]}" token create --user bob 2>/dev/null)
+export XDG_CONFIG_HOME=$TMP/bob
+echo "$BOB_TOKEN" | run "$BIN/betcode" login --relay "$RELAY" --relay-ca "$PKI/ca.crt"
+run "$BIN/betcode" machines
+if run "$BIN/betcode" --machine "$MACHINE" sessions; then
+  echo "bob reached alice's machine: this is a bug"; exit 1
+fi
 
-step "betcode sessions"
-"$BIN/betcode" sessions
+step "The audit log records who did what"
+"${ADMIN[@]}" audit | tail -n 8
 
-ID=$("$BIN/betcode" sessions 2>/dev/null | awk 'NR==2 {print $1}')
-step "betcode replay $ID --json (every event with its sequence, from SQLite)"
-"$BIN/betcode" replay "$ID" --json | cut -c1-160
-
-step "Done. The agent keeps every event in $TMP/data/agent.db (removed now)."
+step "Done. Everything ran on loopback in $TMP (removed now)."

@@ -50,7 +50,11 @@ type Config struct {
 	Relay                            string
 	RelayCA, MachineCert, MachineKey string
 	MachineName                      string
-	Logger                           *slog.Logger
+	// CertRenewCheck is how often the machine certificate's remaining
+	// lifetime is checked while the tunnel is up (default 1h); it is
+	// renewed with a third of its lifetime left.
+	CertRenewCheck time.Duration
+	Logger         *slog.Logger
 
 	// Permission rules: Claude Code syntax (e.g. "Bash(git *)") and
 	// ccgrid-style rules. Deny wins over allow, allow over ask.
@@ -227,7 +231,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Relay != "" {
 		link, err = relaylink.New(relaylink.Config{
 			Relay: cfg.Relay, CAFile: cfg.RelayCA, CertFile: cfg.MachineCert, KeyFile: cfg.MachineKey,
-			MachineName: cfg.MachineName, Version: cfg.Version, Logger: log,
+			MachineName: cfg.MachineName, Version: cfg.Version, Logger: log, RenewEvery: cfg.CertRenewCheck,
 			// Calls through the tunnel were authenticated by the relay.
 			Handler: localtoken.TunnelHandler(srv), Native: srv,
 		})

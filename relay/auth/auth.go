@@ -1,18 +1,15 @@
-// Package auth establishes who is calling the relay and carries that
-// identity in the request context. Until accounts exist the relay serves one
-// implicit user; every routing, listing and buffering decision already takes
-// the user from here, so adding accounts changes no routing code.
+// Package auth establishes who is calling the relay and what they may
+// reach. Clients authenticate every call with a bearer token (the
+// Authenticator's Middleware); the identity travels in the request context;
+// a user reaches the machines they own and those of their teams. Revoking a
+// token, disabling a user, changing a team or revoking a machine reaches
+// every replica through the store's change notifications and ends the calls
+// it no longer allows.
 package auth
 
 import (
 	"context"
-	"net/http"
-
-	"github.com/betcode-dev/betcode/shared/mtls"
 )
-
-// ImplicitUser is the single user of a relay without accounts.
-const ImplicitUser = "local"
 
 // Headers that carry a call forwarded by another relay replica. They are
 // believed only on a connection whose verified client certificate is a
@@ -53,34 +50,8 @@ func FromContext(ctx context.Context) (Identity, bool) {
 	return id, ok
 }
 
-// UserID returns the caller's user: the identity's, or ImplicitUser when ctx
-// carries none (agents' calls, which do not pass through Middleware).
+// UserID returns the caller's user, "" when ctx carries no identity.
 func UserID(ctx context.Context) string {
-	if id, ok := FromContext(ctx); ok {
-		return id.UserID
-	}
-	return ImplicitUser
-}
-
-// Middleware authenticates each request and stores the identity in its
-// context. A call forwarded by another replica (over mTLS with a relay
-// certificate) keeps the user that replica authenticated; the forwarding
-// headers of any other caller are dropped, so no client can claim a user or
-// pose as a forwarded call.
-func Middleware(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), identify(r))))
-	})
-}
-
-// identify returns the caller of r, removing forwarding headers it may not
-// send.
-func identify(r *http.Request) Identity {
-	by, user := r.Header.Get(ForwardedByHeader), r.Header.Get(UserHeader)
-	if _, relay := mtls.PeerRelay(r.TLS); relay && by != "" && user != "" {
-		return Identity{UserID: user, ForwardedBy: by}
-	}
-	r.Header.Del(ForwardedByHeader)
-	r.Header.Del(UserHeader)
-	return Identity{UserID: ImplicitUser}
+	id, _ := FromContext(ctx)
+	return id.UserID
 }

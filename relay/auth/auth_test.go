@@ -46,27 +46,32 @@ func TestMiddlewareTrustsForwardingOnlyFromRelays(t *testing.T) {
 	verified := func(c *x509.Certificate) *tls.ConnectionState {
 		return &tls.ConnectionState{PeerCertificates: []*x509.Certificate{c}, VerifiedChains: [][]*x509.Certificate{{c}}}
 	}
+	st := openStore(t)
+	a := New(st, Options{})
+	good := addToken(t, st, "bob")
 	forwarded := http.Header{ForwardedByHeader: {"10.0.0.1:8443"}, UserHeader: {"alice"}}
+	withToken := http.Header{ForwardedByHeader: {"10.0.0.1:8443"}, UserHeader: {"alice"}, "Authorization": {"Bearer " + good}}
 	tests := []struct {
 		name    string
 		tls     *tls.ConnectionState
 		headers http.Header
-		want    Identity
-		kept    bool // the forwarding headers reach the handler
+		want    Identity // zero: refused UNAUTHENTICATED
+		kept    bool     // the forwarding headers reach the handler
 	}{
 		{"relay certificate", verified(relay), forwarded, Identity{UserID: "alice", ForwardedBy: "10.0.0.1:8443"}, true},
-		{"relay certificate, no headers", verified(relay), http.Header{}, Identity{UserID: ImplicitUser}, false},
-		{"relay certificate, no user", verified(relay), http.Header{ForwardedByHeader: {"x"}}, Identity{UserID: ImplicitUser}, false},
-		{"no TLS state", nil, forwarded, Identity{UserID: ImplicitUser}, false},
-		{"TLS without client certificate", &tls.ConnectionState{}, forwarded, Identity{UserID: ImplicitUser}, false},
-		{"machine certificate", verified(machine), forwarded, Identity{UserID: ImplicitUser}, false},
-		{"relay certificate presented but not verified", &tls.ConnectionState{PeerCertificates: []*x509.Certificate{relay}}, forwarded, Identity{UserID: ImplicitUser}, false},
+		{"relay certificate, no headers", verified(relay), http.Header{}, Identity{}, false},
+		{"relay certificate, no user", verified(relay), http.Header{ForwardedByHeader: {"x"}}, Identity{}, false},
+		{"no TLS state", nil, forwarded, Identity{}, false},
+		{"TLS without client certificate", &tls.ConnectionState{}, forwarded, Identity{}, false},
+		{"machine certificate", verified(machine), forwarded, Identity{}, false},
+		{"relay certificate presented but not verified", &tls.ConnectionState{PeerCertificates: []*x509.Certificate{relay}}, forwarded, Identity{}, false},
+		{"client token with forged headers", &tls.ConnectionState{}, withToken, Identity{UserID: "bob", TokenID: tokenID(good)}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got Identity
 			var gotHeaders http.Header
-			h := Middleware(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+			h := a.Middleware(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 				got, _ = FromContext(r.Context())
 				gotHeaders = r.Header
 			}))
@@ -75,12 +80,22 @@ func TestMiddlewareTrustsForwardingOnlyFromRelays(t *testing.T) {
 			for k, v := range tt.headers {
 				r.Header[k] = v
 			}
-			h.ServeHTTP(httptest.NewRecorder(), r)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			got.Remote = ""
 			if got != tt.want {
 				t.Errorf("identity = %+v; want %+v", got, tt.want)
 			}
-			if kept := gotHeaders.Get(ForwardedByHeader) != "" || gotHeaders.Get(UserHeader) != ""; kept != tt.kept {
-				t.Errorf("forwarding headers kept = %v; want %v (%v)", kept, tt.kept, gotHeaders)
+			if tt.want.UserID == "" && rec.Header().Get("Grpc-Status") != "16" {
+				t.Errorf("refused call answered grpc-status %q; want 16", rec.Header().Get("Grpc-Status"))
+			}
+			if gotHeaders != nil {
+				if kept := gotHeaders.Get(ForwardedByHeader) != "" || gotHeaders.Get(UserHeader) != ""; kept != tt.kept {
+					t.Errorf("forwarding headers kept = %v; want %v (%v)", kept, tt.kept, gotHeaders)
+				}
+				if gotHeaders.Get("Authorization") != "" {
+					t.Error("the token was passed on to the handler (and so to a machine)")
+				}
 			}
 		})
 	}

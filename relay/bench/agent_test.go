@@ -68,7 +68,8 @@ func newCertMint(tb testing.TB, pkiDir string) *certMint {
 }
 
 // machine returns a client TLS config with a fresh certificate for id,
-// shaped like pki.IssueMachine's (URI SAN betcode://machine/<id>).
+// shaped like pki.IssueMachine's (URI SAN betcode://machine/<id>), owned by
+// benchUser.
 func (m *certMint) machine(id string) (*tls.Config, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -85,7 +86,7 @@ func (m *certMint) machine(id string) (*tls.Config, error) {
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		URIs:         []*url.URL{mtls.MachineURI(id)},
+		URIs:         []*url.URL{mtls.MachineURI(id), mtls.OwnerURI(mtls.Owner{Kind: mtls.OwnerUser, Name: benchUser})},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, m.ca, key.Public(), m.key)
 	if err != nil {

@@ -64,7 +64,7 @@ func agentMain() int {
 // returns the address of its direct TLS listener.
 func startAgentProcess(tb testing.TB, r *relayProc, id string) (directAddr string, pid int) {
 	tb.Helper()
-	if _, err := pki.IssueMachine(r.pki, id, pki.Options{}); err != nil {
+	if _, err := pki.IssueMachine(r.pki, id, pki.Options{Owner: "user:" + benchUser}); err != nil {
 		tb.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")

@@ -73,15 +73,18 @@ func newForwardEnv(tb testing.TB) *forwardEnv {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	dial := func(addr string) *grpc.ClientConn {
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(clientTLS.Clone())))
+	dial := func(addr string, opts ...grpc.DialOption) *grpc.ClientConn {
+		cc, err := grpc.NewClient(addr, append(opts, grpc.WithTransportCredentials(credentials.NewTLS(clientTLS.Clone())))...)
 		if err != nil {
 			tb.Fatal(err)
 		}
 		tb.Cleanup(func() { cc.Close() })
 		return cc
 	}
-	e.direct, e.via = dial(directAddr), dial(e.relay.addr)
+	// The relay authenticates and authorizes every call among 10,000
+	// tokens and 1,000 machines, as the target says.
+	seedScale(tb, e.relay, 10000, 1000)
+	e.direct, e.via = dial(directAddr), dial(e.relay.addr, grpc.WithPerRPCCredentials(bearer(e.relay.token)))
 	e.ctx = metadata.AppendToOutgoingContext(ctx, "x-betcode-machine-id", benchMachine)
 
 	// Warm up both paths as perf-baselines did: 1,000 unary calls and a

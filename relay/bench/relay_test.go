@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/betcode-dev/betcode/relay/internal/pgtest"
+	"github.com/betcode-dev/betcode/relay/limits"
 	"github.com/betcode-dev/betcode/relay/pki"
 	"github.com/betcode-dev/betcode/relay/server"
 )
@@ -98,6 +99,7 @@ type relayProc struct {
 	dbURL       string
 	env         []string
 	logPath     string
+	token       string        // a client token of benchUser
 	serving     chan struct{} // closed when the relay logs "relay serving"
 	cmd         *exec.Cmd
 	exited      chan struct{}
@@ -114,6 +116,7 @@ func newRelay(tb testing.TB, env ...string) *relayProc {
 	if os.Getenv("BETCODE_BENCH_STORE") == "postgres" {
 		r.dbURL = pgtest.URL(tb)
 	}
+	r.token = seedUser(tb, r.dbURL, r.dataDir)
 	r.logPath = filepath.Join(r.dataDir, "relay.log")
 	if os.Getenv("BETCODE_BENCH_INPROC") == "1" {
 		r.startInProcess()
@@ -136,6 +139,7 @@ func (r *relayProc) startInProcess() {
 			Listen: r.addr, MetricsListen: r.metricsAddr,
 			TLSCert: filepath.Join(r.pki, pki.RelayCertFile), TLSKey: filepath.Join(r.pki, pki.RelayKeyFile),
 			ClientCA: r.caFile(), DataDir: r.dataDir, DatabaseURL: r.dbURL,
+			Calls:  limits.Config{CallsPerSecond: 1e9, Burst: 1e9, MaxStreamsPerToken: 1e5, MaxStreamsPerTunnel: 1e5},
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Ready:  func(net.Addr) { close(serving) },
 		})
@@ -152,7 +156,9 @@ func (r *relayProc) start() {
 	tb.Helper()
 	args := []string{"serve", "--listen", r.addr, "--metrics-listen", r.metricsAddr,
 		"--tls-cert", filepath.Join(r.pki, pki.RelayCertFile), "--tls-key", filepath.Join(r.pki, pki.RelayKeyFile),
-		"--client-ca", r.caFile(), "--data-dir", r.dataDir, "--log-level", "info"}
+		"--client-ca", r.caFile(), "--data-dir", r.dataDir, "--log-level", "info",
+		// The benchmarks drive one token far past a person's call rate.
+		"--rate-limit", "1e9", "--rate-burst", "1000000000", "--max-streams-per-token", "100000", "--max-streams-per-tunnel", "100000"}
 	if r.dbURL != "" {
 		args = append(args, "--database-url", r.dbURL)
 	}

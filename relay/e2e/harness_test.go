@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -24,6 +26,9 @@ import (
 
 	"github.com/betcode-dev/betcode/relay/internal/pgtest"
 	"github.com/betcode-dev/betcode/relay/pki"
+	"github.com/betcode-dev/betcode/relay/server"
+	"github.com/betcode-dev/betcode/relay/store"
+	"github.com/betcode-dev/betcode/shared/authtoken"
 	"github.com/betcode-dev/betcode/shared/claudecli"
 	"github.com/betcode-dev/betcode/shared/fakeapi"
 	"github.com/betcode-dev/betcode/shared/mtls"
@@ -184,6 +189,13 @@ type world struct {
 	// advertise starts the relay with --advertise-addr (one of several
 	// replicas).
 	advertise bool
+	// extraArgs are added to the relay's command line.
+	extraArgs []string
+
+	stOnce sync.Once
+	st     store.Store
+	tokMu  sync.Mutex
+	tokens map[string]string // user -> a token of theirs
 }
 
 func newWorld(t *testing.T, dbURL string) *world {
@@ -222,6 +234,7 @@ func (w *world) startRelay() {
 	if w.advertise {
 		args = append(args, "--advertise-addr", w.addr)
 	}
+	args = append(args, w.extraArgs...)
 	w.relay = start(w.t, "relay", nil, bin(w.t, "betcode-relay"), args...)
 	w.relay.waitLine(w.t, `relay serving`, 60*time.Second)
 }
@@ -237,8 +250,71 @@ type agent struct {
 	relay   string
 }
 
+// store opens the relay's store in the test process (the same database the
+// relay uses), to set up users and tokens as an operator would.
+func (w *world) store() store.Store {
+	w.stOnce.Do(func() {
+		st, err := server.OpenStore(context.Background(), w.dbURL, w.dataDir, slog.New(slog.DiscardHandler))
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		w.st = st
+		w.t.Cleanup(func() { st.Close() })
+	})
+	return w.st
+}
+
+// user creates user name (once) and returns a new client token of theirs.
+func (w *world) token(name string) string {
+	w.t.Helper()
+	ctx := context.Background()
+	st := w.store()
+	if err := st.CreateUser(ctx, store.User{ID: name}); err != nil && !errors.Is(err, store.ErrExists) {
+		w.t.Fatal(err)
+	}
+	return w.newToken(name, time.Time{})
+}
+
+// newToken stores a token of user name expiring at exp (zero: never).
+func (w *world) newToken(name string, exp time.Time) string {
+	w.t.Helper()
+	tok, err := authtoken.New(authtoken.Client)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	h := authtoken.Hash(tok)
+	if err := w.store().CreateToken(context.Background(), store.Token{ID: authtoken.ID(h), UserID: name, Name: "e2e", Hash: h, ExpiresAt: exp}); err != nil {
+		w.t.Fatal(err)
+	}
+	return tok
+}
+
+// userToken returns a (cached) token of user name.
+func (w *world) userToken(name string) string {
+	w.tokMu.Lock()
+	defer w.tokMu.Unlock()
+	if w.tokens == nil {
+		w.tokens = map[string]string{}
+	}
+	if w.tokens[name] == "" {
+		w.tokens[name] = w.token(name)
+	}
+	return w.tokens[name]
+}
+
+// machineCert issues machine id's certificate, owned by alice.
 func (w *world) machineCert(id string) (cert, key string) {
-	if _, err := pki.IssueMachine(w.pki, id, pki.Options{}); err != nil {
+	return w.machineCertOf(id, "user:alice")
+}
+
+// machineCertOf issues machine id's certificate naming owner ("user:NAME",
+// "team:NAME", or "" for none).
+func (w *world) machineCertOf(id, owner string) (cert, key string) {
+	w.t.Helper()
+	if strings.HasPrefix(owner, "user:") {
+		w.userToken(strings.TrimPrefix(owner, "user:"))
+	}
+	if _, err := pki.IssueMachine(w.pki, id, pki.Options{Owner: owner, Force: true}); err != nil {
 		w.t.Fatal(err)
 	}
 	return filepath.Join(w.pki, pki.MachineCertFile(id)), filepath.Join(w.pki, pki.MachineKeyFile(id))
@@ -249,12 +325,19 @@ func (w *world) machineCert(id string) (cert, key string) {
 func (w *world) startAgent(id, relayAddr string) *agent {
 	w.t.Helper()
 	cert, key := w.machineCert(id)
+	a := w.newAgent(id)
+	a.relay = relayAddr
+	a.start(w, cert, key)
+	return a
+}
+
+// newAgent prepares (without starting) machine id dialing the relay.
+func (w *world) newAgent(id string) *agent {
 	home := w.t.TempDir()
 	sockDir, _ := os.MkdirTemp("", "bca")
 	w.t.Cleanup(func() { os.RemoveAll(sockDir) })
-	a := &agent{id: id, home: home, project: filepath.Join(home, "project-"+id), data: w.t.TempDir(), sock: filepath.Join(sockDir, "a.sock"), relay: relayAddr}
+	a := &agent{id: id, home: home, project: filepath.Join(home, "project-"+id), data: w.t.TempDir(), sock: filepath.Join(sockDir, "a.sock"), relay: w.addr}
 	os.MkdirAll(a.project, 0o755)
-	a.start(w, cert, key)
 	return a
 }
 
@@ -273,20 +356,31 @@ func (a *agent) restart(w *world) {
 	a.start(w, filepath.Join(w.pki, pki.MachineCertFile(a.id)), filepath.Join(w.pki, pki.MachineKeyFile(a.id)))
 }
 
-// client dials the relay as a user (TLS, no client certificate).
+// client dials the relay as alice, the owner of the machines startAgent
+// starts (TLS, no client certificate, alice's bearer token).
 func (w *world) client() *grpc.ClientConn {
 	w.t.Helper()
 	return w.clientTo(w.addr)
 }
 
-// clientTo dials the relay (replica) at addr as a user.
+// clientTo dials the relay (replica) at addr as alice.
 func (w *world) clientTo(addr string) *grpc.ClientConn {
+	w.t.Helper()
+	return w.dial(addr, w.userToken("alice"))
+}
+
+// dial connects to addr sending token ("" sends none).
+func (w *world) dial(addr, token string) *grpc.ClientConn {
 	w.t.Helper()
 	cfg, err := mtls.ClientConfig(filepath.Join(w.pki, pki.CACertFile), "", "", "127.0.0.1")
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cfg))}
+	if token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
+	}
+	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -305,3 +399,12 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 }
 
 var _ = tls.VersionTLS13
+
+// bearer sends "authorization: Bearer <token>" on every call.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return true }

@@ -5,8 +5,10 @@ package machinesvc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -17,10 +19,18 @@ import (
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
-// Service implements MachineService.
+// Authorizer decides which machines a user may reach.
+type Authorizer interface {
+	CanReach(ctx context.Context, userID, owner, team string) (bool, error)
+}
+
+// Service implements MachineService. A user sees the machines they own and
+// those of their teams; any other machine answers NOT_FOUND, exactly as one
+// that does not exist.
 type Service struct {
 	pb.UnimplementedMachineServiceServer
 	Store    store.Store
+	Auth     Authorizer
 	Registry *registry.Registry
 	// Self is this replica's advertised address; with it set, a machine
 	// whose tunnel another live replica holds is ONLINE too. Empty (a
@@ -62,7 +72,11 @@ func (s *Service) online(m *store.Machine) bool {
 
 // ListMachines lists the caller's machines.
 func (s *Service) ListMachines(ctx context.Context, _ *pb.ListMachinesRequest) (*pb.ListMachinesResponse, error) {
-	ms, err := s.Store.ListMachines(ctx, auth.UserID(ctx))
+	user := auth.UserID(ctx)
+	if user == "" {
+		return nil, status.Error(codes.Unauthenticated, "this call needs a token (betcode login)")
+	}
+	ms, err := s.Store.ListMachines(ctx, user)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "list machines: %v", err)
 	}
@@ -75,15 +89,25 @@ func (s *Service) ListMachines(ctx context.Context, _ *pb.ListMachinesRequest) (
 
 // GetMachine returns one of the caller's machines.
 func (s *Service) GetMachine(ctx context.Context, req *pb.GetMachineRequest) (*pb.Machine, error) {
+	user := auth.UserID(ctx)
+	if user == "" {
+		return nil, status.Error(codes.Unauthenticated, "this call needs a token (betcode login)")
+	}
 	if req.MachineId == "" {
 		return nil, status.Error(codes.InvalidArgument, "machine_id is required")
 	}
 	m, err := s.Store.GetMachine(ctx, req.MachineId)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, status.Errorf(codes.NotFound, "no machine %q", req.MachineId)
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, status.Errorf(codes.Internal, "get machine: %v", err)
+	}
+	ok := false
+	if err == nil && m.RevokedAt.IsZero() {
+		if ok, err = s.Auth.CanReach(ctx, user, m.OwnerID, m.TeamID); err != nil {
+			return nil, status.Errorf(codes.Unavailable, "check access: %v", err)
+		}
+	}
+	if !ok {
+		return nil, notFound(req.MachineId)
 	}
 	return s.toProto(m), nil
 }
@@ -99,4 +123,11 @@ func (s *Service) SwitchMachine(ctx context.Context, req *pb.SwitchMachineReques
 		return nil, status.Errorf(codes.Internal, "switch machine: %v", err)
 	}
 	return &pb.SwitchMachineResponse{Machine: m, PreviousMachineId: prev}, nil
+}
+
+// notFound is the answer for a machine the caller may not see.
+func notFound(id string) error {
+	st, _ := status.New(codes.NotFound, fmt.Sprintf("no machine %q", id)).
+		WithDetails(&errdetails.ErrorInfo{Reason: "MACHINE_NOT_FOUND", Domain: "betcode.dev"})
+	return st.Err()
 }

@@ -11,8 +11,10 @@ import (
 
 // Tunnel is one connected machine.
 type Tunnel struct {
-	MachineID   string
-	OwnerID     string
+	MachineID string
+	// OwnerID is the owning user (or, for a team's machine, the user who
+	// enrolled it); TeamID the owning team ("" when a user owns it).
+	OwnerID, TeamID string
 	Client      *tunnel.Client
 	ConnectedAt time.Time
 }

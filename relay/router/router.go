@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/betcode-dev/betcode/relay/auth"
+	"github.com/betcode-dev/betcode/relay/limits"
 	"github.com/betcode-dev/betcode/relay/peer"
 	"github.com/betcode-dev/betcode/relay/registry"
 	"github.com/betcode-dev/betcode/relay/store"
@@ -49,20 +50,45 @@ var Bufferable = map[string]bool{
 // relayServices are served by the relay itself.
 var relayServices = map[string]bool{
 	"betcode.v1.MachineService":           true,
+	"betcode.v1.AdminService":             true,
+	"betcode.v1.EnrollService":            true,
 	"betcode.v1.TunnelService":            true,
 	"grpc.health.v1.Health":               true,
 	"betcode.v1.BetCodeHealth":            true,
 	"grpc.reflection.v1.ServerReflection": true,
 }
 
+// Authorizer decides which machines a user may reach.
+type Authorizer interface {
+	// CanReach reports whether userID may use a machine owned by user
+	// owner or, when team is set, by team.
+	CanReach(ctx context.Context, userID, owner, team string) (bool, error)
+	// Audit records a security event.
+	Audit(e store.AuditEvent)
+}
+
+// StreamLimiter caps the calls open at once per token and per machine.
+type StreamLimiter interface {
+	// AcquireStream admits one more call of tokenID to machineID, or
+	// answers it RESOURCE_EXHAUSTED itself and reports false.
+	AcquireStream(w http.ResponseWriter, r *http.Request, tokenID, machineID string) (release func(), ok bool)
+}
+
 // Router routes calls.
 type Router struct {
-	Local    http.Handler // the relay's own grpc.Server
-	Registry *registry.Registry
-	Store    store.Store
-	Limits   store.Limits
-	Log      *slog.Logger
-	Metrics  *Metrics
+	Local http.Handler // the relay's own grpc.Server
+	Auth  Authorizer
+	// Streams, if set, caps concurrent calls per token and per tunnel.
+	Streams StreamLimiter
+	// MaxMessageBytes, if set, bounds each request message of a forwarded
+	// call: a larger one ends the call RESOURCE_EXHAUSTED /
+	// MESSAGE_TOO_LARGE as soon as its frame header announces it.
+	MaxMessageBytes int
+	Registry        *registry.Registry
+	Store           store.Store
+	Limits          store.Limits
+	Log             *slog.Logger
+	Metrics         *Metrics
 	// Self is this replica's advertised address; empty means a single
 	// replica, which never forwards to peers.
 	Self string
@@ -117,6 +143,10 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	id, _ := auth.FromContext(ctx)
+	if id.UserID == "" && !relayServices[service] {
+		writeStatus(w, codes.Unauthenticated, "", "this call needs a token (betcode login)")
+		return
+	}
 	if relayServices[service] {
 		rt.Local.ServeHTTP(w, r)
 		if r.URL.Path == switchMachinePath {
@@ -138,19 +168,25 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		machineID = cur
 	}
 	t := rt.Registry.Get(machineID)
-	if t != nil && t.OwnerID == id.UserID {
-		// Connected and the caller's: the registry already knows, so
-		// skip the store on the hot path.
+	if t != nil {
+		// Connected: the registry knows the owner, so the store is
+		// skipped on the hot path.
+		if !rt.authorized(ctx, w, r, id, machineID, t.OwnerID, t.TeamID) {
+			return
+		}
 		rt.forward(ctx, w, r, t, id.UserID, machineID, service)
 		return
 	}
 	m, err := rt.Store.GetMachine(ctx, machineID)
-	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			writeStatus(w, codes.NotFound, "MACHINE_NOT_FOUND", fmt.Sprintf("no machine %q", machineID))
-			return
-		}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		writeStatus(w, codes.Internal, "", "look up machine: "+err.Error())
+		return
+	}
+	if err != nil || !m.RevokedAt.IsZero() {
+		rt.notFound(w, r, id, machineID, "no such machine")
+		return
+	}
+	if !rt.authorized(ctx, w, r, id, machineID, m.OwnerID, m.TeamID) {
 		return
 	}
 	t = rt.Registry.Get(machineID)
@@ -165,11 +201,45 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt.forward(ctx, w, r, t, id.UserID, machineID, service)
 }
 
+// authorized reports whether the caller may reach the machine; if not, it
+// answers NOT_FOUND (another user's machine does not exist for the caller)
+// and audits the attempt.
+func (rt *Router) authorized(ctx context.Context, w http.ResponseWriter, r *http.Request, id auth.Identity, machineID, owner, team string) bool {
+	ok, err := rt.Auth.CanReach(ctx, id.UserID, owner, team)
+	if err != nil {
+		writeStatus(w, codes.Unavailable, "", "cannot check access to the machine now; retry")
+		return false
+	}
+	if !ok {
+		rt.notFound(w, r, id, machineID, "not the caller's machine")
+		return false
+	}
+	auth.Machine(ctx, machineID)
+	return true
+}
+
+// notFound answers a call for a machine the caller may not see exactly as
+// one for a machine that does not exist, and audits it.
+func (rt *Router) notFound(w http.ResponseWriter, r *http.Request, id auth.Identity, machineID, why string) {
+	rt.Auth.Audit(store.AuditEvent{Actor: id.UserID, Action: "access.denied", Target: "machine:" + machineID,
+		Remote: id.Remote, Outcome: "denied", Detail: why + "; " + r.URL.Path})
+	writeStatus(w, codes.NotFound, "MACHINE_NOT_FOUND", fmt.Sprintf("no machine %q", machineID))
+}
+
 func (rt *Router) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, t *registry.Tunnel, userID, machineID, service string) {
 	if t.Client.Closed() {
 		rt.offline(w, r, userID, machineID)
 		return
 	}
+	if rt.Streams != nil {
+		id, _ := auth.FromContext(ctx)
+		release, ok := rt.Streams.AcquireStream(w, r, id.TokenID, machineID)
+		if !ok {
+			return
+		}
+		defer release()
+	}
+	rt.limitMessages(ctx, r)
 	reqID := strconv.FormatUint(rt.nextID.Add(1), 10)
 	rt.Metrics.forwarded(metricService(service))
 	if err := t.Client.Forward(ctx, w, r, reqID, http.Header{
@@ -195,6 +265,18 @@ func (rt *Router) peerFor(m *store.Machine, id auth.Identity) string {
 	return addr
 }
 
+// limitMessages bounds the size of r's request messages.
+func (rt *Router) limitMessages(ctx context.Context, r *http.Request) {
+	if rt.MaxMessageBytes <= 0 || r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	body := limits.MessageLimitReader(r.Body, rt.MaxMessageBytes)
+	body.OnTooLarge = func(err error) {
+		auth.End(ctx, codes.ResourceExhausted, limits.CodeMessageTooLarge, err.Error())
+	}
+	r.Body = body
+}
+
 // toPeer hands the call to the replica at addr, which holds the machine's
 // tunnel. If that replica cannot be reached the machine counts as offline
 // here: the call fails with MACHINE_OFFLINE or, if bufferable, is buffered
@@ -209,6 +291,7 @@ func (rt *Router) toPeer(ctx context.Context, w http.ResponseWriter, r *http.Req
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	rt.Metrics.toPeer()
+	rt.limitMessages(ctx, r)
 	unreached := func(err error) bool {
 		rt.Log.Warn("router: the replica holding the machine cannot be reached; treating it as offline",
 			"machine_id", machineID, "replica", addr, "err", err)

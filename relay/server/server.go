@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log"
@@ -27,9 +28,14 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/betcode-dev/betcode/relay/admin"
+	"github.com/betcode-dev/betcode/relay/adminsvc"
 	"github.com/betcode-dev/betcode/relay/auth"
+	"github.com/betcode-dev/betcode/relay/enrollsvc"
+	"github.com/betcode-dev/betcode/relay/limits"
 	"github.com/betcode-dev/betcode/relay/machinesvc"
 	"github.com/betcode-dev/betcode/relay/peer"
+	"github.com/betcode-dev/betcode/relay/pki"
 	"github.com/betcode-dev/betcode/relay/registry"
 	"github.com/betcode-dev/betcode/relay/router"
 	"github.com/betcode-dev/betcode/relay/store"
@@ -58,8 +64,18 @@ type Config struct {
 	AdvertiseAddr     string
 	HeartbeatInterval time.Duration
 	Limits            store.Limits
-	ShutdownTimeout   time.Duration
-	Logger            *slog.Logger
+	// CAKey is the key of ClientCA: with it the relay enrolls machines
+	// (EnrollService) and renews their certificates. Empty: machines use
+	// certificates from `betcode-relay certs machine` only.
+	CAKey string
+	// Calls bounds clients' calls and connections (relay/limits); zero
+	// fields take its defaults.
+	Calls limits.Config
+	// MachineCertLifetime is the lifetime of certificates the relay signs
+	// (default 30 days; agents renew at two thirds).
+	MachineCertLifetime time.Duration
+	ShutdownTimeout     time.Duration
+	Logger              *slog.Logger
 	// Ready, if set, is called with the bound address once serving.
 	Ready func(addr net.Addr)
 }
@@ -81,6 +97,9 @@ func (c *Config) Validate() error {
 	}
 	if len(missing) > 0 {
 		return errors.New("relay: missing " + strings.Join(missing, ", "))
+	}
+	if err := c.Calls.Validate(); err != nil {
+		return fmt.Errorf("relay: %w", err)
 	}
 	if c.AdvertiseAddr != "" {
 		if c.DatabaseURL == "" {
@@ -128,6 +147,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	var ca *pki.CA
+	if cfg.CAKey != "" {
+		if ca, err = pki.LoadCA(cfg.ClientCA, cfg.CAKey); err != nil {
+			return fmt.Errorf("relay: --ca-key: %w", err)
+		}
+	}
 	st, err := OpenStore(ctx, cfg.DatabaseURL, cfg.DataDir, lg)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
@@ -137,6 +162,57 @@ func Run(ctx context.Context, cfg Config) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	tunnels := registry.New()
+
+	// Identity: tokens, teams and revocations, invalidated through the
+	// store's change notifications. A revoked or deleted machine's tunnel
+	// is closed at once on whichever replica holds it.
+	lim, err := limits.New(cfg.Calls)
+	if err != nil {
+		return err
+	}
+	var calls *callLimits
+	authn := auth.New(st, auth.Options{Log: lg, Limit: func(w http.ResponseWriter, r *http.Request, id auth.Identity) bool {
+		return calls.allow(w, r, id)
+	}, OnMachineChange: func(id string) {
+		if t := tunnels.Get(id); t != nil {
+			lg.Info("relay: closing the tunnel of a revoked machine", "machine_id", id)
+			t.Client.Close()
+		}
+	}})
+	calls = newCallLimits(lim, authn.Audit)
+	authCtx, stopAuth := context.WithCancel(ctx)
+	defer stopAuth()
+	authDone := make(chan struct{})
+	go func() {
+		defer close(authDone)
+		authn.Run(authCtx)
+	}()
+	defer func() { stopAuth(); <-authDone }()
+	select {
+	case <-authn.Ready():
+	case <-time.After(30 * time.Second):
+		return errors.New("relay: could not load machine revocations from the store within 30s")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Every handshake with a machine certificate checks it against the
+	// revocations (machine id and serial), on every replica.
+	tlsCfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		if len(cs.VerifiedChains) == 0 {
+			return nil
+		}
+		if _, relay := mtls.PeerRelay(&cs); relay {
+			return nil
+		}
+		id, err := mtls.MachineID(cs)
+		if err != nil {
+			return nil // not a machine certificate: TunnelService refuses it
+		}
+		if authn.MachineRevoked(id, mtls.SerialHex(cs.PeerCertificates[0])) {
+			return fmt.Errorf("the certificate of machine %q was revoked", id)
+		}
+		return nil
+	}
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "betcode_relay_connected_machines", Help: "Machines with a live tunnel to this replica.",
 	}, func() float64 { return float64(tunnels.Len()) }))
@@ -153,15 +229,24 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	gs := grpc.NewServer()
 	rt := &router.Router{
-		Local: gs, Registry: tunnels, Store: st, Limits: cfg.Limits, Log: lg, Metrics: router.NewMetrics(reg),
+		Local: gs, Auth: authn, Streams: calls, MaxMessageBytes: lim.Config().MaxMessageBytes, Registry: tunnels, Store: st, Limits: cfg.Limits, Log: lg, Metrics: router.NewMetrics(reg),
 		Self: cfg.AdvertiseAddr, Peers: peers, PresenceTTL: presenceTTL,
 	}
 	tsvc := &tunnelsvc.Service{
 		Store: st, Registry: tunnels, Log: lg, HeartbeatInterval: cfg.HeartbeatInterval, OnOnline: rt.Deliver,
-		Replica: cfg.AdvertiseAddr,
+		Replica: cfg.AdvertiseAddr, Revoked: func(id string) bool { return authn.MachineRevoked(id, "") }, Audit: authn.Audit,
 	}
 	pb.RegisterTunnelServiceServer(gs, tsvc)
-	pb.RegisterMachineServiceServer(gs, &machinesvc.Service{Store: st, Registry: tunnels, Self: cfg.AdvertiseAddr, PresenceTTL: presenceTTL})
+	// Enroll answers clients (a join token authenticates them); renewals
+	// come over the machines' own mTLS connections.
+	enroll := &enrollsvc.Service{Store: st, CA: ca, Lifetime: cfg.MachineCertLifetime, Log: lg, IsRevoked: authn.MachineRevoked}
+	pb.RegisterEnrollServiceServer(gs, enroll)
+	adminSvc := adminsvc.New(&admin.Ops{Store: st, Log: lg})
+	adminSvc.Online = func(m *store.Machine) bool {
+		return tunnels.Get(m.ID) != nil || cfg.AdvertiseAddr != "" && m.LiveReplica(time.Now(), presenceTTL) != ""
+	}
+	pb.RegisterAdminServiceServer(gs, adminSvc)
+	pb.RegisterMachineServiceServer(gs, &machinesvc.Service{Store: st, Auth: authn, Registry: tunnels, Self: cfg.AdvertiseAddr, PresenceTTL: presenceTTL})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
@@ -210,6 +295,7 @@ func Run(ctx context.Context, cfg Config) error {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
 	pb.RegisterTunnelServiceServer(agents, tsvc)
+	pb.RegisterEnrollServiceServer(agents, enroll)
 	healthpb.RegisterHealthServer(agents, hs)
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -217,14 +303,14 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	srv := &http.Server{
-		Handler:           auth.Middleware(rt),
-		TLSConfig:         tlsCfg,
+		Handler:           authn.Middleware(rt),
+		TLSConfig:         tlsCfg.Clone(), // Serve edits its copy while the splitter handshakes with tlsCfg
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          log.New(&handshakeLog{lg}, "", 0),
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 1000},
 	}
 	errc := make(chan error, 3)
-	split := newSplitter(ln, tlsCfg, lg)
+	split := newSplitter(ln, tlsCfg, lg, splitOptions{MaxPending: lim.Config().MaxPendingConns, HandshakeTimeout: lim.Config().HandshakeTimeout})
 	splitDone := make(chan struct{})
 	go func() {
 		defer close(splitDone)

@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/betcode-dev/betcode/relay/auth"
 	"github.com/betcode-dev/betcode/relay/registry"
 	"github.com/betcode-dev/betcode/relay/store"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
@@ -41,6 +40,11 @@ type Service struct {
 	// forward to it. Empty (a single replica) records nothing.
 	Replica string
 	Now     func() time.Time
+	// Revoked, if set, reports whether a machine id was revoked; such a
+	// machine may not register or open a tunnel.
+	Revoked func(machineID string) bool
+	// Audit, if set, records security events.
+	Audit func(store.AuditEvent)
 
 	heartbeatDeliveries sync.Map // machine id -> struct{}: a delivery started by a heartbeat runs
 }
@@ -66,16 +70,29 @@ func (s *Service) machineID(ctx context.Context) (string, error) {
 	return id, nil
 }
 
-// Register records the machine and answers the heartbeat interval.
+// Register records the machine and answers the heartbeat interval. An
+// enrolled machine keeps the owner recorded at enrollment; a machine with a
+// development certificate is owned by the user or team its certificate
+// names (betcode-relay certs machine --owner). A machine with neither, or
+// a revoked one, is refused.
 func (s *Service) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.RegisterResponse, error) {
 	id, err := s.machineID(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if req.MachineId != "" && req.MachineId != id {
+		s.audit(ctx, id, "machine.refused", "denied", fmt.Sprintf("Register names machine %q", req.MachineId))
 		return nil, status.Errorf(codes.PermissionDenied, "machine_id %q does not match the certificate's %q", req.MachineId, id)
 	}
-	m := store.Machine{ID: id, OwnerID: auth.UserID(ctx), Name: req.MachineName, Capabilities: req.Capabilities, LastSeen: s.now()}
+	if s.Revoked != nil && s.Revoked(id) {
+		s.audit(ctx, id, "machine.refused", "denied", "revoked")
+		return nil, status.Errorf(codes.PermissionDenied, "machine %q was revoked", id)
+	}
+	owner, team, err := s.owner(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	m := store.Machine{ID: id, OwnerID: owner, TeamID: team, Name: req.MachineName, Capabilities: req.Capabilities, LastSeen: s.now()}
 	if m.Name == "" {
 		m.Name = id
 	}
@@ -83,13 +100,62 @@ func (s *Service) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 		m.OS, m.Arch, m.Version, m.CPUCores, m.MemoryBytes = info.Os, info.Arch, info.Version, info.CpuCores, info.MemoryBytes
 	}
 	if err := s.Store.UpsertMachine(ctx, m); err != nil {
-		if errors.Is(err, store.ErrConflict) {
-			return nil, status.Errorf(codes.PermissionDenied, "machine %q is registered to another user", id)
+		switch {
+		case errors.Is(err, store.ErrConflict):
+			s.audit(ctx, id, "machine.refused", "denied", "certificate owner differs from the registered owner")
+			return nil, status.Errorf(codes.PermissionDenied, "machine %q is registered to another owner", id)
+		case errors.Is(err, store.ErrRevoked):
+			s.audit(ctx, id, "machine.refused", "denied", "revoked")
+			return nil, status.Errorf(codes.PermissionDenied, "machine %q was revoked", id)
 		}
 		return nil, status.Errorf(codes.Internal, "register machine: %v", err)
 	}
-	s.Log.Info("tunnel: machine registered", "machine_id", id, "name", m.Name)
+	s.Log.Info("tunnel: machine registered", "machine_id", id, "name", m.Name, "owner", owner, "team", team)
 	return &pb.RegisterResponse{Accepted: true, Message: "registered as " + id, HeartbeatIntervalSecs: uint32(s.HeartbeatInterval / time.Second)}, nil
+}
+
+// owner returns the machine's owning user and team: the store's record for
+// an enrolled machine, else its certificate's owner.
+func (s *Service) owner(ctx context.Context, id string) (owner, team string, err error) {
+	m, err := s.Store.GetMachine(ctx, id)
+	if err == nil {
+		return m.OwnerID, m.TeamID, nil
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return "", "", status.Errorf(codes.Internal, "look up machine: %v", err)
+	}
+	o, ok, err := mtls.MachineOwnerFromPeer(ctx)
+	if err != nil {
+		return "", "", status.Errorf(codes.PermissionDenied, "machine certificate: %v", err)
+	}
+	if !ok {
+		s.audit(ctx, id, "machine.refused", "denied", "not enrolled and no owner in its certificate")
+		return "", "", status.Errorf(codes.PermissionDenied, "machine %q is not enrolled: enroll it with a join token (betcode-agent enroll) or issue its certificate with an owner (betcode-relay certs machine --owner user:NAME)", id)
+	}
+	switch o.Kind {
+	case mtls.OwnerTeam:
+		if _, err := s.Store.GetTeam(ctx, o.Name); err != nil {
+			return "", "", status.Errorf(codes.PermissionDenied, "machine %q: its certificate names team %q, which this relay does not have", id, o.Name)
+		}
+		return "", o.Name, nil
+	default:
+		if _, err := s.Store.GetUser(ctx, o.Name); err != nil {
+			return "", "", status.Errorf(codes.PermissionDenied, "machine %q: its certificate names user %q, who does not exist on this relay", id, o.Name)
+		}
+		return o.Name, "", nil
+	}
+}
+
+// audit records a security event about machine id.
+func (s *Service) audit(ctx context.Context, id, action, outcome, detail string) {
+	if s.Audit == nil {
+		return
+	}
+	remote := ""
+	if p, ok := peer.FromContext(ctx); ok {
+		remote = p.Addr.String()
+	}
+	s.Audit(store.AuditEvent{Actor: "machine:" + id, Action: action, Target: id, Remote: remote, Outcome: outcome, Detail: detail})
 }
 
 // Heartbeat records liveness and says how many requests wait in the buffer.
@@ -171,10 +237,13 @@ func (s *Service) openTunnel(stream pb.TunnelService_OpenTunnelServer) (*registr
 	if err != nil {
 		return nil, nil, nil, status.Errorf(codes.FailedPrecondition, "machine %q must Register before opening a tunnel", id)
 	}
+	if !m.RevokedAt.IsZero() || s.Revoked != nil && s.Revoked(id) {
+		return nil, nil, nil, status.Errorf(codes.PermissionDenied, "machine %q was revoked", id)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	conn := tunnel.NewConn(stream, cancel, tunnel.Addr("relay"), tunnel.Addr("machine:"+id))
 	client := tunnel.NewClient(conn, slices.Contains(m.Capabilities, tunnel.CapabilityHTTP2))
-	t := &registry.Tunnel{MachineID: id, OwnerID: m.OwnerID, Client: client, ConnectedAt: s.now()}
+	t := &registry.Tunnel{MachineID: id, OwnerID: m.OwnerID, TeamID: m.TeamID, Client: client, ConnectedAt: s.now()}
 	if old := s.Registry.Add(t); old != nil {
 		s.Log.Info("tunnel: a new connection replaces the old one", "machine_id", id)
 		old.Client.Close()

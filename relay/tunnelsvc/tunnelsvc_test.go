@@ -9,13 +9,15 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 
-	"github.com/betcode-dev/betcode/relay/auth"
 	"github.com/betcode-dev/betcode/relay/pki"
 	"github.com/betcode-dev/betcode/relay/registry"
 	"github.com/betcode-dev/betcode/relay/store"
@@ -58,10 +60,10 @@ func TestHeartbeatRecordsReplicaAndDelivers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if err := st.UpsertMachine(ctx, store.Machine{ID: "m1", OwnerID: auth.ImplicitUser}); err != nil {
+	if err := st.UpsertMachine(ctx, store.Machine{ID: "m1", OwnerID: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := st.Enqueue(ctx, store.Message{MachineID: "m1", OwnerID: auth.ImplicitUser, IdempotencyKey: "k",
+	if _, _, err := st.Enqueue(ctx, store.Message{MachineID: "m1", OwnerID: "alice", IdempotencyKey: "k",
 		Service: "betcode.v1.AgentService", Method: "QueueMessage", Payload: []byte("x")}, store.Limits{}); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +84,7 @@ func TestHeartbeatRecordsReplicaAndDelivers(t *testing.T) {
 	// The tunnel is here: the replica is recorded and delivery starts.
 	c1, c2 := net.Pipe()
 	defer c2.Close()
-	tun := &registry.Tunnel{MachineID: "m1", OwnerID: auth.ImplicitUser, Client: tunnel.NewClient(c1, true)}
+	tun := &registry.Tunnel{MachineID: "m1", OwnerID: "alice", Client: tunnel.NewClient(c1, true)}
 	defer tun.Client.Close()
 	reg.Add(tun)
 	if _, err := svc.Heartbeat(ctx, &pb.HeartbeatRequest{}); err != nil {
@@ -98,5 +100,90 @@ func TestHeartbeatRecordsReplicaAndDelivers(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no delivery started by the heartbeat")
+	}
+}
+
+// machineCtxOwned is machineCtx for a development certificate naming owner.
+func machineCtxOwned(t *testing.T, id, owner string) context.Context {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := pki.Init(dir, []string{"localhost"}, pki.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pki.IssueMachine(dir, id, pki.Options{Owner: owner}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, pki.MachineCertFile(id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(data)
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}, VerifiedChains: [][]*x509.Certificate{{cert}}}
+	return peer.NewContext(t.Context(), &peer.Peer{Addr: tunnel.Addr("agent"), AuthInfo: credentials.TLSInfo{State: state}})
+}
+
+// TestRegisterOwnership: an enrolled machine keeps its recorded owner; a
+// development certificate's owner must exist; a certificate with no owner
+// for an unknown machine, a revoked machine, and an owner that differs
+// from the record are refused PERMISSION_DENIED.
+func TestRegisterOwnership(t *testing.T) {
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "relay.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := t.Context()
+	for _, u := range []string{"alice", "bob"} {
+		if err := st.CreateUser(ctx, store.User{ID: u}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.CreateTeam(ctx, store.Team{ID: "eng"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpsertMachine(ctx, store.Machine{ID: "enrolled", OwnerID: "bob", TeamID: "eng"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpsertMachine(ctx, store.Machine{ID: "gone", OwnerID: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RevokeMachine(ctx, "gone", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	svc := &Service{Store: st, Registry: registry.New(), Log: slog.New(slog.DiscardHandler), HeartbeatInterval: time.Second}
+	tests := []struct {
+		id, certOwner   string
+		wantOwner, team string
+		wantErr         string
+	}{
+		{"dev", "user:alice", "alice", "", ""},
+		{"devteam", "team:eng", "", "eng", ""},
+		{"enrolled", "", "bob", "eng", ""},
+		{"orphan", "", "", "", "not enrolled"},
+		{"ghost", "user:nobody", "", "", `names user "nobody"`},
+		{"noteam", "team:nope", "", "", `names team "nope"`},
+		{"gone", "user:alice", "", "", "revoked"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.id, func(t *testing.T) {
+			_, err := svc.Register(machineCtxOwned(t, tt.id, tt.certOwner), &pb.RegisterRequest{MachineId: tt.id})
+			if tt.wantErr != "" {
+				if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Register = %v; want PERMISSION_DENIED mentioning %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := st.GetMachine(ctx, tt.id)
+			if err != nil || m.OwnerID != tt.wantOwner || m.TeamID != tt.team {
+				t.Fatalf("machine = %+v, %v; want owner %q team %q", m, err, tt.wantOwner, tt.team)
+			}
+		})
 	}
 }

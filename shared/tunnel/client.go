@@ -284,6 +284,12 @@ func forwardH2(parent context.Context, cc http.RoundTripper, scheme, host string
 		return err
 	}
 	defer resp.Body.Close()
+	// A call ended from this side (its client gone, or the relay ending
+	// it: a revoked token) must stop reading now. The response body's Read
+	// does not watch the context while the request body is still being
+	// copied (a bidi stream whose client sends nothing), so close it.
+	stop := context.AfterFunc(parent, func() { resp.Body.Close() })
+	defer stop()
 	h := w.Header()
 	for k, v := range resp.Header {
 		h[k] = v

@@ -66,6 +66,7 @@ or JSON). The command line wins over the environment, which wins over the file.`
 				MachineCert:       link.MachineCert,
 				MachineKey:        link.MachineKey,
 				MachineName:       link.MachineName,
+				CertRenewCheck:    v.GetDuration("cert-renew-check"),
 			})
 		},
 	}
@@ -82,6 +83,7 @@ or JSON). The command line wins over the environment, which wins over the file.`
 	f.String("machine-cert", "", "this machine's client certificate (from `betcode-relay certs machine`; enrolled machines need none)")
 	f.String("machine-key", "", "the key of --machine-cert")
 	f.String("machine-name", "", "name shown in `betcode machines` (default: the hostname)")
+	f.Duration("cert-renew-check", 0, "how often to check whether the machine certificate needs renewing (default 1h; it is renewed with a third of its lifetime left)")
 	f.StringSlice("allow", nil, "permission rule to allow without asking, Claude Code syntax, e.g. 'Bash(go test *)' (repeatable)")
 	f.StringSlice("deny", nil, "permission rule to deny without asking, e.g. 'Bash(rm *)' (repeatable; deny wins)")
 	f.StringSlice("ask", nil, "permission rule that always asks (repeatable)")

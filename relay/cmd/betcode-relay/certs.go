@@ -14,7 +14,7 @@ func newCertsCmd() *cobra.Command {
 		Use:   "certs",
 		Short: "Create a development PKI: a CA, the relay's certificate, machine certificates",
 	}
-	var dir, hosts, machineID string
+	var dir, hosts, machineID, owner string
 	var force bool
 	printResult := func(cmd *cobra.Command, r *pki.Result) {
 		for _, f := range r.Files {
@@ -39,7 +39,7 @@ func newCertsCmd() *cobra.Command {
 		Short: "Write a machine's client certificate and key, signed by the CA in --dir",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			r, err := pki.IssueMachine(dir, machineID, pki.Options{Force: force})
+			r, err := pki.IssueMachine(dir, machineID, pki.Options{Force: force, Owner: owner})
 			if err != nil {
 				return err
 			}
@@ -68,6 +68,7 @@ func newCertsCmd() *cobra.Command {
 	relayCmd.Flags().StringVar(&hosts, "hosts", "localhost,127.0.0.1", "names and addresses of the relay (comma-separated)")
 	machineCmd.Flags().StringVar(&machineID, "machine-id", "", "the machine's id ([A-Za-z0-9._-], up to 64)")
 	_ = machineCmd.MarkFlagRequired("machine-id")
+	machineCmd.Flags().StringVar(&owner, "owner", "", "who owns the machine, user:NAME or team:NAME (the certificate carries it as the URI SAN betcode://owner/user/NAME or .../team/NAME)")
 	cmd.AddCommand(initCmd, machineCmd, relayCmd)
 	return cmd
 }

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 
+	"github.com/betcode-dev/betcode/relay/limits"
 	"github.com/betcode-dev/betcode/relay/server"
 	"github.com/betcode-dev/betcode/relay/store"
 )
@@ -30,6 +33,12 @@ clients connect with TLS only. Every flag can also be set as BETCODE_RELAY_<FLAG
 				Listen: v.GetString("listen"), TLSCert: v.GetString("tls-cert"), TLSKey: v.GetString("tls-key"),
 				ClientCA: v.GetString("client-ca"), DataDir: v.GetString("data-dir"), DatabaseURL: v.GetString("database-url"),
 				MetricsListen: v.GetString("metrics-listen"), AdvertiseAddr: v.GetString("advertise-addr"), HeartbeatInterval: v.GetDuration("heartbeat-interval"),
+				Calls: limits.Config{
+					CallsPerSecond: v.GetFloat64("rate-limit"), Burst: v.GetInt("rate-burst"), MaxMessageBytes: v.GetInt("max-message-bytes"),
+					MaxStreamsPerToken: v.GetInt("max-streams-per-token"), MaxStreamsPerTunnel: v.GetInt("max-streams-per-tunnel"),
+					MaxPendingConns: v.GetInt("max-pending-conns"), HandshakeTimeout: v.GetDuration("handshake-timeout"),
+				},
+				CAKey: v.GetString("ca-key"), MachineCertLifetime: v.GetDuration("machine-cert-lifetime"),
 				Limits: store.Limits{MaxMessages: v.GetInt("buffer-max-messages"), MaxBytes: v.GetInt64("buffer-max-bytes"), TTL: v.GetDuration("buffer-ttl")},
 				Logger: log,
 			})
@@ -40,6 +49,8 @@ clients connect with TLS only. Every flag can also be set as BETCODE_RELAY_<FLAG
 	f.String("tls-cert", "", "the relay's TLS certificate")
 	f.String("tls-key", "", "the key of --tls-cert")
 	f.String("client-ca", "", "CA certificate that signs machine certificates")
+	f.String("ca-key", "", "the key of --client-ca: lets the relay enroll machines with join tokens and renew their certificates (docs/auth.md)")
+	f.Duration("machine-cert-lifetime", 0, "lifetime of the machine certificates the relay signs (default 720h; agents renew at two thirds)")
 	f.String("data-dir", "./relay-data", "directory for the SQLite store (used when --database-url is empty)")
 	f.String("database-url", "", "PostgreSQL URL, e.g. postgres://user@host/db (recommended for production)")
 	f.String("advertise-addr", "", "HOST:PORT other relay replicas reach this one at (same TLS port); set it on every replica to run several (needs --database-url); empty: one replica")
@@ -48,6 +59,13 @@ clients connect with TLS only. Every flag can also be set as BETCODE_RELAY_<FLAG
 	f.Int("buffer-max-messages", 0, "buffered requests per offline machine (default 1000)")
 	f.Int64("buffer-max-bytes", 0, "buffered bytes per offline machine (default 16 MiB)")
 	f.Duration("buffer-ttl", 0, "how long a buffered request waits (default 168h)")
+	f.Float64("rate-limit", 0, fmt.Sprintf("calls per second one token may start (default %d; streams count once)", limits.DefaultCallsPerSecond))
+	f.Int("rate-burst", 0, fmt.Sprintf("calls a quiet token may start at once (default %d)", limits.DefaultBurst))
+	f.Int("max-message-bytes", 0, fmt.Sprintf("largest request message forwarded to a machine (default %d)", limits.DefaultMaxMessageBytes))
+	f.Int("max-streams-per-token", 0, fmt.Sprintf("calls one token may have open at once (default %d)", limits.DefaultMaxStreamsPerToken))
+	f.Int("max-streams-per-tunnel", 0, fmt.Sprintf("calls open at once to one machine (default %d)", limits.DefaultMaxStreamsPerTunnel))
+	f.Int("max-pending-conns", 0, fmt.Sprintf("connections still in their TLS handshake; more are closed at once (default %d)", limits.DefaultMaxPendingConns))
+	f.Duration("handshake-timeout", 0, "time a connection has to finish its TLS handshake (default 10s)")
 	f.String("config", "", "config file")
 	f.String("log-level", "info", "debug, info, warn or error")
 	return cmd
