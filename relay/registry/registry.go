@@ -15,8 +15,8 @@ type Tunnel struct {
 	// OwnerID is the owning user (or, for a team's machine, the user who
 	// enrolled it); TeamID the owning team ("" when a user owns it).
 	OwnerID, TeamID string
-	Client      *tunnel.Client
-	ConnectedAt time.Time
+	Client          *tunnel.Client
+	ConnectedAt     time.Time
 }
 
 // Registry maps machine ids to their tunnel. Safe for concurrent use.
