@@ -10,7 +10,7 @@ STATICCHECK_VERSION := v0.8.2
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: help build test test-deps unit lint vet fmt-check staticcheck deps-check bench demo claude clean tidy fuzz
+.PHONY: help build test test-deps unit lint vet fmt-check staticcheck deps-check bench demo claude clean tidy fuzz fuzz-ci
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
@@ -27,7 +27,7 @@ test-deps: claude ## tools the tests drive: tmux (terminal tests), the Claude CL
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq tmux >/dev/null; \
 	  else echo "tmux is missing: apt-get install tmux"; exit 1; fi; }
 
-test: test-deps lint unit ## what CI runs: lint, proto checks, then every test with -race
+test: test-deps lint unit fuzz-ci ## what CI runs: lint, proto checks, every test with -race, a bounded fuzz run
 
 unit:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
@@ -57,8 +57,18 @@ deps-check: ## imports point one way: relay and agent never import each other
 bench: claude ## run the benchmarks of docs/benchmarks.md
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count 5 ./agent/eventlog/ ./agent/session/ ./agent/server/ | tee bench.out
 
-fuzz: ## fuzz the decoders for a while each
-	$(GO) test -run '^$$' -fuzz FuzzDecodeLine -fuzztime 30s ./agent/claude/
+# Every decoder of untrusted input, as package:target.
+FUZZ_TARGETS := ./agent/claude/:FuzzDecodeLine ./agent/bridge/:FuzzTranslate ./agent/transcripts/:FuzzImportLine \
+  ./shared/tunnel/:FuzzFrameDecode ./shared/tunnel/:FuzzUnframe ./shared/authtoken/:FuzzParse \
+  ./relay/pki/:FuzzSignMachineCSR ./relay/limits/:FuzzMessageLimitReader
+FUZZTIME ?= 30s
+
+fuzz: ## fuzz every decoder of untrusted input for FUZZTIME each (make test runs 5s each)
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg >/tmp/betcode-fuzz.log 2>&1 || { cat /tmp/betcode-fuzz.log; exit 1; }; done
+
+fuzz-ci: ## the bounded fuzz run of make test
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
 
 demo: build claude ## run the whole system against the fake model API (no account needed)
 	./scripts/demo.sh

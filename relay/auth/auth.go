@@ -9,6 +9,7 @@ package auth
 
 import (
 	"context"
+	"time"
 )
 
 // Headers that carry a call forwarded by another relay replica. They are
@@ -35,6 +36,8 @@ type Identity struct {
 	ForwardedBy string
 	// Remote is the client's address (host:port).
 	Remote string
+
+	expires time.Time // the token's expiry (zero: none)
 }
 
 type ctxKey struct{}

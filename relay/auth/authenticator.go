@@ -463,6 +463,13 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 			a.calls[k] = struct{}{}
 			a.mu.Unlock()
 		}
+		if !id.expires.IsZero() {
+			// A stream outliving its token ends when the token expires.
+			t := time.AfterFunc(id.expires.Sub(a.opt.Now()), func() {
+				end(&endCause{codes.Unauthenticated, "", "token " + id.TokenID + " expired at " + id.expires.UTC().Format(time.RFC3339) + ": log in with a new one (betcode login)"})
+			})
+			defer t.Stop()
+		}
 		tw := &trackingWriter{ResponseWriter: w}
 		next.ServeHTTP(tw, r.WithContext(ctx))
 		if id.UserID != "" {
@@ -537,7 +544,7 @@ func (a *Authenticator) authenticate(w http.ResponseWriter, r *http.Request) (Id
 		return refuse("user "+tok.UserID+" is disabled", "disabled user")
 	}
 	a.touch(tok, r.RemoteAddr)
-	return Identity{UserID: tok.UserID, TokenID: tok.ID, Admin: p.user.Admin, Remote: r.RemoteAddr}, true
+	return Identity{UserID: tok.UserID, TokenID: tok.ID, Admin: p.user.Admin, Remote: r.RemoteAddr, expires: tok.ExpiresAt}, true
 }
 
 // touch records the token's use: last_used every touchEvery, and an audit

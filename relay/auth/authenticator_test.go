@@ -172,3 +172,36 @@ func TestMalformedAndUnknownTokensAudited(t *testing.T) {
 		}
 	}
 }
+
+// TestExpiryEndsOpenCall: a stream opened with a token that then expires
+// ends UNAUTHENTICATED at the expiry.
+func TestExpiryEndsOpenCall(t *testing.T) {
+	st := openStore(t)
+	if err := st.CreateUser(t.Context(), store.User{ID: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := authtoken.New(authtoken.Client)
+	h := authtoken.Hash(tok)
+	exp := time.Now().Add(300 * time.Millisecond)
+	if err := st.CreateToken(t.Context(), store.Token{ID: authtoken.ID(h), UserID: "alice", Hash: h, ExpiresAt: exp}); err != nil {
+		t.Fatal(err)
+	}
+	a := New(st, Options{})
+	rec := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodPost, "/betcode.v1.AgentService/Converse", nil)
+	r.Header.Set("Authorization", "Bearer "+tok)
+	a.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+			t.Error("the call outlived its token by 10s")
+		}
+	})).ServeHTTP(rec, r)
+	if time.Now().Before(exp) {
+		t.Fatal("the call ended before the token expired")
+	}
+	if got := rec.Header().Get(http.TrailerPrefix + "Grpc-Status"); got != "16" {
+		t.Fatalf("trailer grpc-status = %q; want 16", got)
+	}
+}

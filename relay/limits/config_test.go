@@ -49,7 +49,7 @@ func TestConfigValidate(t *testing.T) {
 func TestWithDefaults(t *testing.T) {
 	got := Config{Burst: 5}.WithDefaults()
 	want := Config{
-		CallsPerSecond: 20, Burst: 5, MaxMessageBytes: 16 << 20, MaxStreamsPerToken: 64,
+		CallsPerSecond: DefaultCallsPerSecond, Burst: 5, MaxMessageBytes: 16 << 20, MaxStreamsPerToken: 64,
 		MaxStreamsPerTunnel: 512, MaxPendingConns: 256, HandshakeTimeout: 10 * time.Second, MaxTrackedTokens: 1 << 16,
 	}
 	if got != want {
