@@ -8,7 +8,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +16,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -42,21 +40,8 @@ func startRelay(t *testing.T, token string) *fakeRelay {
 	t.Helper()
 	ca := testpki.NewCA(t)
 	r := &fakeRelay{ca: ca, token: token, caFile: ca.WriteCA(t, t.TempDir())}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.addr = l.Addr().String()
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(ca.ServerTLS(t))))
-	pb.RegisterEnrollServiceServer(srv, r)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(l)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
+	r.addr = ca.Serve(t, func(srv *grpc.Server) {
+		pb.RegisterEnrollServiceServer(srv, r)
 	})
 	return r
 }

@@ -8,7 +8,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -150,22 +149,9 @@ func startRelay(t *testing.T, ca *testpki.CA) *fakeRelay {
 		registered: make(chan string, 100), tunnels: make(chan string, 100), renewals: make(chan string, 100),
 		kick: make(chan struct{}),
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.addr = l.Addr().String()
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(ca.ServerTLS(t))))
-	pb.RegisterTunnelServiceServer(srv, r)
-	pb.RegisterEnrollServiceServer(srv, r)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(l)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
+	r.addr = ca.Serve(t, func(srv *grpc.Server) {
+		pb.RegisterTunnelServiceServer(srv, r)
+		pb.RegisterEnrollServiceServer(srv, r)
 	})
 	return r
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +13,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -42,22 +40,9 @@ func startRelay(t *testing.T, users map[string]string) *fakeRelay {
 	t.Helper()
 	ca := testpki.NewCA(t)
 	r := &fakeRelay{users: users, caFile: ca.WriteCA(t, t.TempDir())}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.addr = l.Addr().String()
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(ca.ServerTLS(t))))
-	pb.RegisterAdminServiceServer(srv, r)
-	pb.RegisterMachineServiceServer(srv, r)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(l)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
+	r.addr = ca.Serve(t, func(srv *grpc.Server) {
+		pb.RegisterAdminServiceServer(srv, r)
+		pb.RegisterMachineServiceServer(srv, r)
 	})
 	return r
 }

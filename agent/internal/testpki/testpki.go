@@ -21,6 +21,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
 	"github.com/betcode-dev/betcode/shared/mtls"
 )
 
@@ -173,4 +176,27 @@ func serial(t testing.TB) *big.Int {
 
 func pemBlock(typ string, der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}
+
+// Serve runs a gRPC server with ca's server certificate on a loopback
+// port, with the services register adds, until the test ends, and returns
+// its address.
+func (ca *CA) Serve(t testing.TB, register func(*grpc.Server)) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(ca.ServerTLS(t))))
+	register(srv)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(l)
+	}()
+	t.Cleanup(func() {
+		srv.Stop()
+		<-done
+	})
+	return l.Addr().String()
 }
