@@ -544,6 +544,7 @@ func (a *Authenticator) authenticate(w http.ResponseWriter, r *http.Request) (Id
 		return refuse("user "+tok.UserID+" is disabled", "disabled user")
 	}
 	a.touch(tok, r.RemoteAddr)
+	markConn(r.Context())
 	return Identity{UserID: tok.UserID, TokenID: tok.ID, Admin: p.user.Admin, Remote: r.RemoteAddr, expires: tok.ExpiresAt}, true
 }
 

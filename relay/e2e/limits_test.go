@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"crypto/tls"
+	"io"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +13,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/betcode-dev/betcode/relay/pki"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/mtls"
 )
 
 // TestLimitsAndHostileCalls against one relay process: each hostile call
@@ -66,6 +71,25 @@ func TestLimitsAndHostileCalls(t *testing.T) {
 		t.Fatalf("a user during the flood of half-open connections: %v", err)
 	}
 	t.Logf("a new user got through the flood in %s", time.Since(began))
+
+	// A connection that finishes TLS but never authenticates a call is
+	// closed after the handshake timeout (2s here).
+	tcfg, err := mtls.ClientConfig(filepath.Join(w.pki, pki.CACertFile), "", "", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcfg.NextProtos = []string{"h2"}
+	idle, err := tls.Dial("tcp", w.addr, tcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	idle.SetReadDeadline(time.Now().Add(20 * time.Second))
+	opened := time.Now()
+	if _, err := io.Copy(io.Discard, idle); err != nil {
+		t.Fatalf("an idle unauthenticated connection: %v; want it closed by the relay", err)
+	}
+	t.Logf("an idle unauthenticated connection was closed after %s", time.Since(opened).Round(time.Millisecond))
 
 	// Over the call rate: RESOURCE_EXHAUSTED / RATE_LIMITED with
 	// retry_after_ms (a Converse stream also gets it as an ErrorEvent);

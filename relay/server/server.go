@@ -308,6 +308,9 @@ func Run(ctx context.Context, cfg Config) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          log.New(&handshakeLog{lg}, "", 0),
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 1000},
+		// A client connection must authenticate a call within the
+		// handshake timeout, or it is closed.
+		ConnContext: auth.ConnContext(lim.Config().HandshakeTimeout),
 	}
 	errc := make(chan error, 3)
 	split := newSplitter(ln, tlsCfg, lg, splitOptions{MaxPending: lim.Config().MaxPendingConns, HandshakeTimeout: lim.Config().HandshakeTimeout})
