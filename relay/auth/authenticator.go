@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
 	"google.golang.org/grpc/codes"
 
@@ -48,6 +49,10 @@ type Options struct {
 	// OnMachineChange, if set, is called (from the watch loop) with the id
 	// of a machine that was revoked or deleted, e.g. to close its tunnel.
 	OnMachineChange func(machineID string)
+	// Registerer, if set, gets betcode_relay_security_events_total
+	// {action, outcome}: every event Audit records (refused tokens,
+	// denied machines, rate limits, refused machines).
+	Registerer prometheus.Registerer
 	// Limit, if set, is asked before each call from a client (not those
 	// forwarded by another replica, which counted them) whether it may be
 	// made; a refusal answers the call itself and returns false. Calls of
@@ -62,9 +67,10 @@ type Options struct {
 // team member or revoking a machine holds on every replica within a second
 // and ends the streams already open.
 type Authenticator struct {
-	store store.Store
-	opt   Options
-	audit *auditor
+	store  store.Store
+	opt    Options
+	audit  *auditor
+	events *prometheus.CounterVec // nil without a Registerer
 
 	mu      sync.RWMutex
 	tokens  map[string]*tokenEntry // string(hash) -> entry
@@ -110,8 +116,16 @@ func New(st store.Store, opt Options) *Authenticator {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
+	var events *prometheus.CounterVec
+	if opt.Registerer != nil {
+		events = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "betcode_relay_security_events_total",
+			Help: "Security events (the audit log's actions: auth.refused, access.denied, rate_limited, machine.refused, ...) by outcome.",
+		}, []string{"action", "outcome"})
+		opt.Registerer.MustRegister(events)
+	}
 	return &Authenticator{
-		store: st, opt: opt, audit: newAuditor(st, opt.Log, opt.Now),
+		store: st, opt: opt, audit: newAuditor(st, opt.Log, opt.Now), events: events,
 		tokens: map[string]*tokenEntry{}, byID: map[string]string{}, misses: map[string]struct{}{},
 		users: map[string]*principal{}, revoked: map[string]struct{}{}, calls: map[*call]struct{}{},
 		ready: make(chan struct{}), touched: map[string]time.Time{}, addrs: map[string]string{},
@@ -121,7 +135,12 @@ func New(st store.Store, opt Options) *Authenticator {
 // Audit records a security event without blocking the caller (events are
 // written in the background; a flood is summarised, never queued without
 // bound).
-func (a *Authenticator) Audit(e store.AuditEvent) { a.audit.add(e) }
+func (a *Authenticator) Audit(e store.AuditEvent) {
+	if a.events != nil {
+		a.events.WithLabelValues(e.Action, e.Outcome).Inc()
+	}
+	a.audit.add(e)
+}
 
 // FlushAudit writes the audit events queued so far.
 func (a *Authenticator) FlushAudit(ctx context.Context) { a.audit.flush(ctx) }
@@ -266,7 +285,7 @@ func (a *Authenticator) recheckCalls(match func(*call) bool) {
 // stillAllowed reports why call k may no longer continue, or nil.
 func (a *Authenticator) stillAllowed(ctx context.Context, k *call) *endCause {
 	if k.tokenID != "" {
-		tok, err := a.tokenByID(ctx, k.tokenID)
+		tok, err := a.tokenByID(ctx, k.userID, k.tokenID)
 		if err != nil {
 			return nil // cannot tell: leave it, the safety-net age recheck applies to new calls
 		}
@@ -290,16 +309,16 @@ func (a *Authenticator) stillAllowed(ctx context.Context, k *call) *endCause {
 	return nil
 }
 
-// tokenByID finds a token by its public id (for rechecks).
-func (a *Authenticator) tokenByID(ctx context.Context, id string) (store.Token, error) {
+// tokenByID finds user's token by its public id (for rechecks).
+func (a *Authenticator) tokenByID(ctx context.Context, user, id string) (store.Token, error) {
 	a.mu.RLock()
 	h, ok := a.byID[id]
 	a.mu.RUnlock()
 	if ok {
 		return a.token(ctx, []byte(h))
 	}
-	// Not cached (invalidated): the token's owner's list has it.
-	toks, err := a.store.ListTokens(ctx, "")
+	// Not cached (invalidated): the owner's list has it.
+	toks, err := a.store.ListTokens(ctx, user)
 	if err != nil {
 		return store.Token{}, err
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/betcode-dev/betcode/relay/auth"
 	"github.com/betcode-dev/betcode/relay/limits"
 	"github.com/betcode-dev/betcode/relay/store"
@@ -15,8 +17,9 @@ import (
 // rate per token (per address for calls without one, i.e. enrolling) and
 // the concurrent calls per token and per tunnel.
 type callLimits struct {
-	lim   *limits.Limiter
-	audit func(store.AuditEvent)
+	lim     *limits.Limiter
+	audit   func(store.AuditEvent)
+	refused *prometheus.CounterVec // by limit: rate, streams
 
 	mu      sync.Mutex
 	audited map[string]time.Time // key -> last rate_limited audit event
@@ -25,8 +28,13 @@ type callLimits struct {
 // rateAuditEvery bounds the audit events of one over-eager token.
 const rateAuditEvery = time.Minute
 
-func newCallLimits(lim *limits.Limiter, audit func(store.AuditEvent)) *callLimits {
-	return &callLimits{lim: lim, audit: audit, audited: map[string]time.Time{}}
+func newCallLimits(lim *limits.Limiter, audit func(store.AuditEvent), reg prometheus.Registerer) *callLimits {
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "betcode_relay_limited_calls_total",
+		Help: "Client calls refused by a limit: the per-token call rate (rate) or the concurrent calls per token or tunnel (streams).",
+	}, []string{"limit"})
+	reg.MustRegister(refused)
+	return &callLimits{lim: lim, audit: audit, refused: refused, audited: map[string]time.Time{}}
 }
 
 // allow implements auth.Options.Limit.
@@ -43,6 +51,7 @@ func (c *callLimits) allow(w http.ResponseWriter, r *http.Request, id auth.Ident
 	if ok {
 		return true
 	}
+	c.refused.WithLabelValues("rate").Inc()
 	c.mu.Lock()
 	due := time.Since(c.audited[key]) >= rateAuditEvery
 	if due {
@@ -69,6 +78,7 @@ func (c *callLimits) AcquireStream(w http.ResponseWriter, r *http.Request, token
 	}
 	release, err := c.lim.AcquireStream(key, machineID)
 	if err != nil {
+		c.refused.WithLabelValues("streams").Inc()
 		limits.WriteExhausted(w, limits.CodeTooManyStreams, err.Error())
 		return nil, false
 	}

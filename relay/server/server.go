@@ -171,7 +171,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	var calls *callLimits
-	authn := auth.New(st, auth.Options{Log: lg, Limit: func(w http.ResponseWriter, r *http.Request, id auth.Identity) bool {
+	authn := auth.New(st, auth.Options{Log: lg, Registerer: reg, Limit: func(w http.ResponseWriter, r *http.Request, id auth.Identity) bool {
 		return calls.allow(w, r, id)
 	}, OnMachineChange: func(id string) {
 		if t := tunnels.Get(id); t != nil {
@@ -179,7 +179,7 @@ func Run(ctx context.Context, cfg Config) error {
 			t.Client.Close()
 		}
 	}})
-	calls = newCallLimits(lim, authn.Audit)
+	calls = newCallLimits(lim, authn.Audit, reg)
 	authCtx, stopAuth := context.WithCancel(ctx)
 	defer stopAuth()
 	authDone := make(chan struct{})
