@@ -247,7 +247,7 @@ func (a *Authenticator) MachineRevoked(machineID, serial string) bool {
 	return false
 }
 
-// errRevoked ends a call whose credentials were revoked.
+// endCause is why the relay ended a call, and the status it answers.
 type endCause struct {
 	code    codes.Code
 	betcode string
@@ -467,6 +467,7 @@ type callKey struct{}
 // pose as a forwarded call.
 func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gen := a.gen.Load()
 		id, ok := a.authenticate(w, r)
 		if !ok {
 			return
@@ -481,6 +482,11 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 			a.mu.Lock()
 			a.calls[k] = struct{}{}
 			a.mu.Unlock()
+			if a.gen.Load() != gen {
+				// A change arrived while this call was being admitted,
+				// maybe before it was registered: check it again.
+				a.recheckCalls(func(c *call) bool { return c == k })
+			}
 		}
 		if !id.expires.IsZero() {
 			// A stream outliving its token ends when the token expires.
