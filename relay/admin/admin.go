@@ -35,14 +35,30 @@ type Actor struct {
 	CLI bool
 	// Remote is the caller's address, recorded in the audit log.
 	Remote string
+	// Via says how the actor was authenticated when that is not a client
+	// token (e.g. "OIDC from https://idp.example.com"); the audit detail
+	// of a successful change ends with it.
+	Via string
+
+	// system names a relay component acting with the CLI's rights (System).
+	system string
 }
 
 // CLI is the Actor of the admin command.
 func CLI() Actor { return Actor{CLI: true} }
 
+// System is the Actor of a relay component that acts on its own authority
+// with every right, as the admin command does: e.g. sign-in adding a user to
+// the teams their identity provider lists. name is its audit actor (e.g.
+// "oidc").
+func System(name string) Actor { return Actor{CLI: true, system: name} }
+
 // name is a's audit Actor.
 func (a Actor) name() string {
-	if a.CLI {
+	switch {
+	case a.system != "":
+		return a.system
+	case a.CLI:
 		return CLIActor
 	}
 	return a.UserID

@@ -78,6 +78,9 @@ func (p *op) end(ctx context.Context, err error) {
 		e.Outcome, e.Detail = OutcomeError, status.Convert(err).Message()
 	default:
 		e.Outcome, e.Detail = OutcomeOK, p.detail
+		if p.a.Via != "" {
+			e.Detail += ", via " + p.a.Via
+		}
 	}
 	// The caller may have gone: the event is written regardless.
 	if aerr := p.o.Store.AppendAudit(context.WithoutCancel(ctx), e); aerr != nil {

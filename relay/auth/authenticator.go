@@ -23,10 +23,13 @@ import (
 )
 
 // Open calls need no token: enrolling a machine (its join token
-// authenticates it) and the standard health check.
+// authenticates it), OpenID Connect sign-in (the ID token authenticates
+// it; it is how a client gets a token) and the standard health check.
 var openMethods = map[string]bool{
-	"/betcode.v1.EnrollService/Enroll": true,
-	"/grpc.health.v1.Health/Check":     true,
+	"/betcode.v1.EnrollService/Enroll":          true,
+	"/betcode.v1.OIDCService/GetOIDCConfig":     true,
+	"/betcode.v1.OIDCService/ExchangeOIDCToken": true,
+	"/grpc.health.v1.Health/Check":              true,
 }
 
 // maxEntryAge bounds how long a cached token or user is trusted without
@@ -151,7 +154,12 @@ func (a *Authenticator) Ready() <-chan struct{} { return a.ready }
 // Run follows the store's changes until ctx ends, invalidating caches and
 // ending what a change forbids. It retries a failing watch with backoff.
 func (a *Authenticator) Run(ctx context.Context) error {
-	go a.audit.run(ctx)
+	auditDone := make(chan struct{})
+	go func() {
+		defer close(auditDone)
+		a.audit.run(ctx) // writes what is queued before it returns
+	}()
+	defer func() { <-auditDone }()
 	for {
 		err := a.store.Watch(ctx, a.apply)
 		if ctx.Err() != nil {

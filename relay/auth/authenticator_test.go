@@ -205,3 +205,45 @@ func TestExpiryEndsOpenCall(t *testing.T) {
 		t.Fatalf("trailer grpc-status = %q; want 16", got)
 	}
 }
+
+// TestOpenMethodsNeedNoToken: enrollment, OIDC sign-in and the health check
+// reach their handler without a token (and carry the caller's address for
+// the per-address limits); every other method, even of the same services,
+// is refused.
+func TestOpenMethodsNeedNoToken(t *testing.T) {
+	st := openStore(t)
+	a := New(st, Options{})
+	runAuth(t, a)
+	tests := []struct {
+		path string
+		open bool
+	}{
+		{"/betcode.v1.EnrollService/Enroll", true},
+		{"/betcode.v1.OIDCService/GetOIDCConfig", true},
+		{"/betcode.v1.OIDCService/ExchangeOIDCToken", true},
+		{"/grpc.health.v1.Health/Check", true},
+		{"/betcode.v1.EnrollService/RenewCertificate", false},
+		{"/betcode.v1.OIDCService/Other", false},
+		{"/betcode.v1.AdminService/CreateToken", false},
+		{"/betcode.v1.MachineService/ListMachines", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			var got *Identity
+			h := a.Middleware(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+				id, _ := FromContext(r.Context())
+				got = &id
+			}))
+			r := httptest.NewRequest(http.MethodPost, tt.path, nil)
+			r.RemoteAddr = "192.0.2.1:1234"
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			switch {
+			case tt.open && (got == nil || got.UserID != "" || got.Remote != "192.0.2.1:1234"):
+				t.Fatalf("open method: handler got identity %+v (grpc-status %q)", got, rec.Header().Get("Grpc-Status"))
+			case !tt.open && (got != nil || rec.Header().Get("Grpc-Status") != "16"):
+				t.Fatalf("closed method: handler reached (%v), grpc-status %q", got != nil, rec.Header().Get("Grpc-Status"))
+			}
+		})
+	}
+}

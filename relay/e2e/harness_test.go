@@ -92,15 +92,23 @@ type proc struct {
 
 func start(t *testing.T, name string, env []string, path string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, lines: make(chan string, 4096), exited: make(chan struct{})}
-	p.cmd = exec.Command(path, args...)
-	p.cmd.Env = append(os.Environ(), env...)
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(os.Environ(), env...)
+	return startCmd(t, name, cmd)
+}
+
+// startCmd starts cmd (whose Stderr it takes) as a proc.
+func startCmd(t *testing.T, name string, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{name: name, cmd: cmd, lines: make(chan string, 4096), exited: make(chan struct{})}
 	pr, pw := io.Pipe()
 	p.cmd.Stderr = pw
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	scanned := make(chan struct{})
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
@@ -116,6 +124,7 @@ func start(t *testing.T, name string, env []string, path string, args ...string)
 	go func() {
 		p.cmd.Wait()
 		pw.Close()
+		<-scanned // Log holds every line once exited is closed
 		close(p.exited)
 	}()
 	t.Cleanup(func() {

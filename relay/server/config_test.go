@@ -3,6 +3,8 @@ package server
 import (
 	"strings"
 	"testing"
+
+	"github.com/betcode-dev/betcode/relay/oidcsvc"
 )
 
 func TestValidateAdvertiseAddr(t *testing.T) {
@@ -22,6 +24,31 @@ func TestValidateAdvertiseAddr(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := base
 			c.DatabaseURL, c.DataDir, c.AdvertiseAddr = tt.db, tt.dir, tt.advertise
+			err := c.Validate()
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("Validate = %v; want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestValidateOIDC(t *testing.T) {
+	base := Config{Listen: ":8443", TLSCert: "c", TLSKey: "k", ClientCA: "ca", DataDir: "d"}
+	tests := []struct {
+		name    string
+		oidc    oidcsvc.Config
+		wantErr string
+	}{
+		{"off", oidcsvc.Config{}, ""},
+		{"on", oidcsvc.Config{Issuer: "https://idp.example.com", ClientID: "betcode", GroupsClaim: "groups"}, ""},
+		{"issuer without client", oidcsvc.Config{Issuer: "https://idp.example.com"}, "--oidc-issuer and --oidc-client-id go together"},
+		{"plain http", oidcsvc.Config{Issuer: "http://idp.example.com", ClientID: "betcode"}, "want https"},
+		{"groups without issuer", oidcsvc.Config{GroupsClaim: "groups"}, "need --oidc-issuer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := base
+			c.OIDC = tt.oidc
 			err := c.Validate()
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Fatalf("Validate = %v; want %q", err, tt.wantErr)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"time"
@@ -25,15 +26,22 @@ import (
 const loginTimeout = 30 * time.Second
 
 func newLoginCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "login --relay HOST:PORT [--relay-ca FILE]",
+	var withOIDC bool
+	cmd := &cobra.Command{
+		Use:   "login --relay HOST:PORT [--relay-ca FILE] [--oidc]",
 		Short: "Store a client token for a relay, after checking it with the relay",
 		Long: `Read a client token (bct_…, from the relay's administrator or betcode-relay admin)
 without echoing it when stdin is a terminal, else from the first line of stdin;
 check it with the relay (WhoAmI); store the relay, its CA and the token in
 $XDG_CONFIG_HOME/betcode/credentials.json (mode 0600). Later commands go
 through that relay with that token unless --relay or --agent says otherwise;
-BETCODE_TOKEN overrides the stored token.`,
+BETCODE_TOKEN overrides the stored token.
+
+With --oidc, sign in with the relay's identity provider instead (OpenID
+Connect, device flow): betcode prints a URL and a code, you open the URL in
+any browser, enter the code and sign in there, and the relay turns the
+result into a client token for the BetCode user with your verified email.
+Ctrl-C cancels.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			path, err := client.CredentialsPath()
@@ -57,32 +65,49 @@ BETCODE_TOKEN overrides the stored token.`,
 					return &client.ExitError{Code: client.ExitInvalidArgs, Err: fmt.Errorf("--relay-ca: %w", err)}
 				}
 			}
-			tok, err := readToken(cmd)
-			if err != nil {
-				return err
+			var tok string
+			if withOIDC {
+				// Ctrl-C ends the wait for the browser, not the process.
+				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+				defer stop()
+				if tok, err = loginOIDC(ctx, cmd.ErrOrStderr(), relay, ca); err != nil {
+					return err
+				}
+			} else {
+				if tok, err = readToken(cmd); err != nil {
+					return err
+				}
+				if err := authtoken.Check(authtoken.Client, tok); err != nil {
+					return &client.ExitError{Code: client.ExitInvalidArgs, Err: err}
+				}
 			}
-			if err := authtoken.Check(authtoken.Client, tok); err != nil {
-				return &client.ExitError{Code: client.ExitInvalidArgs, Err: err}
-			}
-			who, err := whoAmI(cmd.Context(), relay, ca, tok)
-			if err != nil {
-				return err
-			}
-			creds := &client.Credentials{Relay: relay, RelayCA: ca, Token: tok, User: who.GetUser().GetId()}
-			if err := creds.Save(path); err != nil {
-				return err
-			}
-			expires := "never expires"
-			if who.TokenExpiresAt != nil {
-				expires = "expires " + who.TokenExpiresAt.AsTime().Local().Format(time.DateTime)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "logged in to %s as %s (token %s, %s)\n", relay, creds.User, who.TokenId, expires)
-			if os.Getenv(envToken) != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "note: %s is set; it overrides the stored token until you unset it\n", envToken)
-			}
-			return nil
+			return saveLogin(cmd, path, relay, ca, tok)
 		},
 	}
+	cmd.Flags().BoolVar(&withOIDC, "oidc", false, "sign in with the relay's identity provider (OpenID Connect device flow) instead of pasting a token")
+	return cmd
+}
+
+// saveLogin checks tok with the relay, stores it as the credentials at
+// path and says who is logged in.
+func saveLogin(cmd *cobra.Command, path, relay, ca, tok string) error {
+	who, err := whoAmI(cmd.Context(), relay, ca, tok)
+	if err != nil {
+		return err
+	}
+	creds := &client.Credentials{Relay: relay, RelayCA: ca, Token: tok, User: who.GetUser().GetId()}
+	if err := creds.Save(path); err != nil {
+		return err
+	}
+	expires := "never expires"
+	if who.TokenExpiresAt != nil {
+		expires = "expires " + who.TokenExpiresAt.AsTime().Local().Format(time.DateTime)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "logged in to %s as %s (token %s, %s)\n", relay, creds.User, who.TokenId, expires)
+	if os.Getenv(envToken) != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: %s is set; it overrides the stored token until you unset it\n", envToken)
+	}
+	return nil
 }
 
 // whoAmI asks the relay whose token tok is.

@@ -38,11 +38,20 @@ type fakeRelay struct {
 
 func startRelay(t *testing.T, users map[string]string) *fakeRelay {
 	t.Helper()
+	return startRelayWith(t, users, nil)
+}
+
+// startRelayWith is startRelay also serving what register registers.
+func startRelayWith(t *testing.T, users map[string]string, register func(*grpc.Server)) *fakeRelay {
+	t.Helper()
 	ca := testpki.NewCA(t)
 	r := &fakeRelay{users: users, caFile: ca.WriteCA(t, t.TempDir())}
 	r.addr = ca.Serve(t, func(srv *grpc.Server) {
 		pb.RegisterAdminServiceServer(srv, r)
 		pb.RegisterMachineServiceServer(srv, r)
+		if register != nil {
+			register(srv)
+		}
 	})
 	return r
 }
@@ -108,14 +117,19 @@ func cliEnv(t *testing.T) (configDir string) {
 // runCLI runs betcode with args and stdin; it returns stdout and stderr.
 func runCLI(t *testing.T, stdin string, args ...string) (string, string, error) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return runCLIContext(ctx, stdin, args...)
+}
+
+// runCLIContext is runCLI until ctx ends.
+func runCLIContext(ctx context.Context, stdin string, args ...string) (string, string, error) {
 	cmd := newRootCmd()
 	var out, errOut bytes.Buffer
 	cmd.SetArgs(args)
 	cmd.SetIn(strings.NewReader(stdin))
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	err := cmd.ExecuteContext(ctx)
 	return out.String(), errOut.String(), err
 }
