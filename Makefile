@@ -7,6 +7,8 @@ MODULES := shared agent relay
 PKGS := ./shared/... ./agent/... ./relay/...
 TOOLS := $(HOME)/.cache/betcode/bin
 STATICCHECK_VERSION := v0.8.2
+# promtool's Go module version when no Debian package provides it (v0.301.0 is Prometheus 3.1.0).
+PROMTOOL_VERSION := v0.301.0
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
@@ -22,15 +24,19 @@ build: ## build every binary into bin/
 claude: ## install the pinned Claude Code CLI into ~/.cache/betcode (once)
 	@./scripts/install-claude.sh >/dev/null
 
-test-deps: claude ## tools the tests drive: tmux (terminal tests), the Claude CLI
+test-deps: claude ## tools the tests drive: tmux (terminal tests), promtool (metrics and alert rules), the Claude CLI
 	@command -v tmux >/dev/null || { echo "installing tmux"; \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq tmux >/dev/null; \
 	  else echo "tmux is missing: apt-get install tmux"; exit 1; fi; }
+	@command -v promtool >/dev/null || [ -x $(TOOLS)/promtool ] || { echo "installing promtool"; \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && \
+	    apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 && command -v promtool >/dev/null; then :; \
+	  else GOBIN=$(TOOLS) $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION); fi; }
 
 test: test-deps lint unit fuzz-ci ## what CI runs: lint, proto checks, every test with -race, a bounded fuzz run
 
 unit:
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	PATH="$$PATH:$(TOOLS)" $(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 lint: fmt-check vet staticcheck deps-check buf-lint proto-check buf-breaking ## all static checks
 

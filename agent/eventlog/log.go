@@ -69,6 +69,8 @@ type Options struct {
 	// must not call Append or Flush (the writer would wait for itself). May
 	// be nil.
 	OnCommit func([]Event)
+	// Metrics, if set, counts committed events and times commits.
+	Metrics *Metrics
 	// Logger receives write failures and shutdown problems; nil discards.
 	Logger *slog.Logger
 }

@@ -26,7 +26,17 @@ func (l *Log) writer() {
 
 		err := l.failure()
 		if err == nil && len(events) > 0 {
-			if err = l.commit(events); err != nil {
+			start := time.Now()
+			err = l.commit(events)
+			if m := l.opt.Metrics; m != nil {
+				m.Commits.Observe(time.Since(start).Seconds())
+				if err == nil {
+					m.Persisted.Add(float64(len(events)))
+				} else {
+					m.Failed.Inc()
+				}
+			}
+			if err != nil {
 				err = fmt.Errorf("%w: %w", ErrWrite, err)
 				l.log.Error("eventlog: commit failed; log is now read-only",
 					"events", len(events), "first_session", events[0].SessionID,

@@ -52,6 +52,7 @@ var relayServices = map[string]bool{
 	"betcode.v1.MachineService":           true,
 	"betcode.v1.AdminService":             true,
 	"betcode.v1.EnrollService":            true,
+	"betcode.v1.OIDCService":              true,
 	"betcode.v1.TunnelService":            true,
 	"grpc.health.v1.Health":               true,
 	"betcode.v1.BetCodeHealth":            true,
@@ -174,7 +175,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !rt.authorized(ctx, w, r, id, machineID, t.OwnerID, t.TeamID) {
 			return
 		}
-		rt.forward(ctx, w, r, t, id.UserID, machineID, service)
+		rt.forward(ctx, w, r, t, id.UserID, machineID)
 		return
 	}
 	m, err := rt.Store.GetMachine(ctx, machineID)
@@ -198,7 +199,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.offline(w, r, id.UserID, machineID)
 		return
 	}
-	rt.forward(ctx, w, r, t, id.UserID, machineID, service)
+	rt.forward(ctx, w, r, t, id.UserID, machineID)
 }
 
 // authorized reports whether the caller may reach the machine; if not, it
@@ -226,7 +227,7 @@ func (rt *Router) notFound(w http.ResponseWriter, r *http.Request, id auth.Ident
 	writeStatus(w, codes.NotFound, "MACHINE_NOT_FOUND", fmt.Sprintf("no machine %q", machineID))
 }
 
-func (rt *Router) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, t *registry.Tunnel, userID, machineID, service string) {
+func (rt *Router) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, t *registry.Tunnel, userID, machineID string) {
 	if t.Client.Closed() {
 		rt.offline(w, r, userID, machineID)
 		return
@@ -241,10 +242,12 @@ func (rt *Router) forward(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 	rt.limitMessages(ctx, r)
 	reqID := strconv.FormatUint(rt.nextID.Add(1), 10)
-	rt.Metrics.forwarded(metricService(service))
-	if err := t.Client.Forward(ctx, w, r, reqID, http.Header{
+	call := rt.Metrics.call(r.URL.Path, time.Now())
+	err := t.Client.Forward(ctx, call.wrap(w, r), r, reqID, http.Header{
 		auth.UserHeader: {userID}, MachineHeader: {machineID},
-	}); err != nil && ctx.Err() == nil {
+	})
+	call.done(w.Header())
+	if err != nil && ctx.Err() == nil {
 		rt.Log.Debug("router: forwarded call failed", "machine_id", machineID, "method", r.URL.Path, "err", err)
 	}
 }
@@ -426,12 +429,4 @@ func (rt *Router) Deliver(ctx context.Context, t *registry.Tunnel) {
 			after = m.ID
 		}
 	}
-}
-
-// metricService bounds the service label to the API's own services.
-func metricService(s string) string {
-	if strings.HasPrefix(s, "betcode.v1.") && len(s) < 64 {
-		return s
-	}
-	return "other"
 }

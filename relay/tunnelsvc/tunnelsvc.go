@@ -45,6 +45,8 @@ type Service struct {
 	Revoked func(machineID string) bool
 	// Audit, if set, records security events.
 	Audit func(store.AuditEvent)
+	// Metrics, if set, counts registrations, tunnels and heartbeat lag.
+	Metrics *Metrics
 
 	heartbeatDeliveries sync.Map // machine id -> struct{}: a delivery started by a heartbeat runs
 }
@@ -76,6 +78,12 @@ func (s *Service) machineID(ctx context.Context) (string, error) {
 // names (betcode-relay certs machine --owner). A machine with neither, or
 // a revoked one, is refused.
 func (s *Service) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.RegisterResponse, error) {
+	resp, err := s.register(ctx, req)
+	s.Metrics.registered(err, status.Code(err) == codes.PermissionDenied || status.Code(err) == codes.Unauthenticated)
+	return resp, err
+}
+
+func (s *Service) register(ctx context.Context, req *pb.RegisterRequest) (*pb.RegisterResponse, error) {
 	id, err := s.machineID(ctx)
 	if err != nil {
 		return nil, err
@@ -165,6 +173,9 @@ func (s *Service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 		return nil, err
 	}
 	now := s.now()
+	if sent := req.GetSentAt(); sent != nil {
+		s.Metrics.heartbeat(now.Sub(sent.AsTime()))
+	}
 	t := s.Registry.Get(id)
 	if t != nil && s.Replica != "" {
 		// Re-asserts this replica as the tunnel's holder along with
@@ -256,6 +267,7 @@ func (s *Service) openTunnel(stream pb.TunnelService_OpenTunnelServer) (*registr
 		}
 	}
 	conn.SendHeartbeat() // tells the agent it is reachable now
+	s.Metrics.opened(id)
 	s.Log.Info("tunnel: machine online", "machine_id", id)
 	if s.OnOnline != nil {
 		go s.OnOnline(ctx, t)

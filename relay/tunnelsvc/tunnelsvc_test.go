@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
@@ -154,7 +156,8 @@ func TestRegisterOwnership(t *testing.T) {
 	if err := st.RevokeMachine(ctx, "gone", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	svc := &Service{Store: st, Registry: registry.New(), Log: slog.New(slog.DiscardHandler), HeartbeatInterval: time.Second}
+	metrics := NewMetrics(prometheus.NewRegistry())
+	svc := &Service{Store: st, Registry: registry.New(), Log: slog.New(slog.DiscardHandler), HeartbeatInterval: time.Second, Metrics: metrics}
 	tests := []struct {
 		id, certOwner   string
 		wantOwner, team string
@@ -185,5 +188,8 @@ func TestRegisterOwnership(t *testing.T) {
 				t.Fatalf("machine = %+v, %v; want owner %q team %q", m, err, tt.wantOwner, tt.team)
 			}
 		})
+	}
+	if a, r := testutil.ToFloat64(metrics.accepted), testutil.ToFloat64(metrics.refused); a != 3 || r != 4 {
+		t.Errorf("registrations accepted, refused = %v, %v; want 3, 4", a, r)
 	}
 }

@@ -122,3 +122,24 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time) (int, error) {
 	}
 	return int(n), nil
 }
+
+// BufferStats returns how many messages the buffer holds across every
+// machine and when its oldest unexpired one arrived (zero if none). The
+// age query scans the buffer, which the per-machine limits keep small;
+// the metrics collector calls it once per scrape.
+func (s *Store) BufferStats(ctx context.Context, now time.Time) (messages int, oldest time.Time, err error) {
+	if err := s.live(); err != nil {
+		return 0, time.Time{}, err
+	}
+	var n int64
+	var at *time.Time
+	err = s.pool.QueryRow(ctx, `SELECT (SELECT coalesce(sum(messages), 0) FROM machine_buffer_usage),
+		(SELECT min(created_at) FROM buffered_messages WHERE expires_at > $1)`, now).Scan(&n, &at)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("buffer stats: %w", err)
+	}
+	if at != nil {
+		oldest = *at
+	}
+	return int(n), oldest, nil
+}

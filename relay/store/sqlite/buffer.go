@@ -235,3 +235,22 @@ func sumDeleted(rows *sql.Rows) (map[string]rules.Usage, error) {
 	}
 	return freed, rows.Err()
 }
+
+// BufferStats returns how many messages the buffer holds across every
+// machine and when its oldest unexpired one arrived (zero if none).
+func (s *Store) BufferStats(ctx context.Context, now time.Time) (messages int, oldest time.Time, err error) {
+	if err := s.live(); err != nil {
+		return 0, time.Time{}, err
+	}
+	var n int64
+	var at sql.NullInt64
+	err = s.rdb.QueryRowContext(ctx, `SELECT (SELECT coalesce(sum(messages), 0) FROM machine_buffer_usage),
+		(SELECT created_at FROM buffered_messages WHERE expires_at > ? ORDER BY id LIMIT 1)`, unixNano(now)).Scan(&n, &at)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("buffer stats: %w", err)
+	}
+	if at.Valid {
+		oldest = fromUnixNano(at.Int64)
+	}
+	return int(n), oldest, nil
+}

@@ -5,6 +5,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -40,6 +41,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"Caps", testCaps},
 		{"TTLExpiry", testTTL},
 		{"AckDeletes", testAck},
+		{"BufferStats", testBufferStats},
 		{"ConcurrentEnqueue", testConcurrentEnqueue},
 		{"Reopen", testReopen},
 		{"InvalidArguments", testInvalid},
@@ -469,6 +471,35 @@ func testTTL(t *testing.T, open Open) {
 	enqueue(t, s, message("m3", "z", "z"), two)
 	if n, _, _ := s.Counts(ctx, "m3"); n != 1 {
 		t.Errorf("Counts after enqueueing into a buffer of expired messages = %d; want 1", n)
+	}
+}
+
+// testBufferStats: the buffer's depth over every machine (expired
+// messages count until purged) and its oldest unexpired message.
+func testBufferStats(t *testing.T, open Open) {
+	ctx := t.Context()
+	s, ok := open(t).(interface {
+		BufferStats(ctx context.Context, now time.Time) (int, time.Time, error)
+	})
+	if !ok {
+		t.Fatal("the store has no BufferStats method (the relay's buffer metrics need it)")
+	}
+	now := time.Now()
+	if n, oldest, err := s.BufferStats(ctx, now); err != nil || n != 0 || !oldest.IsZero() {
+		t.Fatalf("BufferStats of an empty buffer = %d, %v, %v; want 0, zero time", n, oldest, err)
+	}
+	st := s.(store.Store)
+	lim := store.Limits{TTL: time.Hour}
+	expired := message("m1", "old", "old")
+	expired.CreatedAt = now.Add(-2 * time.Hour)
+	enqueue(t, st, expired, lim)
+	live := message("m2", "a", "a")
+	live.CreatedAt = now.Add(-10 * time.Minute)
+	enqueue(t, st, live, lim)
+	enqueue(t, st, message("m1", "new", "new"), lim)
+	n, oldest, err := s.BufferStats(ctx, now)
+	if err != nil || n != 3 || !sameTime(oldest, live.CreatedAt) {
+		t.Errorf("BufferStats = %d, %v, %v; want 3, %v", n, oldest, err, live.CreatedAt)
 	}
 }
 
