@@ -22,6 +22,9 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/betcode-dev/betcode/agent/claude"
+	"github.com/betcode-dev/betcode/agent/config"
+	"github.com/betcode-dev/betcode/agent/configsvc"
+	"github.com/betcode-dev/betcode/agent/eventlog"
 	"github.com/betcode-dev/betcode/agent/localtoken"
 	"github.com/betcode-dev/betcode/agent/permission"
 	"github.com/betcode-dev/betcode/agent/relaylink"
@@ -64,8 +67,14 @@ type Config struct {
 	MaxProcesses      int
 	HangTimeout       time.Duration
 	AutoCompactTokens uint64
+	// MetricsListen, if set, is a host:port serving Prometheus /metrics;
+	// empty disables it.
+	MetricsListen string
 	// Ready, if set, is called with the bound addresses once serving.
 	Ready func(addrs []net.Addr)
+	// Settings, if set, are the settings with their sources, for
+	// ConfigService (cmd/betcode-agent fills them); nil: the fields above.
+	Settings *config.Snapshot
 }
 
 // CCGridRule is a permission rule in ccgrid's shape.
@@ -166,7 +175,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	reg := newRegistry()
 	mgr, err := session.Open(ctx, session.Config{
+		Metrics: session.NewMetrics(reg), LogMetrics: eventlog.NewMetrics(reg),
 		ClaudeBin: bin, ClaudeEnv: cfg.ClaudeEnv, DefaultModel: cfg.DefaultModel, Logger: log,
 		Permissions: eng, PermissionTimeout: cfg.PermissionTimeout, MaxProcesses: cfg.MaxProcesses,
 		HangTimeout: cfg.HangTimeout, AutoCompactTokens: cfg.AutoCompactTokens,
@@ -201,6 +212,11 @@ func Run(ctx context.Context, cfg Config) error {
 	)
 	pb.RegisterAgentServiceServer(srv, &server.Agent{Sessions: mgr, Log: log})
 	pb.RegisterVersionServiceServer(srv, &server.Version{ServerVersion: cfg.Version, ClaudeVersion: claudeVersion})
+	home, _ := os.UserHomeDir()
+	pb.RegisterConfigServiceServer(srv, configsvc.New(settingsSnapshot(cfg), configsvc.Options{
+		Home: home, Logger: log, Grants: mgr.Grants,
+		Apply: func(values map[string]any, changed []string) error { return applySettings(mgr, cfg, values, changed) },
+	}))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -248,6 +264,17 @@ func Run(ctx context.Context, cfg Config) error {
 			down := time.Since(since)
 			return down < time.Minute, fmt.Sprintf("relay tunnel not connected for %s; retrying", down.Round(time.Second))
 		}})
+	}
+	reg.MustRegister(mgr.Collector())
+	registerTunnel(reg, link)
+	var metrics *metricsServer
+	if cfg.MetricsListen != "" {
+		if metrics, err = serveMetrics(cfg.MetricsListen, reg, log); err != nil {
+			closeAll()
+			mgr.Close(context.Background())
+			return err
+		}
+		defer metrics.close()
 	}
 	linkCtx, stopLink := context.WithCancel(ctx)
 	linkDone := make(chan struct{})

@@ -124,7 +124,7 @@ func (s *Session) noteCompactBoundary(env *claude.Envelope) {
 // maybeAutoCompact compacts in the background when the last turn's context
 // passed the configured threshold.
 func (s *Session) maybeAutoCompact() {
-	limit := s.m.cfg.AutoCompactTokens
+	limit := s.m.AutoCompactTokens()
 	s.mu.Lock()
 	tokens := s.contextTokens
 	s.mu.Unlock()

@@ -3,10 +3,13 @@ package session
 import (
 	"errors"
 
+	"github.com/betcode-dev/betcode/agent/eventlog"
 	"github.com/betcode-dev/betcode/agent/permission"
 	"log/slog"
 	"time"
 )
+
+const defaultPermissionTimeout = 5 * time.Minute
 
 // Config configures a Manager. Zero values take the defaults in brackets.
 type Config struct {
@@ -35,6 +38,11 @@ type Config struct {
 	AutoCompactTokens uint64        // compact after a turn whose context exceeds this; 0 = off
 	Logger            *slog.Logger
 	Now               func() time.Time
+	// Metrics, if set, counts CLI starts, crashes, slow consumers and
+	// permission decisions.
+	Metrics *Metrics
+	// LogMetrics, if set, instruments the event log's commits.
+	LogMetrics *eventlog.Metrics
 }
 
 func (c *Config) setDefaults() {
@@ -51,7 +59,7 @@ func (c *Config) setDefaults() {
 		c.Permissions, _ = permission.New(nil, permission.Options{})
 	}
 	if c.PermissionTimeout == 0 {
-		c.PermissionTimeout = 5 * time.Minute
+		c.PermissionTimeout = defaultPermissionTimeout
 	}
 	if c.MaxProcesses <= 0 {
 		c.MaxProcesses = 8

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 
@@ -29,6 +30,11 @@ type Manager struct {
 	procs    sync.WaitGroup // one per running CLI reader
 
 	transcripts *transcripts.Lister
+
+	// settings are the ones that can change while running (live.go);
+	// settingsMu serialises their writers.
+	settings   atomic.Pointer[live]
+	settingsMu sync.Mutex
 }
 
 // Open opens (or creates) the event log at dbPath and returns a Manager.
@@ -50,7 +56,11 @@ func Open(ctx context.Context, cfg Config, dbPath string) (*Manager, error) {
 		cfg.DefaultDir = wd
 	}
 	m := &Manager{cfg: cfg, sessions: map[string]*Session{}, transcripts: &transcripts.Lister{Home: cfg.ClaudeHome, Log: cfg.Logger}}
-	l, err := eventlog.Open(ctx, dbPath, eventlog.Options{OnCommit: m.onCommit, Logger: cfg.Logger})
+	m.settings.Store(&live{
+		permissions: cfg.Permissions, permissionTimeout: cfg.PermissionTimeout,
+		defaultModel: cfg.DefaultModel, autoCompactTokens: cfg.AutoCompactTokens,
+	})
+	l, err := eventlog.Open(ctx, dbPath, eventlog.Options{OnCommit: m.onCommit, Logger: cfg.Logger, Metrics: cfg.LogMetrics})
 	if err != nil {
 		return nil, fmt.Errorf("open event log: %w", err)
 	}
@@ -138,7 +148,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Session, erro
 	}
 	model := req.Model
 	if model == "" {
-		model = m.cfg.DefaultModel
+		model = m.DefaultModel()
 	}
 	now := m.cfg.Now()
 	meta := eventlog.Session{

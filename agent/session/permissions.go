@@ -27,6 +27,7 @@ type pending struct {
 	toolUseID string
 	question  bool // AskUserQuestion: answered with UserQuestionResponse
 	timer     *time.Timer
+	timeout   time.Duration // the timeout timer's, for its message
 }
 
 // LogEntry is one permission decision, as stored in the session's log.
@@ -47,10 +48,19 @@ const (
 )
 
 // engine returns the session's permission engine: the agent's rules plus
-// the session's grants.
+// the session's grants, rebuilt when the agent's rules have changed.
 func (s *Session) engine() *permission.Engine {
+	base := s.m.Permissions()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.engBase != base {
+		eng, err := base.With(s.grants...)
+		if err != nil { // grants were valid rules when added
+			s.m.cfg.Logger.Warn("session: rebuilding permission rules", "session_id", s.id, "err", err)
+			return s.eng
+		}
+		s.eng, s.engBase = eng, base
+	}
 	return s.eng
 }
 
@@ -71,12 +81,13 @@ func (s *Session) loadGrants(ctx context.Context) error {
 		r.Source = "session-grant"
 		grants = append(grants, r)
 	}
-	eng, err := s.m.cfg.Permissions.With(grants...)
+	base := s.m.Permissions()
+	eng, err := base.With(grants...)
 	if err != nil {
 		return fmt.Errorf("build permission engine: %w", err)
 	}
 	s.mu.Lock()
-	s.eng = eng
+	s.eng, s.engBase, s.grants = eng, base, grants
 	s.mu.Unlock()
 	return nil
 }
@@ -108,11 +119,14 @@ func (s *Session) canUseTool(ctx context.Context, p *claude.Process, env *claude
 			return false
 		}
 	}
+	if !pend.question {
+		s.m.cfg.Metrics.decided("ask", "rule")
+	}
 	s.mu.Lock()
 	s.perms[env.RequestID] = pend
-	if t := s.m.cfg.PermissionTimeout; t > 0 {
+	if t := s.m.PermissionTimeout(); t > 0 {
 		id := env.RequestID
-		pend.timer = time.AfterFunc(t, func() { s.expire(id, p) })
+		pend.timer, pend.timeout = time.AfterFunc(t, func() { s.expire(id, p) }), t
 	}
 	s.mu.Unlock()
 	return true
@@ -132,7 +146,7 @@ func (s *Session) expire(requestID string, p *claude.Process) {
 	if pend == nil {
 		return
 	}
-	t := s.m.cfg.PermissionTimeout
+	t := pend.timeout
 	msg := fmt.Sprintf("No answer within %s; the request was denied.", t)
 	_ = p.SendControlSuccess(requestID, map[string]any{"behavior": "deny", "message": msg})
 	ctx := context.Background()
@@ -190,6 +204,7 @@ func (s *Session) emitStatus(ctx context.Context, ev *pb.AgentEvent, st pb.Agent
 }
 
 func (s *Session) logDecision(ctx context.Context, e LogEntry) {
+	s.m.cfg.Metrics.decided(e.Decision, e.Source)
 	if e.At.IsZero() {
 		e.At = s.m.cfg.Now()
 	}
@@ -292,6 +307,7 @@ func (s *Session) addGrant(ctx context.Context, g permission.Rule) error {
 		return fmt.Errorf("add grant %s: %w", g.String(), err)
 	}
 	s.eng = eng
+	s.grants = append(s.grants, g)
 	return nil
 }
 

@@ -66,6 +66,8 @@ type Session struct {
 	proc                 *claude.Process
 	perms                map[string]*pending // open can_use_tool requests by request id
 	eng                  *permission.Engine  // agent rules + this session's grants
+	engBase              *permission.Engine  // the agent rules eng was built from
+	grants               []permission.Rule   // this session's ALLOW_SESSION grants
 	cancelRequested      bool
 	lockHolder           string // client id holding the input lock ("" = free)
 	crashes              int    // consecutive crashes of the CLI
@@ -91,7 +93,7 @@ func newSession(m *Manager, meta eventlog.Session, lastSeq uint64) *Session {
 	return &Session{
 		m: m, id: meta.ID, meta: meta, seq: lastSeq, committed: lastSeq,
 		tr: bridge.New(m.cfg.Now), subs: map[*subscriber]struct{}{}, perms: map[string]*pending{},
-		eng: m.cfg.Permissions,
+		eng: m.Permissions(), // engBase nil: engine() builds it on first use
 	}
 }
 
@@ -215,7 +217,9 @@ func (s *Session) publishUpTo(seq uint64) {
 			s.doneTurns = s.sentTurns
 		}
 		for sub := range s.subs {
-			sub.offer(ev)
+			if sub.offer(ev) {
+				s.m.cfg.Metrics.cut()
+			}
 		}
 	}
 	clear(s.pending[:n])
@@ -357,6 +361,7 @@ func (s *Session) ensureProcessLocked(ctx context.Context) error {
 	s.proc = p
 	resumed := s.meta.ClaudeStarted
 	restart := s.crashes
+	s.m.cfg.Metrics.started(restart > 0)
 	s.readerDone = make(chan struct{})
 	go s.readLoop(p, resumed, restart, s.readerDone)
 	return nil
@@ -428,6 +433,7 @@ func (s *Session) readLoop(p *claude.Process, resumed bool, restart int, done ch
 	s.crashes++
 	s.lastCrash = s.m.cfg.Now()
 	s.mu.Unlock()
+	s.m.cfg.Metrics.crashed()
 	s.emitCrash(ctx, msg)
 }
 

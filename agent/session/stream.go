@@ -25,18 +25,21 @@ func newSubscriber(n int) *subscriber {
 	return &subscriber{ch: make(chan *pb.AgentEvent, n), cut: make(chan struct{})}
 }
 
-// offer never blocks: a full buffer cuts the subscriber off.
-func (sub *subscriber) offer(ev *pb.AgentEvent) {
+// offer never blocks: a full buffer cuts the subscriber off, and then
+// offer reports true.
+func (sub *subscriber) offer(ev *pb.AgentEvent) (cut bool) {
 	select {
 	case <-sub.cut:
-		return
+		return false
 	default:
 	}
 	select {
 	case sub.ch <- ev:
 		sub.lastSeen = ev.Sequence
+		return false
 	default:
 		sub.stop(&SlowConsumerError{Buffer: cap(sub.ch)})
+		return true
 	}
 }
 

@@ -34,6 +34,7 @@ import (
 	"github.com/betcode-dev/betcode/relay/enrollsvc"
 	"github.com/betcode-dev/betcode/relay/limits"
 	"github.com/betcode-dev/betcode/relay/machinesvc"
+	"github.com/betcode-dev/betcode/relay/oidcsvc"
 	"github.com/betcode-dev/betcode/relay/peer"
 	"github.com/betcode-dev/betcode/relay/pki"
 	"github.com/betcode-dev/betcode/relay/registry"
@@ -74,8 +75,11 @@ type Config struct {
 	// MachineCertLifetime is the lifetime of certificates the relay signs
 	// (default 30 days; agents renew at two thirds).
 	MachineCertLifetime time.Duration
-	ShutdownTimeout     time.Duration
-	Logger              *slog.Logger
+	// OIDC is OpenID Connect sign-in (`betcode login --oidc`); the zero
+	// value disables it.
+	OIDC            oidcsvc.Config
+	ShutdownTimeout time.Duration
+	Logger          *slog.Logger
 	// Ready, if set, is called with the bound address once serving.
 	Ready func(addr net.Addr)
 }
@@ -99,6 +103,9 @@ func (c *Config) Validate() error {
 		return errors.New("relay: missing " + strings.Join(missing, ", "))
 	}
 	if err := c.Calls.Validate(); err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	if err := c.OIDC.Validate(); err != nil {
 		return fmt.Errorf("relay: %w", err)
 	}
 	if c.AdvertiseAddr != "" {
@@ -216,6 +223,9 @@ func Run(ctx context.Context, cfg Config) error {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "betcode_relay_connected_machines", Help: "Machines with a live tunnel to this replica.",
 	}, func() float64 { return float64(tunnels.Len()) }))
+	if bs, ok := st.(router.BufferStats); ok {
+		reg.MustRegister(router.NewBufferCollector(bs))
+	}
 
 	// A machine's recorded replica is live for three heartbeats: a replica
 	// that crashed stops refreshing it and its machines go OFFLINE.
@@ -235,17 +245,26 @@ func Run(ctx context.Context, cfg Config) error {
 	tsvc := &tunnelsvc.Service{
 		Store: st, Registry: tunnels, Log: lg, HeartbeatInterval: cfg.HeartbeatInterval, OnOnline: rt.Deliver,
 		Replica: cfg.AdvertiseAddr, Revoked: func(id string) bool { return authn.MachineRevoked(id, "") }, Audit: authn.Audit,
+		Metrics: tunnelsvc.NewMetrics(reg),
 	}
 	pb.RegisterTunnelServiceServer(gs, tsvc)
 	// Enroll answers clients (a join token authenticates them); renewals
 	// come over the machines' own mTLS connections.
 	enroll := &enrollsvc.Service{Store: st, CA: ca, Lifetime: cfg.MachineCertLifetime, Log: lg, IsRevoked: authn.MachineRevoked}
 	pb.RegisterEnrollServiceServer(gs, enroll)
-	adminSvc := adminsvc.New(&admin.Ops{Store: st, Log: lg})
+	ops := &admin.Ops{Store: st, Log: lg}
+	adminSvc := adminsvc.New(ops)
 	adminSvc.Online = func(m *store.Machine) bool {
 		return tunnels.Get(m.ID) != nil || cfg.AdvertiseAddr != "" && m.LiveReplica(time.Now(), presenceTTL) != ""
 	}
 	pb.RegisterAdminServiceServer(gs, adminSvc)
+	// Sign-in needs no token (it is how a client gets one): its calls are
+	// open methods, limited per address like enrollment.
+	oidcSvc, err := oidcsvc.New(cfg.OIDC, oidcsvc.Options{Store: st, Ops: ops, Audit: authn.Audit, Log: lg})
+	if err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	pb.RegisterOIDCServiceServer(gs, oidcSvc)
 	pb.RegisterMachineServiceServer(gs, &machinesvc.Service{Store: st, Auth: authn, Registry: tunnels, Self: cfg.AdvertiseAddr, PresenceTTL: presenceTTL})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
@@ -340,7 +359,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer stopPurge()
 	go purgeLoop(purgeCtx, st, lg)
 
-	lg.Info("relay serving", "addr", ln.Addr().String(), "store", kind, "advertise_addr", cfg.AdvertiseAddr)
+	lg.Info("relay serving", "addr", ln.Addr().String(), "store", kind, "advertise_addr", cfg.AdvertiseAddr, "oidc_issuer", cfg.OIDC.Issuer)
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr())
 	}

@@ -81,6 +81,73 @@ func (ConfigScope) EnumDescriptor() ([]byte, []int) {
 	return file_betcode_v1_config_proto_rawDescGZIP(), []int{0}
 }
 
+// SettingSource is the layer an effective setting comes from; flags win
+// over the environment, the environment over the files, files over the
+// defaults.
+type SettingSource int32
+
+const (
+	// Not known.
+	SettingSource_SETTING_SOURCE_UNSPECIFIED SettingSource = 0
+	// The built-in default.
+	SettingSource_SETTING_SOURCE_DEFAULT SettingSource = 1
+	// The --config file.
+	SettingSource_SETTING_SOURCE_CONFIG_FILE SettingSource = 2
+	// The settings file UpdateSettings writes (<data-dir>/settings.json).
+	SettingSource_SETTING_SOURCE_SETTINGS_FILE SettingSource = 3
+	// A BETCODE_* environment variable.
+	SettingSource_SETTING_SOURCE_ENVIRONMENT SettingSource = 4
+	// A command-line flag.
+	SettingSource_SETTING_SOURCE_FLAG SettingSource = 5
+)
+
+// Enum value maps for SettingSource.
+var (
+	SettingSource_name = map[int32]string{
+		0: "SETTING_SOURCE_UNSPECIFIED",
+		1: "SETTING_SOURCE_DEFAULT",
+		2: "SETTING_SOURCE_CONFIG_FILE",
+		3: "SETTING_SOURCE_SETTINGS_FILE",
+		4: "SETTING_SOURCE_ENVIRONMENT",
+		5: "SETTING_SOURCE_FLAG",
+	}
+	SettingSource_value = map[string]int32{
+		"SETTING_SOURCE_UNSPECIFIED":   0,
+		"SETTING_SOURCE_DEFAULT":       1,
+		"SETTING_SOURCE_CONFIG_FILE":   2,
+		"SETTING_SOURCE_SETTINGS_FILE": 3,
+		"SETTING_SOURCE_ENVIRONMENT":   4,
+		"SETTING_SOURCE_FLAG":          5,
+	}
+)
+
+func (x SettingSource) Enum() *SettingSource {
+	p := new(SettingSource)
+	*p = x
+	return p
+}
+
+func (x SettingSource) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SettingSource) Descriptor() protoreflect.EnumDescriptor {
+	return file_betcode_v1_config_proto_enumTypes[1].Descriptor()
+}
+
+func (SettingSource) Type() protoreflect.EnumType {
+	return &file_betcode_v1_config_proto_enumTypes[1]
+}
+
+func (x SettingSource) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SettingSource.Descriptor instead.
+func (SettingSource) EnumDescriptor() ([]byte, []int) {
+	return file_betcode_v1_config_proto_rawDescGZIP(), []int{1}
+}
+
 // McpTransport is how Claude talks to an MCP server.
 type McpTransport int32
 
@@ -122,11 +189,11 @@ func (x McpTransport) String() string {
 }
 
 func (McpTransport) Descriptor() protoreflect.EnumDescriptor {
-	return file_betcode_v1_config_proto_enumTypes[1].Descriptor()
+	return file_betcode_v1_config_proto_enumTypes[2].Descriptor()
 }
 
 func (McpTransport) Type() protoreflect.EnumType {
-	return &file_betcode_v1_config_proto_enumTypes[1]
+	return &file_betcode_v1_config_proto_enumTypes[2]
 }
 
 func (x McpTransport) Number() protoreflect.EnumNumber {
@@ -135,7 +202,7 @@ func (x McpTransport) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use McpTransport.Descriptor instead.
 func (McpTransport) EnumDescriptor() ([]byte, []int) {
-	return file_betcode_v1_config_proto_rawDescGZIP(), []int{1}
+	return file_betcode_v1_config_proto_rawDescGZIP(), []int{2}
 }
 
 // McpServerStatus is whether an MCP server could be reached.
@@ -179,11 +246,11 @@ func (x McpServerStatus) String() string {
 }
 
 func (McpServerStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_betcode_v1_config_proto_enumTypes[2].Descriptor()
+	return file_betcode_v1_config_proto_enumTypes[3].Descriptor()
 }
 
 func (McpServerStatus) Type() protoreflect.EnumType {
-	return &file_betcode_v1_config_proto_enumTypes[2]
+	return &file_betcode_v1_config_proto_enumTypes[3]
 }
 
 func (x McpServerStatus) Number() protoreflect.EnumNumber {
@@ -192,7 +259,7 @@ func (x McpServerStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use McpServerStatus.Descriptor instead.
 func (McpServerStatus) EnumDescriptor() ([]byte, []int) {
-	return file_betcode_v1_config_proto_rawDescGZIP(), []int{2}
+	return file_betcode_v1_config_proto_rawDescGZIP(), []int{3}
 }
 
 // GetSettingsRequest selects the settings to read.
@@ -266,8 +333,21 @@ type Settings struct {
 	Permissions *PermissionRules `protobuf:"bytes,5,opt,name=permissions,proto3" json:"permissions,omitempty"`
 	// Environment variables passed to Claude.
 	Env map[string]string `protobuf:"bytes,6,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// Settings keys not modelled above, preserved as JSON.
-	Extra         *structpb.Struct `protobuf:"bytes,7,opt,name=extra,proto3" json:"extra,omitempty"`
+	// Settings keys not modelled above, preserved as JSON. For the daemon
+	// (user scope) these are its settings by key (docs/configuration.md),
+	// e.g. {"permission-timeout": "5m0s"}; UpdateSettings names them in
+	// update_mask as "extra.<key>".
+	Extra *structpb.Struct `protobuf:"bytes,7,opt,name=extra,proto3" json:"extra,omitempty"`
+	// Every daemon setting with where its value comes from (read only;
+	// ignored by UpdateSettings).
+	Values []*SettingValue `protobuf:"bytes,8,rep,name=values,proto3" json:"values,omitempty"`
+	// Keys this UpdateSettings stored that take effect only when the agent
+	// restarts (read only).
+	RestartRequired []string `protobuf:"bytes,9,rep,name=restart_required,json=restartRequired,proto3" json:"restart_required,omitempty"`
+	// Keys this UpdateSettings stored that a command-line flag or an
+	// environment variable overrides, so the stored value is not in effect
+	// (read only).
+	Overridden    []string `protobuf:"bytes,10,rep,name=overridden,proto3" json:"overridden,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -351,6 +431,119 @@ func (x *Settings) GetExtra() *structpb.Struct {
 	return nil
 }
 
+func (x *Settings) GetValues() []*SettingValue {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *Settings) GetRestartRequired() []string {
+	if x != nil {
+		return x.RestartRequired
+	}
+	return nil
+}
+
+func (x *Settings) GetOverridden() []string {
+	if x != nil {
+		return x.Overridden
+	}
+	return nil
+}
+
+// SettingValue is one daemon setting.
+type SettingValue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Key, as in the config file (also the flag name), e.g. "model".
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Value in effect, as JSON (durations as Go duration strings).
+	Value *structpb.Value `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// Where the value in effect comes from.
+	Source SettingSource `protobuf:"varint,3,opt,name=source,proto3,enum=betcode.v1.SettingSource" json:"source,omitempty"`
+	// Whether UpdateSettings applies a change without a restart.
+	Hot bool `protobuf:"varint,4,opt,name=hot,proto3" json:"hot,omitempty"`
+	// A stored value differs from the one in effect until the agent
+	// restarts.
+	RestartPending bool `protobuf:"varint,5,opt,name=restart_pending,json=restartPending,proto3" json:"restart_pending,omitempty"`
+	// Environment variable that sets it, e.g. "BETCODE_MODEL".
+	Env           string `protobuf:"bytes,6,opt,name=env,proto3" json:"env,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettingValue) Reset() {
+	*x = SettingValue{}
+	mi := &file_betcode_v1_config_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettingValue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettingValue) ProtoMessage() {}
+
+func (x *SettingValue) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_config_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettingValue.ProtoReflect.Descriptor instead.
+func (*SettingValue) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_config_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SettingValue) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *SettingValue) GetValue() *structpb.Value {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *SettingValue) GetSource() SettingSource {
+	if x != nil {
+		return x.Source
+	}
+	return SettingSource_SETTING_SOURCE_UNSPECIFIED
+}
+
+func (x *SettingValue) GetHot() bool {
+	if x != nil {
+		return x.Hot
+	}
+	return false
+}
+
+func (x *SettingValue) GetRestartPending() bool {
+	if x != nil {
+		return x.RestartPending
+	}
+	return false
+}
+
+func (x *SettingValue) GetEnv() string {
+	if x != nil {
+		return x.Env
+	}
+	return ""
+}
+
 // UpdateSettingsRequest changes some settings of one scope.
 type UpdateSettingsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -368,7 +561,7 @@ type UpdateSettingsRequest struct {
 
 func (x *UpdateSettingsRequest) Reset() {
 	*x = UpdateSettingsRequest{}
-	mi := &file_betcode_v1_config_proto_msgTypes[2]
+	mi := &file_betcode_v1_config_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -380,7 +573,7 @@ func (x *UpdateSettingsRequest) String() string {
 func (*UpdateSettingsRequest) ProtoMessage() {}
 
 func (x *UpdateSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_config_proto_msgTypes[2]
+	mi := &file_betcode_v1_config_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -393,7 +586,7 @@ func (x *UpdateSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSettingsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_config_proto_rawDescGZIP(), []int{2}
+	return file_betcode_v1_config_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *UpdateSettingsRequest) GetSettings() *Settings {
@@ -435,7 +628,7 @@ type ListMcpServersRequest struct {
 
 func (x *ListMcpServersRequest) Reset() {
 	*x = ListMcpServersRequest{}
-	mi := &file_betcode_v1_config_proto_msgTypes[3]
+	mi := &file_betcode_v1_config_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -447,7 +640,7 @@ func (x *ListMcpServersRequest) String() string {
 func (*ListMcpServersRequest) ProtoMessage() {}
 
 func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_config_proto_msgTypes[3]
+	mi := &file_betcode_v1_config_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -460,7 +653,7 @@ func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersRequest.ProtoReflect.Descriptor instead.
 func (*ListMcpServersRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_config_proto_rawDescGZIP(), []int{3}
+	return file_betcode_v1_config_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListMcpServersRequest) GetWorkingDirectory() string {
@@ -481,7 +674,7 @@ type ListMcpServersResponse struct {
 
 func (x *ListMcpServersResponse) Reset() {
 	*x = ListMcpServersResponse{}
-	mi := &file_betcode_v1_config_proto_msgTypes[4]
+	mi := &file_betcode_v1_config_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -493,7 +686,7 @@ func (x *ListMcpServersResponse) String() string {
 func (*ListMcpServersResponse) ProtoMessage() {}
 
 func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_config_proto_msgTypes[4]
+	mi := &file_betcode_v1_config_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -506,7 +699,7 @@ func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersResponse.ProtoReflect.Descriptor instead.
 func (*ListMcpServersResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_config_proto_rawDescGZIP(), []int{4}
+	return file_betcode_v1_config_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListMcpServersResponse) GetServers() []*McpServer {
@@ -545,7 +738,7 @@ type McpServer struct {
 
 func (x *McpServer) Reset() {
 	*x = McpServer{}
-	mi := &file_betcode_v1_config_proto_msgTypes[5]
+	mi := &file_betcode_v1_config_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -557,7 +750,7 @@ func (x *McpServer) String() string {
 func (*McpServer) ProtoMessage() {}
 
 func (x *McpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_config_proto_msgTypes[5]
+	mi := &file_betcode_v1_config_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -570,7 +763,7 @@ func (x *McpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
 func (*McpServer) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_config_proto_rawDescGZIP(), []int{5}
+	return file_betcode_v1_config_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *McpServer) GetName() string {
@@ -656,7 +849,7 @@ type GetPermissionsRequest struct {
 
 func (x *GetPermissionsRequest) Reset() {
 	*x = GetPermissionsRequest{}
-	mi := &file_betcode_v1_config_proto_msgTypes[6]
+	mi := &file_betcode_v1_config_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +861,7 @@ func (x *GetPermissionsRequest) String() string {
 func (*GetPermissionsRequest) ProtoMessage() {}
 
 func (x *GetPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_config_proto_msgTypes[6]
+	mi := &file_betcode_v1_config_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +874,7 @@ func (x *GetPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*GetPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_config_proto_rawDescGZIP(), []int{6}
+	return file_betcode_v1_config_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetPermissionsRequest) GetWorkingDirectory() string {
@@ -718,7 +911,7 @@ type PermissionRules struct {
 
 func (x *PermissionRules) Reset() {
 	*x = PermissionRules{}
-	mi := &file_betcode_v1_config_proto_msgTypes[7]
+	mi := &file_betcode_v1_config_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -730,7 +923,7 @@ func (x *PermissionRules) String() string {
 func (*PermissionRules) ProtoMessage() {}
 
 func (x *PermissionRules) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_config_proto_msgTypes[7]
+	mi := &file_betcode_v1_config_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -743,7 +936,7 @@ func (x *PermissionRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionRules.ProtoReflect.Descriptor instead.
 func (*PermissionRules) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_config_proto_rawDescGZIP(), []int{7}
+	return file_betcode_v1_config_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PermissionRules) GetAllow() []string {
@@ -782,7 +975,7 @@ const file_betcode_v1_config_proto_rawDesc = "" +
 	"betcode.v1\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\"p\n" +
 	"\x12GetSettingsRequest\x12-\n" +
 	"\x05scope\x18\x01 \x01(\x0e2\x17.betcode.v1.ConfigScopeR\x05scope\x12+\n" +
-	"\x11working_directory\x18\x02 \x01(\tR\x10workingDirectory\"\x82\x04\n" +
+	"\x11working_directory\x18\x02 \x01(\tR\x10workingDirectory\"\xff\x04\n" +
 	"\bSettings\x12#\n" +
 	"\rdefault_model\x18\x01 \x01(\tR\fdefaultModel\x12K\n" +
 	"\rfeature_flags\x18\x02 \x03(\v2&.betcode.v1.Settings.FeatureFlagsEntryR\ffeatureFlags\x126\n" +
@@ -790,13 +983,26 @@ const file_betcode_v1_config_proto_rawDesc = "" +
 	"\x16auto_compact_threshold\x18\x04 \x01(\x04R\x14autoCompactThreshold\x12=\n" +
 	"\vpermissions\x18\x05 \x01(\v2\x1b.betcode.v1.PermissionRulesR\vpermissions\x12/\n" +
 	"\x03env\x18\x06 \x03(\v2\x1d.betcode.v1.Settings.EnvEntryR\x03env\x12-\n" +
-	"\x05extra\x18\a \x01(\v2\x17.google.protobuf.StructR\x05extra\x1a?\n" +
+	"\x05extra\x18\a \x01(\v2\x17.google.protobuf.StructR\x05extra\x120\n" +
+	"\x06values\x18\b \x03(\v2\x18.betcode.v1.SettingValueR\x06values\x12)\n" +
+	"\x10restart_required\x18\t \x03(\tR\x0frestartRequired\x12\x1e\n" +
+	"\n" +
+	"overridden\x18\n" +
+	" \x03(\tR\n" +
+	"overridden\x1a?\n" +
 	"\x11FeatureFlagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\bR\x05value:\x028\x01\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe2\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xce\x01\n" +
+	"\fSettingValue\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value\x121\n" +
+	"\x06source\x18\x03 \x01(\x0e2\x19.betcode.v1.SettingSourceR\x06source\x12\x10\n" +
+	"\x03hot\x18\x04 \x01(\bR\x03hot\x12'\n" +
+	"\x0frestart_pending\x18\x05 \x01(\bR\x0erestartPending\x12\x10\n" +
+	"\x03env\x18\x06 \x01(\tR\x03env\"\xe2\x01\n" +
 	"\x15UpdateSettingsRequest\x120\n" +
 	"\bsettings\x18\x01 \x01(\v2\x14.betcode.v1.SettingsR\bsettings\x12;\n" +
 	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
@@ -835,7 +1041,14 @@ const file_betcode_v1_config_proto_rawDesc = "" +
 	"\x18CONFIG_SCOPE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11CONFIG_SCOPE_USER\x10\x01\x12\x18\n" +
 	"\x14CONFIG_SCOPE_PROJECT\x10\x02\x12\x16\n" +
-	"\x12CONFIG_SCOPE_LOCAL\x10\x03*u\n" +
+	"\x12CONFIG_SCOPE_LOCAL\x10\x03*\xc6\x01\n" +
+	"\rSettingSource\x12\x1e\n" +
+	"\x1aSETTING_SOURCE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16SETTING_SOURCE_DEFAULT\x10\x01\x12\x1e\n" +
+	"\x1aSETTING_SOURCE_CONFIG_FILE\x10\x02\x12 \n" +
+	"\x1cSETTING_SOURCE_SETTINGS_FILE\x10\x03\x12\x1e\n" +
+	"\x1aSETTING_SOURCE_ENVIRONMENT\x10\x04\x12\x17\n" +
+	"\x13SETTING_SOURCE_FLAG\x10\x05*u\n" +
 	"\fMcpTransport\x12\x1d\n" +
 	"\x19MCP_TRANSPORT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13MCP_TRANSPORT_STDIO\x10\x01\x12\x15\n" +
@@ -864,53 +1077,59 @@ func file_betcode_v1_config_proto_rawDescGZIP() []byte {
 	return file_betcode_v1_config_proto_rawDescData
 }
 
-var file_betcode_v1_config_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_betcode_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_betcode_v1_config_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_betcode_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_betcode_v1_config_proto_goTypes = []any{
 	(ConfigScope)(0),               // 0: betcode.v1.ConfigScope
-	(McpTransport)(0),              // 1: betcode.v1.McpTransport
-	(McpServerStatus)(0),           // 2: betcode.v1.McpServerStatus
-	(*GetSettingsRequest)(nil),     // 3: betcode.v1.GetSettingsRequest
-	(*Settings)(nil),               // 4: betcode.v1.Settings
-	(*UpdateSettingsRequest)(nil),  // 5: betcode.v1.UpdateSettingsRequest
-	(*ListMcpServersRequest)(nil),  // 6: betcode.v1.ListMcpServersRequest
-	(*ListMcpServersResponse)(nil), // 7: betcode.v1.ListMcpServersResponse
-	(*McpServer)(nil),              // 8: betcode.v1.McpServer
-	(*GetPermissionsRequest)(nil),  // 9: betcode.v1.GetPermissionsRequest
-	(*PermissionRules)(nil),        // 10: betcode.v1.PermissionRules
-	nil,                            // 11: betcode.v1.Settings.FeatureFlagsEntry
-	nil,                            // 12: betcode.v1.Settings.EnvEntry
-	nil,                            // 13: betcode.v1.McpServer.EnvEntry
-	(*structpb.Struct)(nil),        // 14: google.protobuf.Struct
-	(*fieldmaskpb.FieldMask)(nil),  // 15: google.protobuf.FieldMask
+	(SettingSource)(0),             // 1: betcode.v1.SettingSource
+	(McpTransport)(0),              // 2: betcode.v1.McpTransport
+	(McpServerStatus)(0),           // 3: betcode.v1.McpServerStatus
+	(*GetSettingsRequest)(nil),     // 4: betcode.v1.GetSettingsRequest
+	(*Settings)(nil),               // 5: betcode.v1.Settings
+	(*SettingValue)(nil),           // 6: betcode.v1.SettingValue
+	(*UpdateSettingsRequest)(nil),  // 7: betcode.v1.UpdateSettingsRequest
+	(*ListMcpServersRequest)(nil),  // 8: betcode.v1.ListMcpServersRequest
+	(*ListMcpServersResponse)(nil), // 9: betcode.v1.ListMcpServersResponse
+	(*McpServer)(nil),              // 10: betcode.v1.McpServer
+	(*GetPermissionsRequest)(nil),  // 11: betcode.v1.GetPermissionsRequest
+	(*PermissionRules)(nil),        // 12: betcode.v1.PermissionRules
+	nil,                            // 13: betcode.v1.Settings.FeatureFlagsEntry
+	nil,                            // 14: betcode.v1.Settings.EnvEntry
+	nil,                            // 15: betcode.v1.McpServer.EnvEntry
+	(*structpb.Struct)(nil),        // 16: google.protobuf.Struct
+	(*structpb.Value)(nil),         // 17: google.protobuf.Value
+	(*fieldmaskpb.FieldMask)(nil),  // 18: google.protobuf.FieldMask
 }
 var file_betcode_v1_config_proto_depIdxs = []int32{
 	0,  // 0: betcode.v1.GetSettingsRequest.scope:type_name -> betcode.v1.ConfigScope
-	11, // 1: betcode.v1.Settings.feature_flags:type_name -> betcode.v1.Settings.FeatureFlagsEntry
-	10, // 2: betcode.v1.Settings.permissions:type_name -> betcode.v1.PermissionRules
-	12, // 3: betcode.v1.Settings.env:type_name -> betcode.v1.Settings.EnvEntry
-	14, // 4: betcode.v1.Settings.extra:type_name -> google.protobuf.Struct
-	4,  // 5: betcode.v1.UpdateSettingsRequest.settings:type_name -> betcode.v1.Settings
-	15, // 6: betcode.v1.UpdateSettingsRequest.update_mask:type_name -> google.protobuf.FieldMask
-	0,  // 7: betcode.v1.UpdateSettingsRequest.scope:type_name -> betcode.v1.ConfigScope
-	8,  // 8: betcode.v1.ListMcpServersResponse.servers:type_name -> betcode.v1.McpServer
-	1,  // 9: betcode.v1.McpServer.transport:type_name -> betcode.v1.McpTransport
-	13, // 10: betcode.v1.McpServer.env:type_name -> betcode.v1.McpServer.EnvEntry
-	2,  // 11: betcode.v1.McpServer.status:type_name -> betcode.v1.McpServerStatus
-	0,  // 12: betcode.v1.McpServer.scope:type_name -> betcode.v1.ConfigScope
-	3,  // 13: betcode.v1.ConfigService.GetSettings:input_type -> betcode.v1.GetSettingsRequest
-	5,  // 14: betcode.v1.ConfigService.UpdateSettings:input_type -> betcode.v1.UpdateSettingsRequest
-	6,  // 15: betcode.v1.ConfigService.ListMcpServers:input_type -> betcode.v1.ListMcpServersRequest
-	9,  // 16: betcode.v1.ConfigService.GetPermissions:input_type -> betcode.v1.GetPermissionsRequest
-	4,  // 17: betcode.v1.ConfigService.GetSettings:output_type -> betcode.v1.Settings
-	4,  // 18: betcode.v1.ConfigService.UpdateSettings:output_type -> betcode.v1.Settings
-	7,  // 19: betcode.v1.ConfigService.ListMcpServers:output_type -> betcode.v1.ListMcpServersResponse
-	10, // 20: betcode.v1.ConfigService.GetPermissions:output_type -> betcode.v1.PermissionRules
-	17, // [17:21] is the sub-list for method output_type
-	13, // [13:17] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	13, // 1: betcode.v1.Settings.feature_flags:type_name -> betcode.v1.Settings.FeatureFlagsEntry
+	12, // 2: betcode.v1.Settings.permissions:type_name -> betcode.v1.PermissionRules
+	14, // 3: betcode.v1.Settings.env:type_name -> betcode.v1.Settings.EnvEntry
+	16, // 4: betcode.v1.Settings.extra:type_name -> google.protobuf.Struct
+	6,  // 5: betcode.v1.Settings.values:type_name -> betcode.v1.SettingValue
+	17, // 6: betcode.v1.SettingValue.value:type_name -> google.protobuf.Value
+	1,  // 7: betcode.v1.SettingValue.source:type_name -> betcode.v1.SettingSource
+	5,  // 8: betcode.v1.UpdateSettingsRequest.settings:type_name -> betcode.v1.Settings
+	18, // 9: betcode.v1.UpdateSettingsRequest.update_mask:type_name -> google.protobuf.FieldMask
+	0,  // 10: betcode.v1.UpdateSettingsRequest.scope:type_name -> betcode.v1.ConfigScope
+	10, // 11: betcode.v1.ListMcpServersResponse.servers:type_name -> betcode.v1.McpServer
+	2,  // 12: betcode.v1.McpServer.transport:type_name -> betcode.v1.McpTransport
+	15, // 13: betcode.v1.McpServer.env:type_name -> betcode.v1.McpServer.EnvEntry
+	3,  // 14: betcode.v1.McpServer.status:type_name -> betcode.v1.McpServerStatus
+	0,  // 15: betcode.v1.McpServer.scope:type_name -> betcode.v1.ConfigScope
+	4,  // 16: betcode.v1.ConfigService.GetSettings:input_type -> betcode.v1.GetSettingsRequest
+	7,  // 17: betcode.v1.ConfigService.UpdateSettings:input_type -> betcode.v1.UpdateSettingsRequest
+	8,  // 18: betcode.v1.ConfigService.ListMcpServers:input_type -> betcode.v1.ListMcpServersRequest
+	11, // 19: betcode.v1.ConfigService.GetPermissions:input_type -> betcode.v1.GetPermissionsRequest
+	5,  // 20: betcode.v1.ConfigService.GetSettings:output_type -> betcode.v1.Settings
+	5,  // 21: betcode.v1.ConfigService.UpdateSettings:output_type -> betcode.v1.Settings
+	9,  // 22: betcode.v1.ConfigService.ListMcpServers:output_type -> betcode.v1.ListMcpServersResponse
+	12, // 23: betcode.v1.ConfigService.GetPermissions:output_type -> betcode.v1.PermissionRules
+	20, // [20:24] is the sub-list for method output_type
+	16, // [16:20] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_betcode_v1_config_proto_init() }
@@ -923,8 +1142,8 @@ func file_betcode_v1_config_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_betcode_v1_config_proto_rawDesc), len(file_betcode_v1_config_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   11,
+			NumEnums:      4,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -36,6 +36,9 @@ const (
 // definitions (see docs/api.md).
 type ConfigServiceClient interface {
 	// GetSettings returns the settings of one scope, or the merged settings.
+	// The agent answers unspecified and user with its own settings
+	// (docs/configuration.md), project and local with Claude Code's settings
+	// file of the project.
 	GetSettings(ctx context.Context, in *GetSettingsRequest, opts ...grpc.CallOption) (*Settings, error)
 	// UpdateSettings changes the fields named in update_mask and returns the
 	// resulting settings of that scope.
@@ -105,6 +108,9 @@ func (c *configServiceClient) GetPermissions(ctx context.Context, in *GetPermiss
 // definitions (see docs/api.md).
 type ConfigServiceServer interface {
 	// GetSettings returns the settings of one scope, or the merged settings.
+	// The agent answers unspecified and user with its own settings
+	// (docs/configuration.md), project and local with Claude Code's settings
+	// file of the project.
 	GetSettings(context.Context, *GetSettingsRequest) (*Settings, error)
 	// UpdateSettings changes the fields named in update_mask and returns the
 	// resulting settings of that scope.

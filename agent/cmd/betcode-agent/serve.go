@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 
+	"github.com/betcode-dev/betcode/agent/config"
 	"github.com/betcode-dev/betcode/agent/daemon"
 	"github.com/betcode-dev/betcode/agent/enroll"
 	"github.com/betcode-dev/betcode/agent/permission"
@@ -25,10 +25,16 @@ func newServeCmd() *cobra.Command {
 
 Every flag can also be set as BETCODE_<FLAG> in the environment (dashes become
 underscores, e.g. BETCODE_DATA_DIR) or as a key in the --config file (YAML, TOML
-or JSON). The command line wins over the environment, which wins over the file.`,
+or JSON). The command line wins over the environment, which wins over the
+settings file ConfigService writes (<data-dir>/settings.json), which wins over
+the --config file. Every key: docs/configuration.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindViper(cmd, v); err != nil {
+				return err
+			}
+			settings, err := loadSettings(cmd, v)
+			if err != nil {
 				return err
 			}
 			log, err := newLogger(v.GetString("log-level"))
@@ -67,32 +73,14 @@ or JSON). The command line wins over the environment, which wins over the file.`
 				MachineKey:        link.MachineKey,
 				MachineName:       link.MachineName,
 				CertRenewCheck:    v.GetDuration("cert-renew-check"),
+				Settings:          settings,
+				MetricsListen:     v.GetString("metrics-listen"),
 			})
 		},
 	}
-	f := cmd.Flags()
-	f.StringSlice("listen", nil, "address to serve: unix:///path or host:port (repeatable; default unix://"+daemon.DefaultSocketPath()+")")
-	f.String("data-dir", daemon.DefaultDataDir(), "directory for the event log and state")
-	f.String("claude-bin", "claude", "the Claude Code CLI binary (name on PATH or path)")
-	f.String("model", "", "default model for new sessions (Claude Code's default when empty)")
-	f.String("tls-cert", "", "TLS certificate for TCP listeners (required off loopback)")
-	f.String("tls-key", "", "TLS key for --tls-cert")
-	f.String("tls-client-ca", "", "with --tls-cert: accept client certificates of this CA instead of the local token")
-	f.String("relay", "", "relay to dial out to (host:port); clients then reach this machine through it (default: the one `betcode-agent enroll` stored)")
-	f.String("relay-ca", "", "CA certificate of the relay")
-	f.String("machine-cert", "", "this machine's client certificate (from `betcode-relay certs machine`; enrolled machines need none)")
-	f.String("machine-key", "", "the key of --machine-cert")
-	f.String("machine-name", "", "name shown in `betcode machines` (default: the hostname)")
-	f.Duration("cert-renew-check", 0, "how often to check whether the machine certificate needs renewing (default 1h; it is renewed with a third of its lifetime left)")
-	f.StringSlice("allow", nil, "permission rule to allow without asking, Claude Code syntax, e.g. 'Bash(go test *)' (repeatable)")
-	f.StringSlice("deny", nil, "permission rule to deny without asking, e.g. 'Bash(rm *)' (repeatable; deny wins)")
-	f.StringSlice("ask", nil, "permission rule that always asks (repeatable)")
-	f.Duration("permission-timeout", 5*time.Minute, "deny a permission request nobody answered within this time")
-	f.Int("max-processes", 8, "Claude processes running at once; idle ones are stopped to make room")
-	f.Duration("hang-timeout", 10*time.Minute, "stop a Claude process that prints nothing this long mid-turn")
-	f.Uint64("auto-compact-tokens", 0, "compact a session after a turn whose context exceeds this many tokens (0: never)")
-	f.String("config", "", "config file")
-	f.String("log-level", "info", "log level: debug, info, warn, error")
+	// Every flag is a key of the settings table, which also renders
+	// docs/configuration.md.
+	config.RegisterFlags(cmd.Flags(), map[string]any{"data-dir": daemon.DefaultDataDir()})
 	return cmd
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/betcode-dev/betcode/relay/limits"
+	"github.com/betcode-dev/betcode/relay/oidcsvc"
 	"github.com/betcode-dev/betcode/relay/server"
 	"github.com/betcode-dev/betcode/relay/store"
 )
@@ -39,6 +40,10 @@ clients connect with TLS only. Every flag can also be set as BETCODE_RELAY_<FLAG
 					MaxPendingConns: v.GetInt("max-pending-conns"), HandshakeTimeout: v.GetDuration("handshake-timeout"),
 				},
 				CAKey: v.GetString("ca-key"), MachineCertLifetime: v.GetDuration("machine-cert-lifetime"),
+				OIDC: oidcsvc.Config{
+					Issuer: v.GetString("oidc-issuer"), ClientID: v.GetString("oidc-client-id"), Scopes: v.GetStringSlice("oidc-scopes"),
+					GroupsClaim: v.GetString("oidc-groups-claim"), TokenTTL: v.GetDuration("oidc-token-ttl"),
+				},
 				Limits: store.Limits{MaxMessages: v.GetInt("buffer-max-messages"), MaxBytes: v.GetInt64("buffer-max-bytes"), TTL: v.GetDuration("buffer-ttl")},
 				Logger: log,
 			})
@@ -66,6 +71,11 @@ clients connect with TLS only. Every flag can also be set as BETCODE_RELAY_<FLAG
 	f.Int("max-streams-per-tunnel", 0, fmt.Sprintf("calls open at once to one machine (default %d)", limits.DefaultMaxStreamsPerTunnel))
 	f.Int("max-pending-conns", 0, fmt.Sprintf("connections still in their TLS handshake; more are closed at once (default %d)", limits.DefaultMaxPendingConns))
 	f.Duration("handshake-timeout", 0, "time a connection has to finish its TLS handshake (default 10s)")
+	f.String("oidc-issuer", "", "OpenID Connect issuer URL (https) users sign in with: betcode login --oidc (docs/auth.md); needs --oidc-client-id")
+	f.String("oidc-client-id", "", "client id registered at the identity provider for BetCode: a public client allowed the device code grant")
+	f.StringSlice("oidc-scopes", nil, "scopes to request (default openid,email,profile; openid and email are required)")
+	f.String("oidc-groups-claim", "", "ID token claim listing the user's groups: a group named like a team makes the user a member of it (e.g. groups)")
+	f.Duration("oidc-token-ttl", 0, "lifetime of the client tokens OIDC sign-in creates (default 720h)")
 	f.String("config", "", "config file")
 	f.String("log-level", "info", "debug, info, warn or error")
 	return cmd

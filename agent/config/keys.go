@@ -1,0 +1,137 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Kind is the type of a setting's value.
+type Kind int
+
+// The kinds of settings; Go types of their values in brackets.
+const (
+	String     Kind = iota // [string]
+	StringList             // [[]string]
+	Duration               // [time.Duration]; JSON: a Go duration string, "5m"
+	Int                    // [int]
+	Uint                   // [uint64]
+	RuleList               // [[]any]: ccgrid permission rules, as the config file has them
+)
+
+func (k Kind) String() string {
+	switch k {
+	case String:
+		return "string"
+	case StringList:
+		return "list of strings"
+	case Duration:
+		return "duration"
+	case Int:
+		return "integer"
+	case Uint:
+		return "unsigned integer"
+	case RuleList:
+		return "list of rules"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Key is one setting.
+type Key struct {
+	Name string // config-file key and flag name, e.g. "permission-timeout"
+	Kind Kind
+	// Default is the value when no layer sets one, of the Kind's Go type.
+	Default any
+	// DefaultDoc, when set, is how the docs show a default that depends on
+	// the machine (Default is then its zero value and the daemon fills it).
+	DefaultDoc string
+	Usage      string // one line, for --help and the docs
+	// NoFlag: only the config file sets it (no flag, no environment).
+	NoFlag bool
+	// Hot: a change through ConfigService applies without a restart.
+	Hot bool
+	// ReadOnly: ConfigService cannot change it; the reason says why.
+	ReadOnly string
+	// Check validates a value of the Kind's Go type beyond its type.
+	Check func(v any) error
+}
+
+// Env is the environment variable that sets k, e.g. BETCODE_DATA_DIR.
+func (k Key) Env() string {
+	if k.NoFlag {
+		return ""
+	}
+	return "BETCODE_" + strings.ToUpper(strings.ReplaceAll(k.Name, "-", "_"))
+}
+
+// Flag is the command-line flag that sets k, e.g. --data-dir.
+func (k Key) Flag() string {
+	if k.NoFlag {
+		return ""
+	}
+	return "--" + k.Name
+}
+
+// Keys are the daemon's settings, in the order of the docs.
+var Keys = []Key{
+	{Name: "listen", Kind: StringList, DefaultDoc: "`unix://$XDG_RUNTIME_DIR/betcode/agent.sock` (else `/tmp/betcode-$UID/agent.sock`)",
+		Usage: "address to serve: unix:///path or host:port (repeatable); TCP off loopback needs --tls-cert and --tls-key", Check: checkListen},
+	{Name: "data-dir", Kind: String, DefaultDoc: "`$XDG_DATA_HOME/betcode` (else `~/.local/share/betcode`)",
+		Usage:    "directory for the event log, the local token and settings.json",
+		ReadOnly: "the settings file lives in the data directory; set --data-dir or BETCODE_DATA_DIR"},
+	{Name: "claude-bin", Kind: String, Default: "claude", Usage: "the Claude Code CLI binary (name on PATH or path)", Check: nonEmpty},
+	{Name: "model", Kind: String, Hot: true, DefaultDoc: "Claude Code's default", Usage: "default model of new sessions (Claude Code's default when empty)", Check: noSpace},
+	{Name: "allow", Kind: StringList, Hot: true, Usage: "permission rule to allow without asking, Claude Code syntax, e.g. 'Bash(go test *)' (repeatable)", Check: checkRules},
+	{Name: "deny", Kind: StringList, Hot: true, Usage: "permission rule to deny without asking, e.g. 'Bash(rm *)' (repeatable; deny wins)", Check: checkRules},
+	{Name: "ask", Kind: StringList, Hot: true, Usage: "permission rule that always asks (repeatable)", Check: checkRules},
+	{Name: "permission_rules", Kind: RuleList, NoFlag: true, Usage: "ccgrid-style permission rules: a list of {id, toolName, pathPattern, behavior} (docs/permissions.md)",
+		ReadOnly: "edit the --config file"},
+	{Name: "permission-timeout", Kind: Duration, Default: 5 * time.Minute, Hot: true, Usage: "deny a permission request nobody answered within this time (negative: never)"},
+	{Name: "max-processes", Kind: Int, Default: 8, Usage: "Claude processes running at once; idle ones are stopped to make room", Check: positive},
+	{Name: "hang-timeout", Kind: Duration, Default: 10 * time.Minute, Usage: "stop a Claude process that prints nothing this long mid-turn (negative: never)"},
+	{Name: "auto-compact-tokens", Kind: Uint, Default: uint64(0), Hot: true, Usage: "compact a session after a turn whose context exceeds this many tokens (0: never)"},
+	{Name: "tls-cert", Kind: String, Usage: "TLS certificate for TCP listeners (required off loopback)"},
+	{Name: "tls-key", Kind: String, Usage: "TLS key for --tls-cert"},
+	{Name: "tls-client-ca", Kind: String, Usage: "with --tls-cert: accept client certificates of this CA instead of the local token"},
+	{Name: "relay", Kind: String, DefaultDoc: "the relay `betcode-agent enroll` stored", Usage: "relay to dial out to (host:port); clients then reach this machine through it", Check: checkHostPort},
+	{Name: "relay-ca", Kind: String, Usage: "CA certificate of the relay"},
+	{Name: "machine-cert", Kind: String, Usage: "this machine's client certificate (from `betcode-relay certs machine`; enrolled machines need none)"},
+	{Name: "machine-key", Kind: String, Usage: "the key of --machine-cert"},
+	{Name: "machine-name", Kind: String, DefaultDoc: "the hostname", Usage: "name shown in `betcode machines`"},
+	{Name: "cert-renew-check", Kind: Duration, Default: time.Duration(0), DefaultDoc: "`1h`",
+		Usage: "how often to check whether the machine certificate needs renewing (renewed with a third of its lifetime left)", Check: nonNegative},
+	{Name: "metrics-listen", Kind: String, Usage: "host:port serving Prometheus /metrics (e.g. 127.0.0.1:9464); empty disables", Check: checkHostPort},
+	{Name: "log-level", Kind: String, Default: "info", Usage: "log level: debug, info, warn, error", Check: checkLogLevel},
+	{Name: "config", Kind: String, Usage: "config file (YAML, TOML or JSON) with these keys", ReadOnly: "it names the file the other settings come from"},
+}
+
+// Lookup returns the setting named name.
+func Lookup(name string) (Key, bool) {
+	for _, k := range Keys {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Key{}, false
+}
+
+// DefaultValue is k's default of the Kind's Go type (never nil).
+func (k Key) DefaultValue() any {
+	if k.Default != nil {
+		return k.Default
+	}
+	switch k.Kind {
+	case String:
+		return ""
+	case StringList:
+		return []string(nil)
+	case Duration:
+		return time.Duration(0)
+	case Int:
+		return 0
+	case Uint:
+		return uint64(0)
+	}
+	return []any(nil)
+}
