@@ -1,10 +1,29 @@
 #!/usr/bin/env bash
-# Installs the pinned Claude Code CLI that tests and demos run against the
-# fake Messages API (shared/fakeapi), unless it is already there, and prints
-# the path of the claude executable. Keep VERSION equal to claudecli.Version.
+# Installs a Claude Code CLI that tests and demos run against the fake
+# Messages API (shared/fakeapi), unless it is already there, and prints the
+# path of the claude executable.
+#
+#   scripts/install-claude.sh            the pinned version (versions.Pinned)
+#   scripts/install-claude.sh 2.1.331    that version (make compat uses this)
+#
+# Each version gets its own directory, $XDG_CACHE_HOME/betcode/claude-code-<v>
+# (default ~/.cache/...), so installing another never disturbs the pinned one.
+# The pinned version is read from shared/claudecli/versions/versions.go
+# (versions.Pinned): the one source of truth for the Go code and this script.
 set -euo pipefail
 
-VERSION=2.1.328
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VERSIONS_GO="${ROOT}/shared/claudecli/versions/versions.go"
+
+pinned() {
+	sed -nE 's/^[[:space:]]*Pinned[[:space:]]*=[[:space:]]*"([^"]+)".*/\1/p' "$VERSIONS_GO"
+}
+
+VERSION="${1:-$(pinned)}"
+if ! [[ "$VERSION" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
+	echo "install-claude.sh: want a version like 2.1.328, got ${VERSION:-nothing} (pinned version read from ${VERSIONS_GO})" >&2
+	exit 2
+fi
 PKG="@anthropic-ai/claude-code@${VERSION}"
 DIR="${XDG_CACHE_HOME:-$HOME/.cache}/betcode/claude-code-${VERSION}"
 BIN="${DIR}/node_modules/.bin/claude"

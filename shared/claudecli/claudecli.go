@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/betcode-dev/betcode/shared/claudecli/versions"
 )
 
-// Version is the pinned @anthropic-ai/claude-code release.
-const Version = "2.1.328"
+// Version is the pinned @anthropic-ai/claude-code release: versions.Pinned.
+const Version = versions.Pinned
 
 // BinEnv names the environment variable that, when set, overrides where the
 // CLI is looked for.
