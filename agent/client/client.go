@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
 // DialOptions configure Dial.
@@ -32,6 +34,13 @@ type DialOptions struct {
 	// AgentToken, if set, is sent the same way with or without TLS: an
 	// agent's local token, for its TCP listener (loopback needs no TLS).
 	AgentToken string
+	// Version, if set, is sent with every call as x-betcode-client-version
+	// (agents refuse clients below their minimum).
+	Version string
+	// Negotiation, if set, runs once before the connection's first Converse
+	// (its Request.ClientVersion defaults to Version); Converse fails with
+	// its *RefusedError when the agent refuses this client.
+	Negotiation *Negotiation
 }
 
 // Dial connects to an agent at addr: "unix:///path", a bare socket path, or
@@ -70,6 +79,17 @@ func Dial(addr string, o DialOptions) (*grpc.ClientConn, error) {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: o.Token, secure: true}))
 	case o.AgentToken != "":
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: o.AgentToken}))
+	}
+	if o.Version != "" || o.Negotiation != nil {
+		if n := o.Negotiation; n != nil {
+			if n.Request == nil {
+				n.Request = &pb.NegotiateRequest{}
+			}
+			if n.Request.ClientVersion == "" {
+				n.Request.ClientVersion = o.Version
+			}
+		}
+		opts = append(opts, versionInterceptors(o.Version, o.Negotiation)...)
 	}
 	if o.Machine != "" {
 		opts = append(opts, grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, co ...grpc.CallOption) error {

@@ -52,7 +52,14 @@ func ExitCode(err error) int {
 	if errors.As(err, &ee) {
 		return ee.Code
 	}
+	// An agent that refuses this client version: no session can start.
+	var re *RefusedError
+	if errors.As(err, &re) {
+		return ExitConnection
+	}
 	switch BetCodeCode(err) {
+	case "CLIENT_TOO_OLD":
+		return ExitConnection
 	case "SESSION_NOT_FOUND":
 		return ExitSessionNotFound
 	case "RATE_LIMITED":

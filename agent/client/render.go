@@ -21,6 +21,7 @@ type Renderer struct {
 
 	midLine bool
 	hidden  map[string]bool // tool ids whose start and result are not shown
+	warned  map[string]bool // deprecated features already warned about
 }
 
 // Tools whose calls are shown through richer events (TodoUpdate,
@@ -110,7 +111,32 @@ func (r *Renderer) Event(ev *pb.AgentEvent) {
 		fmt.Fprintln(r.Err)
 	case *pb.AgentEvent_TurnComplete:
 		r.EndLine()
+	case *pb.AgentEvent_DeprecationWarning:
+		if r.warned[e.DeprecationWarning.Feature] {
+			return
+		}
+		if r.warned == nil {
+			r.warned = map[string]bool{}
+		}
+		r.warned[e.DeprecationWarning.Feature] = true
+		r.EndLine()
+		fmt.Fprintln(r.Err, Deprecation(e.DeprecationWarning))
 	}
+}
+
+// Deprecation formats a DeprecationWarning on one line.
+func Deprecation(w *pb.DeprecationWarning) string {
+	s := "warning: " + w.Feature + " is deprecated"
+	if w.RemovalVersion != "" {
+		s += " and goes in " + w.RemovalVersion
+	}
+	if w.Replacement != "" {
+		s += "; use " + w.Replacement
+	}
+	if w.MigrationUrl != "" {
+		s += " (" + w.MigrationUrl + ")"
+	}
+	return s
 }
 
 // EndLine ends a line of streamed text, if one is open, so that what the

@@ -98,6 +98,8 @@ func toStatus(err error) error {
 		return Status(codes.FailedPrecondition, CodePermissionStale, "Permission request expired: it was already answered or withdrawn")
 	case errors.As(err, &slow):
 		return Status(codes.ResourceExhausted, CodeSlowConsumer, slow.Error())
+	case errors.Is(err, session.ErrDraining):
+		return Status(codes.Unavailable, CodeAgentShuttingDown, "agent is shutting down: it is finishing the running turns and accepts no new ones; send again once it is back")
 	case errors.Is(err, session.ErrClosed):
 		return Status(codes.Unavailable, CodeAgentShuttingDown, "agent is shutting down; reconnect and resume from your last sequence")
 	case errors.Is(err, context.Canceled):

@@ -761,6 +761,7 @@ type AgentEvent struct {
 	//	*AgentEvent_Usage
 	//	*AgentEvent_PlanMode
 	//	*AgentEvent_TurnComplete
+	//	*AgentEvent_DeprecationWarning
 	Event         isAgentEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -932,6 +933,15 @@ func (x *AgentEvent) GetTurnComplete() *TurnComplete {
 	return nil
 }
 
+func (x *AgentEvent) GetDeprecationWarning() *DeprecationWarning {
+	if x != nil {
+		if x, ok := x.Event.(*AgentEvent_DeprecationWarning); ok {
+			return x.DeprecationWarning
+		}
+	}
+	return nil
+}
+
 type isAgentEvent_Event interface {
 	isAgentEvent_Event()
 }
@@ -996,6 +1006,12 @@ type AgentEvent_TurnComplete struct {
 	TurnComplete *TurnComplete `protobuf:"bytes,21,opt,name=turn_complete,json=turnComplete,proto3,oneof"`
 }
 
+type AgentEvent_DeprecationWarning struct {
+	// The client used a deprecated feature. Addressed to this client only:
+	// not stored in the session's log, so its sequence is 0. (Added in 0.2.0.)
+	DeprecationWarning *DeprecationWarning `protobuf:"bytes,22,opt,name=deprecation_warning,json=deprecationWarning,proto3,oneof"`
+}
+
 func (*AgentEvent_TextDelta) isAgentEvent_Event() {}
 
 func (*AgentEvent_ToolCallStart) isAgentEvent_Event() {}
@@ -1019,6 +1035,8 @@ func (*AgentEvent_Usage) isAgentEvent_Event() {}
 func (*AgentEvent_PlanMode) isAgentEvent_Event() {}
 
 func (*AgentEvent_TurnComplete) isAgentEvent_Event() {}
+
+func (*AgentEvent_DeprecationWarning) isAgentEvent_Event() {}
 
 // TextDelta is a chunk of streamed assistant text.
 type TextDelta struct {
@@ -3308,7 +3326,7 @@ var File_betcode_v1_agent_proto protoreflect.FileDescriptor
 const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"\x16betcode/v1/agent.proto\x12\n" +
-	"betcode.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcd\x02\n" +
+	"betcode.v1\x1a\x18betcode/v1/version.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcd\x02\n" +
 	"\fAgentRequest\x125\n" +
 	"\x05start\x18\x01 \x01(\v2\x1d.betcode.v1.StartConversationH\x00R\x05start\x123\n" +
 	"\amessage\x18\x02 \x01(\v2\x17.betcode.v1.UserMessageH\x00R\amessage\x12@\n" +
@@ -3352,7 +3370,7 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"'\n" +
 	"\rCancelRequest\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x85\a\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xd8\a\n" +
 	"\n" +
 	"AgentEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x128\n" +
@@ -3372,7 +3390,8 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\x05error\x18\x12 \x01(\v2\x16.betcode.v1.ErrorEventH\x00R\x05error\x12/\n" +
 	"\x05usage\x18\x13 \x01(\v2\x17.betcode.v1.UsageReportH\x00R\x05usage\x129\n" +
 	"\tplan_mode\x18\x14 \x01(\v2\x1a.betcode.v1.PlanModeChangeH\x00R\bplanMode\x12?\n" +
-	"\rturn_complete\x18\x15 \x01(\v2\x18.betcode.v1.TurnCompleteH\x00R\fturnCompleteB\a\n" +
+	"\rturn_complete\x18\x15 \x01(\v2\x18.betcode.v1.TurnCompleteH\x00R\fturnComplete\x12Q\n" +
+	"\x13deprecation_warning\x18\x16 \x01(\v2\x1e.betcode.v1.DeprecationWarningH\x00R\x12deprecationWarningB\a\n" +
 	"\x05event\"@\n" +
 	"\tTextDelta\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1f\n" +
@@ -3651,7 +3670,8 @@ var file_betcode_v1_agent_proto_goTypes = []any{
 	nil,                               // 46: betcode.v1.UserQuestionResponse.AnswersEntry
 	nil,                               // 47: betcode.v1.ErrorEvent.DetailsEntry
 	(*timestamppb.Timestamp)(nil),     // 48: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),           // 49: google.protobuf.Struct
+	(*DeprecationWarning)(nil),        // 49: betcode.v1.DeprecationWarning
+	(*structpb.Struct)(nil),           // 50: google.protobuf.Struct
 }
 var file_betcode_v1_agent_proto_depIdxs = []int32{
 	4,  // 0: betcode.v1.AgentRequest.start:type_name -> betcode.v1.StartConversation
@@ -3676,49 +3696,50 @@ var file_betcode_v1_agent_proto_depIdxs = []int32{
 	22, // 19: betcode.v1.AgentEvent.usage:type_name -> betcode.v1.UsageReport
 	23, // 20: betcode.v1.AgentEvent.plan_mode:type_name -> betcode.v1.PlanModeChange
 	24, // 21: betcode.v1.AgentEvent.turn_complete:type_name -> betcode.v1.TurnComplete
-	49, // 22: betcode.v1.ToolCallStart.input:type_name -> google.protobuf.Struct
-	49, // 23: betcode.v1.PermissionRequest.input:type_name -> google.protobuf.Struct
-	49, // 24: betcode.v1.PermissionRequest.suggestions:type_name -> google.protobuf.Struct
-	16, // 25: betcode.v1.UserQuestion.options:type_name -> betcode.v1.QuestionOption
-	18, // 26: betcode.v1.TodoUpdate.items:type_name -> betcode.v1.TodoItem
-	1,  // 27: betcode.v1.TodoItem.status:type_name -> betcode.v1.TodoStatus
-	2,  // 28: betcode.v1.StatusChange.status:type_name -> betcode.v1.AgentStatus
-	47, // 29: betcode.v1.ErrorEvent.details:type_name -> betcode.v1.ErrorEvent.DetailsEntry
-	27, // 30: betcode.v1.ListSessionsResponse.sessions:type_name -> betcode.v1.SessionSummary
-	48, // 31: betcode.v1.SessionSummary.created_at:type_name -> google.protobuf.Timestamp
-	48, // 32: betcode.v1.SessionSummary.updated_at:type_name -> google.protobuf.Timestamp
-	5,  // 33: betcode.v1.QueueMessageRequest.message:type_name -> betcode.v1.UserMessage
-	39, // 34: betcode.v1.PermissionLogResponse.entries:type_name -> betcode.v1.PermissionLogEntry
-	49, // 35: betcode.v1.PermissionLogEntry.input:type_name -> google.protobuf.Struct
-	48, // 36: betcode.v1.PermissionLogEntry.decided_at:type_name -> google.protobuf.Timestamp
-	42, // 37: betcode.v1.ListLocalSessionsResponse.sessions:type_name -> betcode.v1.LocalSession
-	48, // 38: betcode.v1.LocalSession.updated_at:type_name -> google.protobuf.Timestamp
-	27, // 39: betcode.v1.AdoptSessionResponse.session:type_name -> betcode.v1.SessionSummary
-	3,  // 40: betcode.v1.AgentService.Converse:input_type -> betcode.v1.AgentRequest
-	25, // 41: betcode.v1.AgentService.ListSessions:input_type -> betcode.v1.ListSessionsRequest
-	28, // 42: betcode.v1.AgentService.ResumeSession:input_type -> betcode.v1.ResumeSessionRequest
-	29, // 43: betcode.v1.AgentService.CompactSession:input_type -> betcode.v1.CompactSessionRequest
-	31, // 44: betcode.v1.AgentService.CancelTurn:input_type -> betcode.v1.CancelTurnRequest
-	33, // 45: betcode.v1.AgentService.RequestInputLock:input_type -> betcode.v1.InputLockRequest
-	35, // 46: betcode.v1.AgentService.QueueMessage:input_type -> betcode.v1.QueueMessageRequest
-	37, // 47: betcode.v1.AgentService.ListPermissionLog:input_type -> betcode.v1.PermissionLogRequest
-	40, // 48: betcode.v1.AgentService.ListLocalSessions:input_type -> betcode.v1.ListLocalSessionsRequest
-	43, // 49: betcode.v1.AgentService.AdoptSession:input_type -> betcode.v1.AdoptSessionRequest
-	10, // 50: betcode.v1.AgentService.Converse:output_type -> betcode.v1.AgentEvent
-	26, // 51: betcode.v1.AgentService.ListSessions:output_type -> betcode.v1.ListSessionsResponse
-	10, // 52: betcode.v1.AgentService.ResumeSession:output_type -> betcode.v1.AgentEvent
-	30, // 53: betcode.v1.AgentService.CompactSession:output_type -> betcode.v1.CompactSessionResponse
-	32, // 54: betcode.v1.AgentService.CancelTurn:output_type -> betcode.v1.CancelTurnResponse
-	34, // 55: betcode.v1.AgentService.RequestInputLock:output_type -> betcode.v1.InputLockResponse
-	36, // 56: betcode.v1.AgentService.QueueMessage:output_type -> betcode.v1.QueueMessageResponse
-	38, // 57: betcode.v1.AgentService.ListPermissionLog:output_type -> betcode.v1.PermissionLogResponse
-	41, // 58: betcode.v1.AgentService.ListLocalSessions:output_type -> betcode.v1.ListLocalSessionsResponse
-	44, // 59: betcode.v1.AgentService.AdoptSession:output_type -> betcode.v1.AdoptSessionResponse
-	50, // [50:60] is the sub-list for method output_type
-	40, // [40:50] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	49, // 22: betcode.v1.AgentEvent.deprecation_warning:type_name -> betcode.v1.DeprecationWarning
+	50, // 23: betcode.v1.ToolCallStart.input:type_name -> google.protobuf.Struct
+	50, // 24: betcode.v1.PermissionRequest.input:type_name -> google.protobuf.Struct
+	50, // 25: betcode.v1.PermissionRequest.suggestions:type_name -> google.protobuf.Struct
+	16, // 26: betcode.v1.UserQuestion.options:type_name -> betcode.v1.QuestionOption
+	18, // 27: betcode.v1.TodoUpdate.items:type_name -> betcode.v1.TodoItem
+	1,  // 28: betcode.v1.TodoItem.status:type_name -> betcode.v1.TodoStatus
+	2,  // 29: betcode.v1.StatusChange.status:type_name -> betcode.v1.AgentStatus
+	47, // 30: betcode.v1.ErrorEvent.details:type_name -> betcode.v1.ErrorEvent.DetailsEntry
+	27, // 31: betcode.v1.ListSessionsResponse.sessions:type_name -> betcode.v1.SessionSummary
+	48, // 32: betcode.v1.SessionSummary.created_at:type_name -> google.protobuf.Timestamp
+	48, // 33: betcode.v1.SessionSummary.updated_at:type_name -> google.protobuf.Timestamp
+	5,  // 34: betcode.v1.QueueMessageRequest.message:type_name -> betcode.v1.UserMessage
+	39, // 35: betcode.v1.PermissionLogResponse.entries:type_name -> betcode.v1.PermissionLogEntry
+	50, // 36: betcode.v1.PermissionLogEntry.input:type_name -> google.protobuf.Struct
+	48, // 37: betcode.v1.PermissionLogEntry.decided_at:type_name -> google.protobuf.Timestamp
+	42, // 38: betcode.v1.ListLocalSessionsResponse.sessions:type_name -> betcode.v1.LocalSession
+	48, // 39: betcode.v1.LocalSession.updated_at:type_name -> google.protobuf.Timestamp
+	27, // 40: betcode.v1.AdoptSessionResponse.session:type_name -> betcode.v1.SessionSummary
+	3,  // 41: betcode.v1.AgentService.Converse:input_type -> betcode.v1.AgentRequest
+	25, // 42: betcode.v1.AgentService.ListSessions:input_type -> betcode.v1.ListSessionsRequest
+	28, // 43: betcode.v1.AgentService.ResumeSession:input_type -> betcode.v1.ResumeSessionRequest
+	29, // 44: betcode.v1.AgentService.CompactSession:input_type -> betcode.v1.CompactSessionRequest
+	31, // 45: betcode.v1.AgentService.CancelTurn:input_type -> betcode.v1.CancelTurnRequest
+	33, // 46: betcode.v1.AgentService.RequestInputLock:input_type -> betcode.v1.InputLockRequest
+	35, // 47: betcode.v1.AgentService.QueueMessage:input_type -> betcode.v1.QueueMessageRequest
+	37, // 48: betcode.v1.AgentService.ListPermissionLog:input_type -> betcode.v1.PermissionLogRequest
+	40, // 49: betcode.v1.AgentService.ListLocalSessions:input_type -> betcode.v1.ListLocalSessionsRequest
+	43, // 50: betcode.v1.AgentService.AdoptSession:input_type -> betcode.v1.AdoptSessionRequest
+	10, // 51: betcode.v1.AgentService.Converse:output_type -> betcode.v1.AgentEvent
+	26, // 52: betcode.v1.AgentService.ListSessions:output_type -> betcode.v1.ListSessionsResponse
+	10, // 53: betcode.v1.AgentService.ResumeSession:output_type -> betcode.v1.AgentEvent
+	30, // 54: betcode.v1.AgentService.CompactSession:output_type -> betcode.v1.CompactSessionResponse
+	32, // 55: betcode.v1.AgentService.CancelTurn:output_type -> betcode.v1.CancelTurnResponse
+	34, // 56: betcode.v1.AgentService.RequestInputLock:output_type -> betcode.v1.InputLockResponse
+	36, // 57: betcode.v1.AgentService.QueueMessage:output_type -> betcode.v1.QueueMessageResponse
+	38, // 58: betcode.v1.AgentService.ListPermissionLog:output_type -> betcode.v1.PermissionLogResponse
+	41, // 59: betcode.v1.AgentService.ListLocalSessions:output_type -> betcode.v1.ListLocalSessionsResponse
+	44, // 60: betcode.v1.AgentService.AdoptSession:output_type -> betcode.v1.AdoptSessionResponse
+	51, // [51:61] is the sub-list for method output_type
+	41, // [41:51] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_betcode_v1_agent_proto_init() }
@@ -3726,6 +3747,7 @@ func file_betcode_v1_agent_proto_init() {
 	if File_betcode_v1_agent_proto != nil {
 		return
 	}
+	file_betcode_v1_version_proto_init()
 	file_betcode_v1_agent_proto_msgTypes[0].OneofWrappers = []any{
 		(*AgentRequest_Start)(nil),
 		(*AgentRequest_Message)(nil),
@@ -3746,6 +3768,7 @@ func file_betcode_v1_agent_proto_init() {
 		(*AgentEvent_Usage)(nil),
 		(*AgentEvent_PlanMode)(nil),
 		(*AgentEvent_TurnComplete)(nil),
+		(*AgentEvent_DeprecationWarning)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -259,7 +259,10 @@ type GetVersionResponse struct {
 	// Underlying Claude Code version.
 	ClaudeCode *ClaudeCodeInfo `protobuf:"bytes,4,opt,name=claude_code,json=claudeCode,proto3" json:"claude_code,omitempty"`
 	// Client version requirements and deprecations.
-	Constraints   *VersionConstraints `protobuf:"bytes,5,opt,name=constraints,proto3" json:"constraints,omitempty"`
+	Constraints *VersionConstraints `protobuf:"bytes,5,opt,name=constraints,proto3" json:"constraints,omitempty"`
+	// Every feature flag the server knows, with its stage; `features` lists
+	// the enabled ones by name. (Added in 0.2.0.)
+	FeatureFlags  []*FeatureFlag `protobuf:"bytes,6,rep,name=feature_flags,json=featureFlags,proto3" json:"feature_flags,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -329,6 +332,13 @@ func (x *GetVersionResponse) GetConstraints() *VersionConstraints {
 	return nil
 }
 
+func (x *GetVersionResponse) GetFeatureFlags() []*FeatureFlag {
+	if x != nil {
+		return x.FeatureFlags
+	}
+	return nil
+}
+
 // ClaudeCodeInfo describes the Claude Code CLI the daemon drives.
 type ClaudeCodeInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -338,8 +348,14 @@ type ClaudeCodeInfo struct {
 	ApiVersion string `protobuf:"bytes,2,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
 	// How well the daemon supports this CLI version.
 	Compatibility CompatibilityLevel `protobuf:"varint,3,opt,name=compatibility,proto3,enum=betcode.v1.CompatibilityLevel" json:"compatibility,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Oldest Claude Code release this daemon was tested with; empty when not
+	// known. (Added in 0.2.0.)
+	TestedMinVersion string `protobuf:"bytes,4,opt,name=tested_min_version,json=testedMinVersion,proto3" json:"tested_min_version,omitempty"`
+	// Newest Claude Code release this daemon was tested with; empty when not
+	// known. (Added in 0.2.0.)
+	TestedMaxVersion string `protobuf:"bytes,5,opt,name=tested_max_version,json=testedMaxVersion,proto3" json:"tested_max_version,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ClaudeCodeInfo) Reset() {
@@ -391,6 +407,20 @@ func (x *ClaudeCodeInfo) GetCompatibility() CompatibilityLevel {
 		return x.Compatibility
 	}
 	return CompatibilityLevel_COMPATIBILITY_UNKNOWN
+}
+
+func (x *ClaudeCodeInfo) GetTestedMinVersion() string {
+	if x != nil {
+		return x.TestedMinVersion
+	}
+	return ""
+}
+
+func (x *ClaudeCodeInfo) GetTestedMaxVersion() string {
+	if x != nil {
+		return x.TestedMaxVersion
+	}
+	return ""
 }
 
 // VersionConstraints tells clients which versions and features to use.
@@ -928,7 +958,7 @@ const file_betcode_v1_version_proto_rawDesc = "" +
 	"\n" +
 	"\x18betcode/v1/version.proto\x12\n" +
 	"betcode.v1\"\x13\n" +
-	"\x11GetVersionRequest\"\xf7\x01\n" +
+	"\x11GetVersionRequest\"\xb5\x02\n" +
 	"\x12GetVersionResponse\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
 	"apiVersion\x12%\n" +
@@ -936,12 +966,15 @@ const file_betcode_v1_version_proto_rawDesc = "" +
 	"\bfeatures\x18\x03 \x03(\tR\bfeatures\x12;\n" +
 	"\vclaude_code\x18\x04 \x01(\v2\x1a.betcode.v1.ClaudeCodeInfoR\n" +
 	"claudeCode\x12@\n" +
-	"\vconstraints\x18\x05 \x01(\v2\x1e.betcode.v1.VersionConstraintsR\vconstraints\"\x91\x01\n" +
+	"\vconstraints\x18\x05 \x01(\v2\x1e.betcode.v1.VersionConstraintsR\vconstraints\x12<\n" +
+	"\rfeature_flags\x18\x06 \x03(\v2\x17.betcode.v1.FeatureFlagR\ffeatureFlags\"\xed\x01\n" +
 	"\x0eClaudeCodeInfo\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1f\n" +
 	"\vapi_version\x18\x02 \x01(\tR\n" +
 	"apiVersion\x12D\n" +
-	"\rcompatibility\x18\x03 \x01(\x0e2\x1e.betcode.v1.CompatibilityLevelR\rcompatibility\"\xd6\x02\n" +
+	"\rcompatibility\x18\x03 \x01(\x0e2\x1e.betcode.v1.CompatibilityLevelR\rcompatibility\x12,\n" +
+	"\x12tested_min_version\x18\x04 \x01(\tR\x10testedMinVersion\x12,\n" +
+	"\x12tested_max_version\x18\x05 \x01(\tR\x10testedMaxVersion\"\xd6\x02\n" +
 	"\x12VersionConstraints\x12,\n" +
 	"\x12min_client_version\x18\x01 \x01(\tR\x10minClientVersion\x12-\n" +
 	"\x12recommended_client\x18\x02 \x01(\tR\x11recommendedClient\x12/\n" +
@@ -1053,22 +1086,23 @@ var file_betcode_v1_version_proto_goTypes = []any{
 var file_betcode_v1_version_proto_depIdxs = []int32{
 	5,  // 0: betcode.v1.GetVersionResponse.claude_code:type_name -> betcode.v1.ClaudeCodeInfo
 	6,  // 1: betcode.v1.GetVersionResponse.constraints:type_name -> betcode.v1.VersionConstraints
-	0,  // 2: betcode.v1.ClaudeCodeInfo.compatibility:type_name -> betcode.v1.CompatibilityLevel
-	12, // 3: betcode.v1.VersionConstraints.feature_replacements:type_name -> betcode.v1.VersionConstraints.FeatureReplacementsEntry
-	13, // 4: betcode.v1.NegotiateRequest.client_capabilities:type_name -> betcode.v1.NegotiateRequest.ClientCapabilitiesEntry
-	9,  // 5: betcode.v1.NegotiateResponse.capabilities:type_name -> betcode.v1.CapabilitySet
-	14, // 6: betcode.v1.CapabilitySet.feature_flags:type_name -> betcode.v1.CapabilitySet.FeatureFlagsEntry
-	1,  // 7: betcode.v1.FeatureFlag.stage:type_name -> betcode.v1.FeatureStage
-	2,  // 8: betcode.v1.DeprecationWarning.severity:type_name -> betcode.v1.Severity
-	3,  // 9: betcode.v1.VersionService.GetVersion:input_type -> betcode.v1.GetVersionRequest
-	7,  // 10: betcode.v1.VersionService.NegotiateCapabilities:input_type -> betcode.v1.NegotiateRequest
-	4,  // 11: betcode.v1.VersionService.GetVersion:output_type -> betcode.v1.GetVersionResponse
-	8,  // 12: betcode.v1.VersionService.NegotiateCapabilities:output_type -> betcode.v1.NegotiateResponse
-	11, // [11:13] is the sub-list for method output_type
-	9,  // [9:11] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	10, // 2: betcode.v1.GetVersionResponse.feature_flags:type_name -> betcode.v1.FeatureFlag
+	0,  // 3: betcode.v1.ClaudeCodeInfo.compatibility:type_name -> betcode.v1.CompatibilityLevel
+	12, // 4: betcode.v1.VersionConstraints.feature_replacements:type_name -> betcode.v1.VersionConstraints.FeatureReplacementsEntry
+	13, // 5: betcode.v1.NegotiateRequest.client_capabilities:type_name -> betcode.v1.NegotiateRequest.ClientCapabilitiesEntry
+	9,  // 6: betcode.v1.NegotiateResponse.capabilities:type_name -> betcode.v1.CapabilitySet
+	14, // 7: betcode.v1.CapabilitySet.feature_flags:type_name -> betcode.v1.CapabilitySet.FeatureFlagsEntry
+	1,  // 8: betcode.v1.FeatureFlag.stage:type_name -> betcode.v1.FeatureStage
+	2,  // 9: betcode.v1.DeprecationWarning.severity:type_name -> betcode.v1.Severity
+	3,  // 10: betcode.v1.VersionService.GetVersion:input_type -> betcode.v1.GetVersionRequest
+	7,  // 11: betcode.v1.VersionService.NegotiateCapabilities:input_type -> betcode.v1.NegotiateRequest
+	4,  // 12: betcode.v1.VersionService.GetVersion:output_type -> betcode.v1.GetVersionResponse
+	8,  // 13: betcode.v1.VersionService.NegotiateCapabilities:output_type -> betcode.v1.NegotiateResponse
+	12, // [12:14] is the sub-list for method output_type
+	10, // [10:12] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_betcode_v1_version_proto_init() }

@@ -112,6 +112,11 @@ func runChat(ctx context.Context, g *globals, o chatOpts, prompt string, stdout,
 		return err
 	}
 	defer conv.Close()
+	if g.negotiation != nil {
+		for _, w := range g.negotiation.Response().GetWarnings() {
+			fmt.Fprintln(stderr, "warning:", w)
+		}
+	}
 	r := &client.Renderer{Out: stdout, Err: stderr, QuestionsByCaller: true}
 	conv.OnReconnect = func(err error, wait time.Duration) {
 		fmt.Fprintf(stderr, "\n[connection lost: %v; reconnecting in %s]\n", shortErr(err), wait.Round(time.Millisecond))

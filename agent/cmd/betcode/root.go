@@ -17,6 +17,7 @@ import (
 	"github.com/betcode-dev/betcode/agent/client"
 	"github.com/betcode-dev/betcode/agent/daemon"
 	"github.com/betcode-dev/betcode/agent/localtoken"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
 var version = "0.1.0-dev"
@@ -29,6 +30,9 @@ type globals struct {
 	// dialled is the relay the command dialled, and tokenFrom where its
 	// client token came from (empty: none was sent); hints use them.
 	dialled, tokenFrom string
+	// negotiation is the capability negotiation of the last dialled
+	// connection, done before its first Converse.
+	negotiation *client.Negotiation
 }
 
 func newRootCmd() *cobra.Command {
@@ -55,7 +59,7 @@ func newRootCmd() *cobra.Command {
 	pf.String("relay-ca", "", "CA certificate of the relay (default: the one stored at login, else the system's roots)")
 	pf.String("machine", "", "with --relay: the machine for this command (default: the one you switched to)")
 	root.AddCommand(newChatCmd(g), newSessionsCmd(g), newReplayCmd(g), newMachinesCmd(g), newMachineCmd(g), newSendCmd(g),
-		newLoginCmd(g), newLogoutCmd(), newConfigCmd(g))
+		newLoginCmd(g), newLogoutCmd(), newConfigCmd(g), newVersionCmd(g))
 	withHints(root, g)
 	return root
 }
@@ -117,6 +121,9 @@ func (g *globals) dial() (*grpc.ClientConn, error) {
 			return nil, err
 		}
 	}
+	o.Version = version
+	g.negotiation = &client.Negotiation{Request: &pb.NegotiateRequest{ClientType: "cli", RequestedFeatures: cliFeatures}}
+	o.Negotiation = g.negotiation
 	conn, err := client.Dial(addr, o)
 	if err != nil {
 		return nil, &client.ExitError{Code: client.ExitConnection, Err: err}

@@ -1,0 +1,161 @@
+package server
+
+import (
+	"strconv"
+	"strings"
+
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+)
+
+// Flag is one feature flag: what GetVersion lists as a FeatureFlag and
+// NegotiateCapabilities grants by name.
+type Flag struct {
+	Name, Description string
+	Stage             pb.FeatureStage
+	Since             string // server version that added it
+	MinClient         string // oldest client that may use it; empty: any
+	Enabled           bool   // served by this agent
+	// For DEPRECATED flags: when deprecation started, when it goes, what to
+	// use instead, where the migration is described, and how urgent it is.
+	DeprecatedIn, RemovalIn string
+	Replacement             string
+	MigrationURL            string
+	Severity                pb.Severity
+}
+
+// LegacyPermissionFormat is the spec's deprecated flag. In BetCode it is the
+// one old-format permission answer the agent still accepts: a
+// PermissionResponse whose decision is left unset
+// (PERMISSION_DECISION_UNSPECIFIED), taken as DENY.
+const LegacyPermissionFormat = "legacy_permission_format"
+
+// DefaultFlags are the agent's feature flags. Stages follow the spec's table
+// where the spec names the flag; Enabled says whether this agent serves it
+// (WorktreeService and SubagentService are not served by betcode-agent yet).
+var DefaultFlags = []Flag{
+	{Name: "streaming_deltas", Description: "Real-time text streaming", Stage: pb.FeatureStage_STABLE, Since: "0.1.0", Enabled: true},
+	{Name: "permission_bridge", Description: "Permission request forwarding", Stage: pb.FeatureStage_STABLE, Since: "0.1.0", Enabled: true},
+	{Name: "session_persistence", Description: "SQLite message storage", Stage: pb.FeatureStage_STABLE, Since: "0.1.0", Enabled: true},
+	{Name: "context_compaction", Description: "Session context compression (CompactSession, auto-compaction)", Stage: pb.FeatureStage_BETA, Since: "0.2.0", Enabled: true},
+	{Name: "worktree_management", Description: "Git worktree operations (WorktreeService)", Stage: pb.FeatureStage_BETA, Since: "0.2.0"},
+	{Name: "subagent_orchestration", Description: "Multi-agent DAG execution (SubagentService)", Stage: pb.FeatureStage_ALPHA, Since: "0.2.0"},
+	{
+		Name: LegacyPermissionFormat, Description: "PermissionResponse without a decision, taken as DENY",
+		Stage: pb.FeatureStage_DEPRECATED, Since: "0.1.0", Enabled: true,
+		DeprecatedIn: "0.2.0", RemovalIn: "0.4.0",
+		Replacement:  "PermissionResponse.decision = DENY (with a reason)",
+		MigrationURL: "https://github.com/betcode-dev/betcode/blob/main/docs/api.md#versions-and-negotiation",
+		Severity:     pb.Severity_WARNING,
+	},
+}
+
+// Proto returns the flag as GetVersion lists it.
+func (f Flag) Proto() *pb.FeatureFlag {
+	return &pb.FeatureFlag{
+		Name: f.Name, Description: f.Description, Stage: f.Stage, IntroducedVersion: f.Since,
+		MinClientVersion: f.MinClient, DeprecatedVersion: f.DeprecatedIn, RemovalVersion: f.RemovalIn,
+	}
+}
+
+// Warning returns the DeprecationWarning sent when the flag's feature is
+// used.
+func (f Flag) Warning() *pb.DeprecationWarning {
+	return &pb.DeprecationWarning{
+		Feature: f.Name, Replacement: f.Replacement, RemovalVersion: f.RemovalIn,
+		MigrationUrl: f.MigrationURL, Severity: f.Severity,
+	}
+}
+
+func (f Flag) deprecationText() string {
+	s := f.Name + " is deprecated"
+	if f.RemovalIn != "" {
+		s += " and goes in " + f.RemovalIn
+	}
+	if f.Replacement != "" {
+		s += ": use " + f.Replacement
+	}
+	return s
+}
+
+func findFlag(flags []Flag, name string) (Flag, bool) {
+	for _, f := range flags {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return Flag{}, false
+}
+
+func enabledNames(flags []Flag) []string {
+	var names []string
+	for _, f := range flags {
+		if f.Enabled {
+			names = append(names, f.Name)
+		}
+	}
+	return names
+}
+
+// ClaudeRange is the Claude Code releases an agent build was tested with
+// (make compat): Min the oldest supported, Max the newest tested.
+type ClaudeRange struct{ Min, Max string }
+
+// Compatibility classifies a Claude Code version: inside the range
+// FULLY_COMPATIBLE; older than Min INCOMPATIBLE; newer than Max in the same
+// major version LIKELY_COMPATIBLE, in a newer major DEGRADED (the
+// stream-json protocol may have changed); an unknown version
+// COMPATIBILITY_UNKNOWN. With no range, a known version is LIKELY_COMPATIBLE.
+func (r ClaudeRange) Compatibility(version string) pb.CompatibilityLevel {
+	v, ok := parseVersion(version)
+	if !ok {
+		return pb.CompatibilityLevel_COMPATIBILITY_UNKNOWN
+	}
+	min, hasMin := parseVersion(r.Min)
+	max, hasMax := parseVersion(r.Max)
+	switch {
+	case !hasMin && !hasMax:
+		return pb.CompatibilityLevel_LIKELY_COMPATIBLE
+	case hasMin && v.less(min):
+		return pb.CompatibilityLevel_INCOMPATIBLE
+	case !hasMax || !max.less(v):
+		return pb.CompatibilityLevel_FULLY_COMPATIBLE
+	case v[0] > max[0]:
+		return pb.CompatibilityLevel_DEGRADED
+	default:
+		return pb.CompatibilityLevel_LIKELY_COMPATIBLE
+	}
+}
+
+// semver is major.minor.patch. Pre-release and build suffixes are ignored,
+// so a development build 0.2.0-dev counts as 0.2.0.
+type semver [3]int
+
+// parseVersion parses "1.2.3", "v1.2.3", "1.2" or "1.2.3-dev+abc".
+func parseVersion(s string) (semver, bool) {
+	s = strings.TrimPrefix(strings.TrimSpace(s), "v")
+	if i := strings.IndexAny(s, "-+ "); i >= 0 {
+		s = s[:i]
+	}
+	parts := strings.Split(s, ".")
+	if s == "" || len(parts) > 3 {
+		return semver{}, false
+	}
+	var v semver
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return semver{}, false
+		}
+		v[i] = n
+	}
+	return v, true
+}
+
+func (a semver) less(b semver) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
+}
