@@ -12,7 +12,7 @@ PROMTOOL_VERSION := v0.301.0
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: help build test test-deps unit lint vet fmt-check staticcheck deps-check bench demo claude clean tidy fuzz fuzz-ci
+.PHONY: help build test test-deps unit lint vet fmt-check staticcheck deps-check bench demo claude clean tidy fuzz fuzz-ci compat
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
@@ -23,6 +23,13 @@ build: ## build every binary into bin/
 
 claude: ## install the pinned Claude Code CLI into ~/.cache/betcode (once)
 	@./scripts/install-claude.sh >/dev/null
+
+# Claude Code releases make compat runs the end-to-end suites against: versions, or min (the
+# oldest supported, versions.TestedMin), pinned (versions.Pinned), latest (newest on npm).
+COMPAT_VERSIONS ?= min pinned latest
+
+compat: ## the end-to-end suites against each of COMPAT_VERSIONS; a table per version (docs/compat.md)
+	COMPAT_VERSIONS="$(COMPAT_VERSIONS)" GO=$(GO) ./scripts/compat.sh
 
 test-deps: claude ## tools the tests drive: tmux (terminal tests), promtool (metrics and alert rules), the Claude CLI
 	@command -v tmux >/dev/null || { echo "installing tmux"; \

@@ -101,6 +101,8 @@ var Keys = []Key{
 	{Name: "machine-name", Kind: String, DefaultDoc: "the hostname", Usage: "name shown in `betcode machines`"},
 	{Name: "cert-renew-check", Kind: Duration, Default: time.Duration(0), DefaultDoc: "`1h`",
 		Usage: "how often to check whether the machine certificate needs renewing (renewed with a third of its lifetime left)", Check: nonNegative},
+	{Name: "drain-timeout", Kind: Duration, Default: 30 * time.Second,
+		Usage: "on SIGTERM, let running turns finish for up to this long while refusing new ones (0: don't wait; a second SIGTERM stops waiting)", Check: nonNegative},
 	{Name: "metrics-listen", Kind: String, Usage: "host:port serving Prometheus /metrics (e.g. 127.0.0.1:9464); empty disables", Check: checkHostPort},
 	{Name: "log-level", Kind: String, Default: "info", Usage: "log level: debug, info, warn, error", Check: checkLogLevel},
 	{Name: "config", Kind: String, Usage: "config file (YAML, TOML or JSON) with these keys", ReadOnly: "it names the file the other settings come from"},

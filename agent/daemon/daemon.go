@@ -31,6 +31,7 @@ import (
 	"github.com/betcode-dev/betcode/agent/server"
 	"github.com/betcode-dev/betcode/agent/session"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/claudecli/versions"
 	"github.com/betcode-dev/betcode/shared/healthdetail"
 )
 
@@ -48,6 +49,11 @@ type Config struct {
 	TLSClientCA     string
 	Version         string
 	ShutdownTimeout time.Duration // default 10s
+	// DrainTimeout is how long running turns may go on once ctx ends, while
+	// new turns are refused; 0 does not wait (the serve flag defaults to
+	// 30s). Closing SkipDrain (a second SIGTERM) ends the wait early.
+	DrainTimeout time.Duration
+	SkipDrain    <-chan struct{}
 	// Relay, when set, makes the agent dial out to a relay (host:port) with
 	// the machine certificate, so clients can reach it from anywhere.
 	Relay                            string
@@ -161,6 +167,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	if w := versions.Warning(claudeVersion); w != "" {
+		log.Warn(w, "claude", bin, "claude_version", claudeVersion)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir %q (set --data-dir): %w", cfg.DataDir, err)
 	}
@@ -203,15 +212,19 @@ func Run(ctx context.Context, cfg Config) error {
 		lns = append(lns, l)
 	}
 
+	// VersionService, and the check that refuses clients older than the
+	// minimum (on every call, through the relay too).
+	ver := &server.Version{ServerVersion: cfg.Version, ClaudeVersion: claudeVersion, Log: log,
+		ClaudeRange: server.ClaudeRange{Min: versions.TestedMin, Max: versions.TestedMax}}
 	srv := grpc.NewServer(
 		// Static windows: grpc-go's BDP estimation would ping on every
 		// small call, an extra round of frames through the relay tunnel.
 		grpc.InitialWindowSize(1<<20), grpc.InitialConnWindowSize(4<<20),
-		grpc.ChainUnaryInterceptor(guard.UnaryInterceptor, server.UnaryRecover(log)),
-		grpc.ChainStreamInterceptor(guard.StreamInterceptor, server.StreamRecover(log)),
+		grpc.ChainUnaryInterceptor(guard.UnaryInterceptor, server.UnaryRecover(log), ver.UnaryInterceptor),
+		grpc.ChainStreamInterceptor(guard.StreamInterceptor, server.StreamRecover(log), ver.StreamInterceptor),
 	)
 	pb.RegisterAgentServiceServer(srv, &server.Agent{Sessions: mgr, Log: log})
-	pb.RegisterVersionServiceServer(srv, &server.Version{ServerVersion: cfg.Version, ClaudeVersion: claudeVersion})
+	pb.RegisterVersionServiceServer(srv, ver)
 	home, _ := os.UserHomeDir()
 	pb.RegisterConfigServiceServer(srv, configsvc.New(settingsSnapshot(cfg), configsvc.Options{
 		Home: home, Logger: log, Grants: mgr.Grants,
@@ -231,7 +244,12 @@ func Run(ctx context.Context, cfg Config) error {
 				}
 				return true, "ok"
 			}},
-			{Name: "local_server", Critical: true, Run: func(context.Context) (bool, string) { return true, "accepting connections" }},
+			{Name: "local_server", Critical: true, Run: func(context.Context) (bool, string) {
+				if mgr.Draining() {
+					return false, "shutting down: finishing running turns, refusing new ones"
+				}
+				return true, "accepting connections"
+			}},
 			{Name: "subprocess_pool", Run: func(context.Context) (bool, string) {
 				n, max := mgr.RunningProcesses(), mgr.MaxProcesses()
 				return n < max, fmt.Sprintf("%d/%d slots used", n, max)
@@ -308,8 +326,14 @@ func Run(ctx context.Context, cfg Config) error {
 	case runErr = <-serveErr:
 		log.Error("agent: listener failed", "err", runErr)
 	}
-	log.Info("agent shutting down")
+	// Health says NOT_SERVING from the start of the drain; the listeners
+	// and the relay tunnel stay up so that clients see their turns end and
+	// a new message gets a clear refusal.
 	hs.Shutdown()
+	if runErr == nil {
+		drain(mgr, cfg, log)
+	}
+	log.Info("agent shutting down")
 	stopLink()
 	<-linkDone
 	stopped := make(chan struct{})

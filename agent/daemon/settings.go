@@ -25,7 +25,7 @@ func settingsSnapshot(cfg Config) config.Snapshot {
 		"permission-timeout": cfg.PermissionTimeout, "max-processes": cfg.MaxProcesses, "hang-timeout": cfg.HangTimeout,
 		"auto-compact-tokens": cfg.AutoCompactTokens, "tls-cert": cfg.TLSCert, "tls-key": cfg.TLSKey, "tls-client-ca": cfg.TLSClientCA,
 		"relay": cfg.Relay, "relay-ca": cfg.RelayCA, "machine-cert": cfg.MachineCert, "machine-key": cfg.MachineKey,
-		"machine-name": cfg.MachineName, "cert-renew-check": cfg.CertRenewCheck,
+		"machine-name": cfg.MachineName, "cert-renew-check": cfg.CertRenewCheck, "drain-timeout": cfg.DrainTimeout,
 	}
 	snap := config.Snapshot{Settings: map[string]config.Setting{}, File: config.SettingsPath(cfg.DataDir)}
 	for k, v := range values {

@@ -34,6 +34,9 @@ type compactMeta struct {
 // and, when Claude has history, its own /compact summarises its context.
 func (s *Session) Compact(ctx context.Context) (CompactResult, error) {
 	var res CompactResult
+	if s.m.Draining() {
+		return res, ErrDraining
+	}
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
 	if s.Busy() {
@@ -138,7 +141,7 @@ func (s *Session) maybeAutoCompact() {
 		if err := s.Stream(ctx, StreamOptions{From: s.LastSeq(), UntilIdle: true}, func(*pb.AgentEvent) error { return nil }); err != nil {
 			return
 		}
-		if _, err := s.Compact(ctx); err != nil && !errors.Is(err, ErrBusy) {
+		if _, err := s.Compact(ctx); err != nil && !errors.Is(err, ErrBusy) && !errors.Is(err, ErrDraining) {
 			s.m.cfg.Logger.Warn("session: auto-compaction failed", "session_id", s.id, "err", err)
 		}
 	}()

@@ -35,6 +35,12 @@ type Manager struct {
 	// settingsMu serialises their writers.
 	settings   atomic.Pointer[live]
 	settingsMu sync.Mutex
+
+	// draining refuses new turns (drain.go); turnEnded, under turnMu, is
+	// closed when a turn ends, to wake WaitTurns.
+	draining  atomic.Bool
+	turnMu    sync.Mutex
+	turnEnded chan struct{}
 }
 
 // Open opens (or creates) the event log at dbPath and returns a Manager.
@@ -170,6 +176,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Session, erro
 		return nil, ErrClosed
 	}
 	m.mu.Unlock()
+	if m.Draining() {
+		return nil, ErrDraining
+	}
 	if err := m.log.PutSession(ctx, meta); err != nil {
 		return nil, fmt.Errorf("save new session: %w", err)
 	}
@@ -248,6 +257,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, s := range all {
+		s.markStopping()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -36,6 +36,7 @@ const (
 	CodeSubprocessCrashed = "SUBPROCESS_CRASHED"
 	CodeSessionNotFound   = "SESSION_NOT_FOUND"
 	CodePermissionStale   = "PERMISSION_STALE"
+	CodeAgentShuttingDown = "AGENT_SHUTTING_DOWN"
 )
 
 const (
@@ -69,6 +70,7 @@ type Session struct {
 	engBase              *permission.Engine  // the agent rules eng was built from
 	grants               []permission.Rule   // this session's ALLOW_SESSION grants
 	cancelRequested      bool
+	stopping             bool   // the agent is stopping the CLI to shut down
 	lockHolder           string // client id holding the input lock ("" = free)
 	crashes              int    // consecutive crashes of the CLI
 	lastCrash            time.Time
@@ -209,12 +211,16 @@ func (s *Session) publishUpTo(seq uint64) {
 		ev := s.pending[n]
 		n++
 		s.committed = ev.Sequence
+		done := s.doneTurns
 		if w := s.settles(ev); w > 0 {
 			delete(s.tcWeight, ev)
 			s.doneTurns = min(s.doneTurns+w, s.sentTurns)
 		}
 		if ev.Sequence == s.resetAt {
 			s.doneTurns = s.sentTurns
+		}
+		if s.doneTurns != done {
+			s.m.turnsEnded()
 		}
 		for sub := range s.subs {
 			if sub.offer(ev) {
@@ -269,6 +275,9 @@ func (s *Session) SendUserAs(ctx context.Context, clientID, text string, attachm
 	if err != nil {
 		return err
 	}
+	if s.m.Draining() {
+		return ErrDraining
+	}
 	if err := s.checkLock(clientID); err != nil {
 		return err
 	}
@@ -279,6 +288,11 @@ func (s *Session) SendUserAs(ctx context.Context, clientID, text string, attachm
 	defer s.mu.Unlock()
 	if s.lockHolder != "" && s.lockHolder != clientID {
 		return &NoInputLockError{Holder: s.lockHolder}
+	}
+	// Checked again under mu: a drain that began after the first check
+	// either sees this turn in RunningTurns or makes this check refuse it.
+	if s.m.Draining() {
+		return ErrDraining
 	}
 	if s.lockHolder == "" && clientID != "" {
 		s.lockHolder = clientID
@@ -414,10 +428,17 @@ func (s *Session) readLoop(p *claude.Process, resumed bool, restart int, done ch
 	s.mu.Lock()
 	cancelled := s.cancelRequested
 	s.cancelRequested = false
+	stopping := s.stopping
 	s.mu.Unlock()
 	if cancelled {
 		// Stopped with SIGINT after an interrupt went unanswered.
 		s.endTurns(ctx, bridge.TurnCompleteEvent("cancelled"), bridge.StatusEvent(pb.AgentStatus_IDLE, ""))
+		return
+	}
+	if stopping {
+		log.Info("session: turn interrupted by the agent's shutdown", "err", waitErr)
+		s.endTurns(ctx, bridge.ErrorEvent(CodeAgentShuttingDown, shutdownMsg, false),
+			bridge.TurnCompleteEvent("interrupted"), bridge.StatusEvent(pb.AgentStatus_IDLE, ""))
 		return
 	}
 	msg := fmt.Sprintf("Claude process exited mid-turn (%v)", exitText(waitErr))
@@ -541,7 +562,11 @@ func (s *Session) handle(ctx context.Context, p *claude.Process, env *claude.Env
 		}
 		cancelled := s.cancelRequested
 		s.cancelRequested = false
+		stopping := s.stopping
 		s.mu.Unlock()
+		if stopping && !cancelled {
+			evs = interruptedByShutdown(evs)
+		}
 		if cancelled {
 			// The user asked for it: the turn ends "cancelled", not failed.
 			kept := evs[:0]

@@ -355,7 +355,7 @@ func (a *agent) start(w *world, cert, key string) {
 	env := append([]string{"HOME=" + a.home}, claudecli.Env(a.home, w.api.URL())...)
 	a.proc = start(w.t, "agent "+a.id, env, bin(w.t, "betcode-agent"), "serve", "--listen", "unix://"+a.sock,
 		"--data-dir", a.data, "--claude-bin", claude, "--relay", a.relay, "--relay-ca", filepath.Join(w.pki, pki.CACertFile),
-		"--machine-cert", cert, "--machine-key", key, "--machine-name", "name-"+a.id, "--log-level", "debug")
+		"--machine-cert", cert, "--machine-key", key, "--machine-name", "name-"+a.id, "--log-level", "debug", "--drain-timeout", "0")
 	// The agent reports the link up once the relay confirmed the tunnel.
 	a.proc.waitLine(w.t, `relay link up`, 60*time.Second)
 }

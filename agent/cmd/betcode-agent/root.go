@@ -21,7 +21,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 		Version:       version,
 	}
-	root.AddCommand(newServeCmd(), newEnrollCmd())
+	root.AddCommand(newServeCmd(), newEnrollCmd(), newInstallServiceCmd())
 	return root
 }
 

@@ -75,6 +75,8 @@ the --config file. Every key: docs/configuration.md.`,
 				CertRenewCheck:    v.GetDuration("cert-renew-check"),
 				Settings:          settings,
 				MetricsListen:     v.GetString("metrics-listen"),
+				DrainTimeout:      v.GetDuration("drain-timeout"),
+				SkipDrain:         skipDrain(cmd.Context()),
 			})
 		},
 	}

@@ -150,8 +150,10 @@ func StartAgent(t testing.TB, o AgentOptions) *Agent {
 		t.Cleanup(func() { os.RemoveAll(dir) })
 		o.Socket = filepath.Join(dir, "agent.sock")
 	}
+	// No drain by default: cleanups stop agents with turns still running
+	// (a test of the drain sets --drain-timeout in Args; the last one wins).
 	args := append([]string{"serve", "--listen", "unix://" + o.Socket, "--data-dir", o.DataDir,
-		"--claude-bin", o.ClaudeBin, "--log-level", "debug"}, o.Args...)
+		"--claude-bin", o.ClaudeBin, "--log-level", "debug", "--drain-timeout", "0"}, o.Args...)
 	cmd := exec.Command(b.Agent, args...)
 	cmd.Env = append(os.Environ(), "HOME="+o.Home)
 	if o.APIURL != "" {
@@ -243,6 +245,26 @@ func (a *Agent) Terminate(d time.Duration) error {
 	}
 }
 
+// Signal sends sig to the agent without waiting.
+func (a *Agent) Signal(sig os.Signal) error { return a.Cmd.Process.Signal(sig) }
+
+// WaitLog waits up to d until the agent has logged a line containing s.
+func (a *Agent) WaitLog(s string, d time.Duration) error {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		changed := a.stderr.changed()
+		if strings.Contains(a.Log(), s) {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return fmt.Errorf("agent did not log %q within %s", s, d)
+		}
+	}
+}
+
 // Exited is closed when the process has exited.
 func (a *Agent) Exited() <-chan struct{} { return a.exited }
 
@@ -261,14 +283,29 @@ func Ctx(t testing.TB, d time.Duration) context.Context {
 }
 
 type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
+	mu   sync.Mutex
+	b    strings.Builder
+	wake chan struct{} // closed at the next Write
 }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.wake != nil {
+		close(l.wake)
+		l.wake = nil
+	}
 	return l.b.Write(p)
+}
+
+// changed returns a channel closed at the next Write.
+func (l *lockedBuffer) changed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.wake == nil {
+		l.wake = make(chan struct{})
+	}
+	return l.wake
 }
 
 func (l *lockedBuffer) String() string {
