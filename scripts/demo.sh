@@ -57,7 +57,9 @@ echo "join token:           ${JOIN:0:8}… (single use, 10 minutes)"
 
 step "The developer machine enrolls (its key never leaves it) and dials out to the relay"
 AGENT=$TMP/agent
-run "$BIN/betcode-agent" enroll --relay "$RELAY" --relay-ca "$PKI/ca.crt" --token "$JOIN" --name demo-machine --data-dir "$AGENT"
+export BETCODE_JOIN_TOKEN=$JOIN # not on the command line, where ps would show it
+run "$BIN/betcode-agent" enroll --relay "$RELAY" --relay-ca "$PKI/ca.crt" --name demo-machine --data-dir "$AGENT"
+unset BETCODE_JOIN_TOKEN
 HOME="$TMP/home" ANTHROPIC_BASE_URL="$API" ANTHROPIC_API_KEY=sk-demo DISABLE_TELEMETRY=1 \
   CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 CLAUDE_CODE_MAX_RETRIES=2 \
   "$BIN/betcode-agent" serve --listen "unix://$TMP/agent.sock" --data-dir "$AGENT" --claude-bin "$CLAUDE" \
