@@ -28,27 +28,11 @@ import (
 	"github.com/betcode-dev/betcode/shared/tunnel"
 )
 
-// machineCtx is the context of a call from machine id over mTLS.
+// machineCtx is the context of a call from machine id over mTLS, with a
+// development certificate that names no owner.
 func machineCtx(t *testing.T, id string) context.Context {
 	t.Helper()
-	dir := t.TempDir()
-	if _, err := pki.Init(dir, []string{"localhost"}, pki.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pki.IssueMachine(dir, id, pki.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(filepath.Join(dir, pki.MachineCertFile(id)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, _ := pem.Decode(data)
-	cert, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	state := tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}, VerifiedChains: [][]*x509.Certificate{{cert}}}
-	return peer.NewContext(t.Context(), &peer.Peer{Addr: tunnel.Addr("agent"), AuthInfo: credentials.TLSInfo{State: state}})
+	return machineCtxOwned(t, id, "")
 }
 
 // TestHeartbeatRecordsReplicaAndDelivers: on the replica holding the
