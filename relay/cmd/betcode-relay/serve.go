@@ -17,8 +17,9 @@ func newServeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the relay",
-		Long: `Run the relay. Agents connect with a machine certificate signed by --client-ca;
-clients connect with TLS only. Every flag can also be set as BETCODE_RELAY_<FLAG>
+		Long: `Run the relay. Agents connect with a machine certificate signed by --client-ca
+(enrolled with a join token when --ca-key is given); clients connect with TLS and
+send a bearer token on every call (betcode login; accounts: betcode-relay admin). Every flag can also be set as BETCODE_RELAY_<FLAG>
 (dashes become underscores) or as a key of the --config file.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -69,8 +70,8 @@ clients connect with TLS only. Every flag can also be set as BETCODE_RELAY_<FLAG
 	f.Int("max-message-bytes", 0, fmt.Sprintf("largest request message forwarded to a machine (default %d)", limits.DefaultMaxMessageBytes))
 	f.Int("max-streams-per-token", 0, fmt.Sprintf("calls one token may have open at once (default %d)", limits.DefaultMaxStreamsPerToken))
 	f.Int("max-streams-per-tunnel", 0, fmt.Sprintf("calls open at once to one machine (default %d)", limits.DefaultMaxStreamsPerTunnel))
-	f.Int("max-pending-conns", 0, fmt.Sprintf("connections still in their TLS handshake; more are closed at once (default %d)", limits.DefaultMaxPendingConns))
-	f.Duration("handshake-timeout", 0, "time a connection has to finish its TLS handshake (default 10s)")
+	f.Int("max-pending-conns", 0, fmt.Sprintf("connections in their TLS handshake at once; a new one takes the oldest slot once it has waited a quarter of --handshake-timeout (default %d)", limits.DefaultMaxPendingConns))
+	f.Duration("handshake-timeout", 0, "time a connection has to finish its TLS handshake, and a client connection to authenticate a call (default 10s)")
 	f.String("oidc-issuer", "", "OpenID Connect issuer URL (https) users sign in with: betcode login --oidc (docs/auth.md); needs --oidc-client-id")
 	f.String("oidc-client-id", "", "client id registered at the identity provider for BetCode: a public client allowed the device code grant")
 	f.StringSlice("oidc-scopes", nil, "scopes to request (default openid,email,profile; openid and email are required)")
