@@ -32,7 +32,7 @@ func readCert(t *testing.T, path string) *x509.Certificate {
 
 // TestMiddlewareTrustsForwardingOnlyFromRelays: the forwarding headers
 // name the user only on a connection with a verified relay certificate;
-// anyone else's are dropped and the caller is the implicit user.
+// anyone else's are dropped, and such a call without a token is refused.
 func TestMiddlewareTrustsForwardingOnlyFromRelays(t *testing.T) {
 	dir := t.TempDir()
 	if _, err := pki.Init(dir, []string{"localhost"}, pki.Options{}); err != nil {
