@@ -35,6 +35,9 @@ test-deps: claude ## tools the tests drive: tmux (terminal tests), promtool (met
 	@command -v tmux >/dev/null || { echo "installing tmux"; \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq tmux >/dev/null; \
 	  else echo "tmux is missing: apt-get install tmux"; exit 1; fi; }
+	@command -v systemd-analyze >/dev/null || { echo "installing systemd (systemd-analyze checks the agent's unit)"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends systemd >/dev/null; \
+	  else echo "systemd-analyze is missing: apt-get install systemd"; exit 1; fi; }
 	@command -v promtool >/dev/null || [ -x $(TOOLS)/promtool ] || { echo "installing promtool"; \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && \
 	    apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 && command -v promtool >/dev/null; then :; \

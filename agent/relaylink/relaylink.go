@@ -250,6 +250,7 @@ func (l *Link) heartbeats(ctx context.Context, api pb.TunnelServiceClient, inter
 			continue
 		}
 		failures = 0
+		log.Debug("relay heartbeat acknowledged", "buffered", resp.BufferedMessages)
 		if resp.BufferedMessages > 0 {
 			log.Info("relay holds buffered messages for this machine", "count", resp.BufferedMessages)
 		}

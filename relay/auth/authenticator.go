@@ -503,7 +503,7 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 			})
 			defer t.Stop()
 		}
-		tw := &trackingWriter{ResponseWriter: w}
+		tw := grpcerr.TrackHeaders(w)
 		next.ServeHTTP(tw, r.WithContext(ctx))
 		if id.UserID != "" {
 			a.mu.Lock()
@@ -512,11 +512,7 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 		}
 		var cause *endCause
 		if errors.As(context.Cause(ctx), &cause) {
-			if tw.wrote {
-				grpcerr.WriteTrailers(w, cause.code, cause.betcode, cause.msg, nil)
-			} else {
-				grpcerr.Write(w, cause.code, cause.betcode, cause.msg, nil)
-			}
+			grpcerr.Write(tw, cause.code, cause.betcode, cause.msg, nil)
 		}
 		end(nil)
 	})
@@ -622,31 +618,3 @@ func orNone(s string) string {
 	}
 	return s
 }
-
-// trackingWriter notes whether the response has started, so that a call
-// ended by a revocation is answered in trailers or in headers.
-type trackingWriter struct {
-	http.ResponseWriter
-	wrote bool
-}
-
-func (t *trackingWriter) WriteHeader(code int) {
-	t.wrote = true
-	t.ResponseWriter.WriteHeader(code)
-}
-
-func (t *trackingWriter) Write(p []byte) (int, error) {
-	t.wrote = true
-	return t.ResponseWriter.Write(p)
-}
-
-// Flush implements http.Flusher.
-func (t *trackingWriter) Flush() {
-	t.wrote = true
-	if f, ok := t.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }

@@ -1,11 +1,8 @@
 package limits
 
 import (
-	"encoding/base64"
-	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -15,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/betcode-dev/betcode/relay/internal/grpcerr"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 	"github.com/betcode-dev/betcode/shared/tunnel"
 )
@@ -32,7 +30,7 @@ const (
 )
 
 // ErrorDomain is the ErrorInfo domain of BetCode error codes.
-const ErrorDomain = "betcode.dev"
+const ErrorDomain = grpcerr.Domain
 
 // RetryAfterKey is the ErrorInfo metadata and ErrorEvent details key of
 // the wait, in milliseconds, before a rate-limited call may be retried.
@@ -94,85 +92,23 @@ func retryAfterMillis(d time.Duration) int64 {
 // neither headers sent nor an event it is a trailers-only response, the
 // form grpc-go uses for a call refused before any message.
 func writeStatus(w http.ResponseWriter, st *status.Status, event *pb.AgentEvent) {
-	details, err := proto.Marshal(st.Proto())
-	if err != nil {
-		details = nil // the code and message still go out
-	}
-	sent := false
-	if t, ok := w.(*HeaderTracker); ok {
-		sent = t.HeaderWritten()
-	}
-	if !sent && event == nil {
-		tunnel.WriteStatus(w, int(st.Code()), st.Message(), details)
+	if event == nil {
+		grpcerr.End(w, st)
 		return
 	}
-	if !sent {
+	if t, ok := w.(*HeaderTracker); !ok || !t.HeaderWritten() {
 		w.Header().Set("Content-Type", "application/grpc")
 		w.WriteHeader(http.StatusOK)
 	}
-	if event != nil {
-		if b, err := proto.Marshal(event); err == nil {
-			_, _ = w.Write(tunnel.Frame(b)) // a client gone away gets nothing anyway
-		}
+	if b, err := proto.Marshal(event); err == nil {
+		_, _ = w.Write(tunnel.Frame(b)) // a client gone away gets nothing anyway
 	}
-	h := w.Header()
-	h.Set(http.TrailerPrefix+"Grpc-Status", strconv.Itoa(int(st.Code())))
-	h.Set(http.TrailerPrefix+"Grpc-Message", encodeGrpcMessage(st.Message()))
-	if len(details) > 0 {
-		h.Set(http.TrailerPrefix+"Grpc-Status-Details-Bin", base64.RawStdEncoding.EncodeToString(details))
-	}
+	grpcerr.WriteTrailers(w, st)
 }
 
-// encodeGrpcMessage percent-encodes a status message as gRPC requires.
-func encodeGrpcMessage(msg string) string {
-	var b strings.Builder
-	for i := 0; i < len(msg); i++ {
-		if c := msg[i]; c >= ' ' && c <= '~' && c != '%' {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, "%%%02X", c)
-		}
-	}
-	return b.String()
-}
-
-// HeaderTracker wraps the http.ResponseWriter of a forwarded call and
-// remembers whether the response headers have gone out, so that
-// WriteExhausted can end a call already under way (a message too large
-// sent mid-stream): its status then goes in the trailers. Like the writer
-// it wraps, it is for one goroutine at a time.
-type HeaderTracker struct {
-	http.ResponseWriter
-	wrote bool
-}
+// HeaderTracker is grpcerr's: WriteExhausted ends a call already under way
+// (a message too large sent mid-stream) in its trailers.
+type HeaderTracker = grpcerr.HeaderTracker
 
 // TrackHeaders wraps w.
-func TrackHeaders(w http.ResponseWriter) *HeaderTracker { return &HeaderTracker{ResponseWriter: w} }
-
-// HeaderWritten reports whether the response headers have been sent.
-func (t *HeaderTracker) HeaderWritten() bool { return t.wrote }
-
-// WriteHeader sends the response headers.
-func (t *HeaderTracker) WriteHeader(code int) {
-	t.wrote = true
-	t.ResponseWriter.WriteHeader(code)
-}
-
-// Write sends body bytes (and the headers, first, if not yet sent).
-func (t *HeaderTracker) Write(b []byte) (int, error) {
-	t.wrote = true
-	return t.ResponseWriter.Write(b)
-}
-
-// Flush sends what is buffered (and the headers, if not yet sent).
-func (t *HeaderTracker) Flush() {
-	if f, ok := t.ResponseWriter.(http.Flusher); ok {
-		t.wrote = true
-		f.Flush()
-	}
-}
-
-// Unwrap returns the wrapped writer, for http.ResponseController.
-func (t *HeaderTracker) Unwrap() http.ResponseWriter { return t.ResponseWriter }
-
-var _ http.Flusher = (*HeaderTracker)(nil)
+func TrackHeaders(w http.ResponseWriter) *HeaderTracker { return grpcerr.TrackHeaders(w) }

@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/betcode-dev/betcode/relay/auth"
+	"github.com/betcode-dev/betcode/relay/internal/grpcerr"
 	"github.com/betcode-dev/betcode/relay/registry"
 	"github.com/betcode-dev/betcode/relay/store"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
@@ -127,7 +127,5 @@ func (s *Service) SwitchMachine(ctx context.Context, req *pb.SwitchMachineReques
 
 // notFound is the answer for a machine the caller may not see.
 func notFound(id string) error {
-	st, _ := status.New(codes.NotFound, fmt.Sprintf("no machine %q", id)).
-		WithDetails(&errdetails.ErrorInfo{Reason: "MACHINE_NOT_FOUND", Domain: "betcode.dev"})
-	return st.Err()
+	return grpcerr.Status(codes.NotFound, "MACHINE_NOT_FOUND", fmt.Sprintf("no machine %q", id), nil).Err()
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -269,7 +270,9 @@ func TestDiscoveryRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
-	ln.Close() // nothing listens there yet
+	// The provider's address is held, but it answers nothing until up.
+	gate := &gatedListener{Listener: ln}
+	idp := oidctest.Serve(t, gate)
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -293,11 +296,7 @@ func TestDiscoveryRetried(t *testing.T) {
 	if err := exchange("a.b.c"); status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "cannot reach its identity provider") {
 		t.Fatalf("provider down: %v; want UNAVAILABLE", err)
 	}
-	ln, err = net.Listen("tcp", addr)
-	if err != nil {
-		t.Skipf("cannot listen on %s again: %v", addr, err)
-	}
-	idp := oidctest.Serve(t, ln)
+	gate.up.Store(true)
 	id := idp.SignIDToken(t, map[string]any{"email": "alice@example.com", "email_verified": true, "exp": now.Add(time.Hour).Unix()})
 	if err := exchange(id); status.Code(err) != codes.Unavailable {
 		t.Fatalf("within RetryAfter: %v; want the remembered UNAVAILABLE", err)
@@ -307,5 +306,22 @@ func TestDiscoveryRetried(t *testing.T) {
 	mu.Unlock()
 	if err := exchange(id); err != nil {
 		t.Fatalf("after RetryAfter, with the provider up: %v", err)
+	}
+}
+
+// gatedListener closes every connection it accepts until up: a provider
+// that is down, at an address that stays reserved.
+type gatedListener struct {
+	net.Listener
+	up atomic.Bool
+}
+
+func (g *gatedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := g.Listener.Accept()
+		if err != nil || g.up.Load() {
+			return c, err
+		}
+		c.Close()
 	}
 }

@@ -20,12 +20,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/betcode-dev/betcode/relay/auth"
+	"github.com/betcode-dev/betcode/relay/internal/grpcerr"
 	"github.com/betcode-dev/betcode/relay/limits"
 	"github.com/betcode-dev/betcode/relay/peer"
 	"github.com/betcode-dev/betcode/relay/registry"
@@ -38,7 +37,7 @@ import (
 const MachineHeader = "X-Betcode-Machine-Id"
 
 // ErrorDomain is the ErrorInfo domain of BetCode error codes.
-const ErrorDomain = "betcode.dev"
+const ErrorDomain = grpcerr.Domain
 
 // Bufferable calls may wait in the relay while their machine is offline.
 // Only QueueMessage is: it is unary, carries an idempotency key and is
@@ -379,14 +378,7 @@ func readRequest(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 // writeStatus answers with a gRPC status and, when betcode is set, an
 // ErrorInfo detail carrying the BetCode error code.
 func writeStatus(w http.ResponseWriter, c codes.Code, betcode, msg string) {
-	st := status.New(c, msg)
-	if betcode != "" {
-		if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: betcode, Domain: ErrorDomain}); err == nil {
-			st = d
-		}
-	}
-	details, _ := proto.Marshal(st.Proto())
-	tunnel.WriteStatus(w, int(c), msg, details)
+	grpcerr.Write(w, c, betcode, msg, nil)
 }
 
 // Deliver sends a machine's buffered requests through its new tunnel, in

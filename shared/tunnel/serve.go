@@ -251,7 +251,10 @@ func (rw *responseWriter) finish() error {
 
 var _ http.Flusher = (*responseWriter)(nil)
 
-// encodeGrpcMessage percent-encodes a status message as gRPC requires.
+// EncodeGrpcMessage percent-encodes a status message as gRPC requires for
+// the grpc-message header or trailer.
+func EncodeGrpcMessage(msg string) string { return encodeGrpcMessage(msg) }
+
 func encodeGrpcMessage(msg string) string {
 	var b strings.Builder
 	for i := 0; i < len(msg); i++ {

@@ -1,13 +1,13 @@
 // Package grpcerr answers gRPC calls that the relay serves over net/http
-// (the router and its middleware) with a status that carries the BetCode
-// error code as a google.rpc.ErrorInfo detail (domain betcode.dev), as the
-// spec's error catalogue asks, whether or not the response has started.
+// (the router, the authentication middleware, the limits) with a status
+// that carries the BetCode error code as a google.rpc.ErrorInfo detail
+// (domain betcode.dev), as the spec's error catalogue asks, whether or not
+// the response has started.
 package grpcerr
 
 import (
 	"encoding/base64"
 	"net/http"
-	"net/url"
 	"strconv"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -33,20 +33,71 @@ func Status(c codes.Code, betcode, msg string, md map[string]string) *status.Sta
 	return st
 }
 
-// Write answers a call whose response has not started with the status.
+// Write ends a call with Status(c, betcode, msg, md) (see End).
 func Write(w http.ResponseWriter, c codes.Code, betcode, msg string, md map[string]string) {
-	st := Status(c, betcode, msg, md)
-	details, _ := proto.Marshal(st.Proto())
-	tunnel.WriteStatus(w, int(c), msg, details)
+	End(w, Status(c, betcode, msg, md))
 }
 
-// WriteTrailers ends a call whose response headers were already sent with
-// the status, as HTTP/2 trailers.
-func WriteTrailers(w http.ResponseWriter, c codes.Code, betcode, msg string, md map[string]string) {
-	st := Status(c, betcode, msg, md)
+// End ends a call with st: as a trailers-only response (the form grpc-go
+// uses for a call refused before any message), or, when w is a
+// *HeaderTracker whose headers have gone out, in the trailers.
+func End(w http.ResponseWriter, st *status.Status) {
+	if t, ok := w.(*HeaderTracker); ok && t.HeaderWritten() {
+		WriteTrailers(w, st)
+		return
+	}
+	details, _ := proto.Marshal(st.Proto())
+	tunnel.WriteStatus(w, int(st.Code()), st.Message(), details)
+}
+
+// WriteTrailers sets st as the HTTP/2 trailers of a call whose response
+// headers were sent.
+func WriteTrailers(w http.ResponseWriter, st *status.Status) {
 	details, _ := proto.Marshal(st.Proto())
 	h := w.Header()
-	h.Set(http.TrailerPrefix+"Grpc-Status", strconv.Itoa(int(c)))
-	h.Set(http.TrailerPrefix+"Grpc-Message", url.PathEscape(msg))
-	h.Set(http.TrailerPrefix+"Grpc-Status-Details-Bin", base64.RawStdEncoding.EncodeToString(details))
+	h.Set(http.TrailerPrefix+"Grpc-Status", strconv.Itoa(int(st.Code())))
+	h.Set(http.TrailerPrefix+"Grpc-Message", tunnel.EncodeGrpcMessage(st.Message()))
+	if len(details) > 0 {
+		h.Set(http.TrailerPrefix+"Grpc-Status-Details-Bin", base64.RawStdEncoding.EncodeToString(details))
+	}
 }
+
+// HeaderTracker wraps the http.ResponseWriter of a call and remembers
+// whether the response headers have gone out, so that End can end a call
+// already under way in its trailers. Like the writer it wraps, it is for
+// one goroutine at a time.
+type HeaderTracker struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+// TrackHeaders wraps w.
+func TrackHeaders(w http.ResponseWriter) *HeaderTracker { return &HeaderTracker{ResponseWriter: w} }
+
+// HeaderWritten reports whether the response headers have been sent.
+func (t *HeaderTracker) HeaderWritten() bool { return t.wrote }
+
+// WriteHeader sends the response headers.
+func (t *HeaderTracker) WriteHeader(code int) {
+	t.wrote = true
+	t.ResponseWriter.WriteHeader(code)
+}
+
+// Write sends body bytes (and the headers, first, if not yet sent).
+func (t *HeaderTracker) Write(b []byte) (int, error) {
+	t.wrote = true
+	return t.ResponseWriter.Write(b)
+}
+
+// Flush sends what is buffered (and the headers, if not yet sent).
+func (t *HeaderTracker) Flush() {
+	if f, ok := t.ResponseWriter.(http.Flusher); ok {
+		t.wrote = true
+		f.Flush()
+	}
+}
+
+// Unwrap returns the wrapped writer, for http.ResponseController.
+func (t *HeaderTracker) Unwrap() http.ResponseWriter { return t.ResponseWriter }
+
+var _ http.Flusher = (*HeaderTracker)(nil)
