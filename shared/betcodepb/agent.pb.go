@@ -579,7 +579,11 @@ type PermissionResponse struct {
 	// The decision.
 	Decision PermissionDecision `protobuf:"varint,2,opt,name=decision,proto3,enum=betcode.v1.PermissionDecision" json:"decision,omitempty"`
 	// For DENY: the reason, passed to Claude. (Added in 0.2.0.)
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// For ALLOW_ONCE and ALLOW_SESSION: the tool input to run instead of the
+	// one Claude proposed (the user edited it). Unset runs it unchanged.
+	// (Added in 0.4.0.)
+	UpdatedInput  *structpb.Struct `protobuf:"bytes,4,opt,name=updated_input,json=updatedInput,proto3" json:"updated_input,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -633,6 +637,13 @@ func (x *PermissionResponse) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *PermissionResponse) GetUpdatedInput() *structpb.Struct {
+	if x != nil {
+		return x.UpdatedInput
+	}
+	return nil
 }
 
 // UserQuestionResponse answers a UserQuestion event.
@@ -2194,8 +2205,23 @@ type SessionSummary struct {
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// Start of the last message, for list displays.
 	LastMessagePreview string `protobuf:"bytes,12,opt,name=last_message_preview,json=lastMessagePreview,proto3" json:"last_message_preview,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Display name given by a user (RenameSession, StartSession); empty
+	// when none was. (Added in 0.4.0.)
+	Name string `protobuf:"bytes,13,opt,name=name,proto3" json:"name,omitempty"`
+	// Permission requests and questions waiting for an answer.
+	// (Added in 0.4.0.)
+	PendingPrompts uint32 `protobuf:"varint,14,opt,name=pending_prompts,json=pendingPrompts,proto3" json:"pending_prompts,omitempty"`
+	// What the session is doing now (IDLE when no turn runs).
+	// (Added in 0.4.0.)
+	AgentStatus AgentStatus `protobuf:"varint,15,opt,name=agent_status,json=agentStatus,proto3,enum=betcode.v1.AgentStatus" json:"agent_status,omitempty"`
+	// The user who created the session, as the relay named them
+	// (x-betcode-user); empty for local clients. (Added in 0.4.0.)
+	CreatedBy string `protobuf:"bytes,16,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	// The reason the last turn ended ("end_turn", "cancelled", "error", ...);
+	// empty before the first turn ends. (Added in 0.4.0.)
+	LastStopReason string `protobuf:"bytes,17,opt,name=last_stop_reason,json=lastStopReason,proto3" json:"last_stop_reason,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SessionSummary) Reset() {
@@ -2308,6 +2334,41 @@ func (x *SessionSummary) GetUpdatedAt() *timestamppb.Timestamp {
 func (x *SessionSummary) GetLastMessagePreview() string {
 	if x != nil {
 		return x.LastMessagePreview
+	}
+	return ""
+}
+
+func (x *SessionSummary) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SessionSummary) GetPendingPrompts() uint32 {
+	if x != nil {
+		return x.PendingPrompts
+	}
+	return 0
+}
+
+func (x *SessionSummary) GetAgentStatus() AgentStatus {
+	if x != nil {
+		return x.AgentStatus
+	}
+	return AgentStatus_AGENT_STATUS_UNSPECIFIED
+}
+
+func (x *SessionSummary) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
+func (x *SessionSummary) GetLastStopReason() string {
+	if x != nil {
+		return x.LastStopReason
 	}
 	return ""
 }
@@ -3321,6 +3382,653 @@ func (x *AdoptSessionResponse) GetImportedEvents() uint32 {
 	return 0
 }
 
+// StartSessionRequest creates a session and optionally starts its first turn.
+type StartSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Directory Claude runs in; it must exist.
+	WorkingDirectory string `protobuf:"bytes,1,opt,name=working_directory,json=workingDirectory,proto3" json:"working_directory,omitempty"`
+	// Model alias or ID; empty uses the daemon default.
+	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	// Display name; empty lets clients show the first prompt.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// The first prompt; empty creates an idle session.
+	Message *UserMessage `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// Claude Code permission mode: "default" (empty), "acceptEdits",
+	// "plan" or "bypassPermissions".
+	PermissionMode string `protobuf:"bytes,5,opt,name=permission_mode,json=permissionMode,proto3" json:"permission_mode,omitempty"`
+	// Tools Claude may use without asking (Claude permission rule syntax).
+	AllowedTools []string `protobuf:"bytes,6,rep,name=allowed_tools,json=allowedTools,proto3" json:"allowed_tools,omitempty"`
+	// Client-chosen unique key: a repeat with the same key returns the
+	// session the first call created and starts nothing.
+	IdempotencyKey string `protobuf:"bytes,7,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *StartSessionRequest) Reset() {
+	*x = StartSessionRequest{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartSessionRequest) ProtoMessage() {}
+
+func (x *StartSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartSessionRequest.ProtoReflect.Descriptor instead.
+func (*StartSessionRequest) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *StartSessionRequest) GetWorkingDirectory() string {
+	if x != nil {
+		return x.WorkingDirectory
+	}
+	return ""
+}
+
+func (x *StartSessionRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *StartSessionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StartSessionRequest) GetMessage() *UserMessage {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *StartSessionRequest) GetPermissionMode() string {
+	if x != nil {
+		return x.PermissionMode
+	}
+	return ""
+}
+
+func (x *StartSessionRequest) GetAllowedTools() []string {
+	if x != nil {
+		return x.AllowedTools
+	}
+	return nil
+}
+
+func (x *StartSessionRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+// StartSessionResponse describes the created session.
+type StartSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session as ListSessions shows it.
+	Session *SessionSummary `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// The session's last event sequence when the call returned.
+	Sequence uint64 `protobuf:"varint,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// True when idempotency_key was seen before and nothing new was started.
+	Duplicate     bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartSessionResponse) Reset() {
+	*x = StartSessionResponse{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartSessionResponse) ProtoMessage() {}
+
+func (x *StartSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartSessionResponse.ProtoReflect.Descriptor instead.
+func (*StartSessionResponse) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *StartSessionResponse) GetSession() *SessionSummary {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *StartSessionResponse) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *StartSessionResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+// AnswerPermissionRequest answers one permission request of a session.
+type AnswerPermissionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session that asked.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The answer (request_id, decision, reason, updated_input).
+	Response      *PermissionResponse `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerPermissionRequest) Reset() {
+	*x = AnswerPermissionRequest{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerPermissionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerPermissionRequest) ProtoMessage() {}
+
+func (x *AnswerPermissionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerPermissionRequest.ProtoReflect.Descriptor instead.
+func (*AnswerPermissionRequest) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *AnswerPermissionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AnswerPermissionRequest) GetResponse() *PermissionResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+// AnswerPermissionResponse reports an accepted answer.
+type AnswerPermissionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's last event sequence after the answer was logged.
+	Sequence      uint64 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerPermissionResponse) Reset() {
+	*x = AnswerPermissionResponse{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerPermissionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerPermissionResponse) ProtoMessage() {}
+
+func (x *AnswerPermissionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerPermissionResponse.ProtoReflect.Descriptor instead.
+func (*AnswerPermissionResponse) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *AnswerPermissionResponse) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+// AnswerQuestionRequest answers one question of a session.
+type AnswerQuestionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session that asked.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The answer (question_id, answers).
+	Response      *UserQuestionResponse `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerQuestionRequest) Reset() {
+	*x = AnswerQuestionRequest{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerQuestionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerQuestionRequest) ProtoMessage() {}
+
+func (x *AnswerQuestionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerQuestionRequest.ProtoReflect.Descriptor instead.
+func (*AnswerQuestionRequest) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *AnswerQuestionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AnswerQuestionRequest) GetResponse() *UserQuestionResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+// AnswerQuestionResponse reports an accepted answer.
+type AnswerQuestionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's last event sequence after the answer was taken.
+	Sequence      uint64 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerQuestionResponse) Reset() {
+	*x = AnswerQuestionResponse{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerQuestionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerQuestionResponse) ProtoMessage() {}
+
+func (x *AnswerQuestionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerQuestionResponse.ProtoReflect.Descriptor instead.
+func (*AnswerQuestionResponse) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *AnswerQuestionResponse) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+// WatchSessionsRequest filters WatchSessions.
+type WatchSessionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only sessions in this directory (empty = all).
+	WorkingDirectory string `protobuf:"bytes,1,opt,name=working_directory,json=workingDirectory,proto3" json:"working_directory,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *WatchSessionsRequest) Reset() {
+	*x = WatchSessionsRequest{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSessionsRequest) ProtoMessage() {}
+
+func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSessionsRequest.ProtoReflect.Descriptor instead.
+func (*WatchSessionsRequest) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *WatchSessionsRequest) GetWorkingDirectory() string {
+	if x != nil {
+		return x.WorkingDirectory
+	}
+	return ""
+}
+
+// SessionUpdate is one change of one session, or the end of the snapshot.
+type SessionUpdate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's state after the change; unset only on the update that
+	// ends the snapshot.
+	Session *SessionSummary `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// True when the session was deleted (session carries only its id).
+	Deleted bool `protobuf:"varint,2,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	// The session's open permission requests and questions, oldest first,
+	// as the AgentEvents that asked (with their sequences).
+	Pending []*AgentEvent `protobuf:"bytes,3,rep,name=pending,proto3" json:"pending,omitempty"`
+	// The event that caused this update, when one did: session_info (created),
+	// status_change, usage, permission_request, user_question, turn_complete,
+	// error. Unset for snapshot entries, renames and deletions.
+	Cause *AgentEvent `protobuf:"bytes,4,opt,name=cause,proto3" json:"cause,omitempty"`
+	// True on the single update that ends the initial snapshot.
+	SnapshotDone  bool `protobuf:"varint,5,opt,name=snapshot_done,json=snapshotDone,proto3" json:"snapshot_done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionUpdate) Reset() {
+	*x = SessionUpdate{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionUpdate) ProtoMessage() {}
+
+func (x *SessionUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionUpdate.ProtoReflect.Descriptor instead.
+func (*SessionUpdate) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *SessionUpdate) GetSession() *SessionSummary {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *SessionUpdate) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+func (x *SessionUpdate) GetPending() []*AgentEvent {
+	if x != nil {
+		return x.Pending
+	}
+	return nil
+}
+
+func (x *SessionUpdate) GetCause() *AgentEvent {
+	if x != nil {
+		return x.Cause
+	}
+	return nil
+}
+
+func (x *SessionUpdate) GetSnapshotDone() bool {
+	if x != nil {
+		return x.SnapshotDone
+	}
+	return false
+}
+
+// RenameSessionRequest names a session.
+type RenameSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The new display name (at most 200 characters; empty clears it).
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenameSessionRequest) Reset() {
+	*x = RenameSessionRequest{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenameSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenameSessionRequest) ProtoMessage() {}
+
+func (x *RenameSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenameSessionRequest.ProtoReflect.Descriptor instead.
+func (*RenameSessionRequest) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *RenameSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *RenameSessionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// DeleteSessionRequest selects the session to delete.
+type DeleteSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSessionRequest) Reset() {
+	*x = DeleteSessionRequest{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSessionRequest) ProtoMessage() {}
+
+func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
+func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *DeleteSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// DeleteSessionResponse reports a deletion.
+type DeleteSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True when a running turn was stopped first.
+	WasActive     bool `protobuf:"varint,1,opt,name=was_active,json=wasActive,proto3" json:"was_active,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSessionResponse) Reset() {
+	*x = DeleteSessionResponse{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSessionResponse) ProtoMessage() {}
+
+func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
+func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *DeleteSessionResponse) GetWasActive() bool {
+	if x != nil {
+		return x.WasActive
+	}
+	return false
+}
+
 var File_betcode_v1_agent_proto protoreflect.FileDescriptor
 
 const file_betcode_v1_agent_proto_rawDesc = "" +
@@ -3356,12 +4064,13 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"Attachment\x12\x1a\n" +
 	"\bfilename\x18\x01 \x01(\tR\bfilename\x12\x1b\n" +
 	"\tmime_type\x18\x02 \x01(\tR\bmimeType\x12\x12\n" +
-	"\x04data\x18\x03 \x01(\fR\x04data\"\x87\x01\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\xc5\x01\n" +
 	"\x12PermissionResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12:\n" +
 	"\bdecision\x18\x02 \x01(\x0e2\x1e.betcode.v1.PermissionDecisionR\bdecision\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xbc\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12<\n" +
+	"\rupdated_input\x18\x04 \x01(\v2\x17.google.protobuf.StructR\fupdatedInput\"\xbc\x01\n" +
 	"\x14UserQuestionResponse\x12\x1f\n" +
 	"\vquestion_id\x18\x01 \x01(\tR\n" +
 	"questionId\x12G\n" +
@@ -3483,7 +4192,7 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\x06offset\x18\x04 \x01(\rR\x06offset\"d\n" +
 	"\x14ListSessionsResponse\x126\n" +
 	"\bsessions\x18\x01 \x03(\v2\x1a.betcode.v1.SessionSummaryR\bsessions\x12\x14\n" +
-	"\x05total\x18\x02 \x01(\rR\x05total\"\xed\x03\n" +
+	"\x05total\x18\x02 \x01(\rR\x05total\"\xaf\x05\n" +
 	"\x0eSessionSummary\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12+\n" +
@@ -3500,7 +4209,13 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x120\n" +
-	"\x14last_message_preview\x18\f \x01(\tR\x12lastMessagePreview\"Z\n" +
+	"\x14last_message_preview\x18\f \x01(\tR\x12lastMessagePreview\x12\x12\n" +
+	"\x04name\x18\r \x01(\tR\x04name\x12'\n" +
+	"\x0fpending_prompts\x18\x0e \x01(\rR\x0ependingPrompts\x12:\n" +
+	"\fagent_status\x18\x0f \x01(\x0e2\x17.betcode.v1.AgentStatusR\vagentStatus\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\x10 \x01(\tR\tcreatedBy\x12(\n" +
+	"\x10last_stop_reason\x18\x11 \x01(\tR\x0elastStopReason\"Z\n" +
 	"\x14ResumeSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
@@ -3571,7 +4286,49 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"u\n" +
 	"\x14AdoptSessionResponse\x124\n" +
 	"\asession\x18\x01 \x01(\v2\x1a.betcode.v1.SessionSummaryR\asession\x12'\n" +
-	"\x0fimported_events\x18\x02 \x01(\rR\x0eimportedEvents*f\n" +
+	"\x0fimported_events\x18\x02 \x01(\rR\x0eimportedEvents\"\x96\x02\n" +
+	"\x13StartSessionRequest\x12+\n" +
+	"\x11working_directory\x18\x01 \x01(\tR\x10workingDirectory\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x121\n" +
+	"\amessage\x18\x04 \x01(\v2\x17.betcode.v1.UserMessageR\amessage\x12'\n" +
+	"\x0fpermission_mode\x18\x05 \x01(\tR\x0epermissionMode\x12#\n" +
+	"\rallowed_tools\x18\x06 \x03(\tR\fallowedTools\x12'\n" +
+	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\"\x86\x01\n" +
+	"\x14StartSessionResponse\x124\n" +
+	"\asession\x18\x01 \x01(\v2\x1a.betcode.v1.SessionSummaryR\asession\x12\x1a\n" +
+	"\bsequence\x18\x02 \x01(\x04R\bsequence\x12\x1c\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"t\n" +
+	"\x17AnswerPermissionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12:\n" +
+	"\bresponse\x18\x02 \x01(\v2\x1e.betcode.v1.PermissionResponseR\bresponse\"6\n" +
+	"\x18AnswerPermissionResponse\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\x04R\bsequence\"t\n" +
+	"\x15AnswerQuestionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12<\n" +
+	"\bresponse\x18\x02 \x01(\v2 .betcode.v1.UserQuestionResponseR\bresponse\"4\n" +
+	"\x16AnswerQuestionResponse\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\x04R\bsequence\"C\n" +
+	"\x14WatchSessionsRequest\x12+\n" +
+	"\x11working_directory\x18\x01 \x01(\tR\x10workingDirectory\"\xe4\x01\n" +
+	"\rSessionUpdate\x124\n" +
+	"\asession\x18\x01 \x01(\v2\x1a.betcode.v1.SessionSummaryR\asession\x12\x18\n" +
+	"\adeleted\x18\x02 \x01(\bR\adeleted\x120\n" +
+	"\apending\x18\x03 \x03(\v2\x16.betcode.v1.AgentEventR\apending\x12,\n" +
+	"\x05cause\x18\x04 \x01(\v2\x16.betcode.v1.AgentEventR\x05cause\x12#\n" +
+	"\rsnapshot_done\x18\x05 \x01(\bR\fsnapshotDone\"I\n" +
+	"\x14RenameSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"5\n" +
+	"\x14DeleteSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"6\n" +
+	"\x15DeleteSessionResponse\x12\x1d\n" +
+	"\n" +
+	"was_active\x18\x01 \x01(\bR\twasActive*f\n" +
 	"\x12PermissionDecision\x12#\n" +
 	"\x1fPERMISSION_DECISION_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -3592,7 +4349,8 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\x04IDLE\x10\x04\x12\x0e\n" +
 	"\n" +
 	"COMPACTING\x10\x05\x12\t\n" +
-	"\x05ERROR\x10\x062\xc9\x06\n" +
+	"\x05ERROR\x10\x062\xc9\n" +
+	"\n" +
 	"\fAgentService\x12@\n" +
 	"\bConverse\x12\x18.betcode.v1.AgentRequest\x1a\x16.betcode.v1.AgentEvent(\x010\x01\x12Q\n" +
 	"\fListSessions\x12\x1f.betcode.v1.ListSessionsRequest\x1a .betcode.v1.ListSessionsResponse\x12K\n" +
@@ -3604,7 +4362,13 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\fQueueMessage\x12\x1f.betcode.v1.QueueMessageRequest\x1a .betcode.v1.QueueMessageResponse\x12X\n" +
 	"\x11ListPermissionLog\x12 .betcode.v1.PermissionLogRequest\x1a!.betcode.v1.PermissionLogResponse\x12`\n" +
 	"\x11ListLocalSessions\x12$.betcode.v1.ListLocalSessionsRequest\x1a%.betcode.v1.ListLocalSessionsResponse\x12Q\n" +
-	"\fAdoptSession\x12\x1f.betcode.v1.AdoptSessionRequest\x1a .betcode.v1.AdoptSessionResponseB;Z9github.com/betcode-dev/betcode/shared/betcodepb;betcodepbb\x06proto3"
+	"\fAdoptSession\x12\x1f.betcode.v1.AdoptSessionRequest\x1a .betcode.v1.AdoptSessionResponse\x12Q\n" +
+	"\fStartSession\x12\x1f.betcode.v1.StartSessionRequest\x1a .betcode.v1.StartSessionResponse\x12]\n" +
+	"\x10AnswerPermission\x12#.betcode.v1.AnswerPermissionRequest\x1a$.betcode.v1.AnswerPermissionResponse\x12W\n" +
+	"\x0eAnswerQuestion\x12!.betcode.v1.AnswerQuestionRequest\x1a\".betcode.v1.AnswerQuestionResponse\x12N\n" +
+	"\rWatchSessions\x12 .betcode.v1.WatchSessionsRequest\x1a\x19.betcode.v1.SessionUpdate0\x01\x12M\n" +
+	"\rRenameSession\x12 .betcode.v1.RenameSessionRequest\x1a\x1a.betcode.v1.SessionSummary\x12T\n" +
+	"\rDeleteSession\x12 .betcode.v1.DeleteSessionRequest\x1a!.betcode.v1.DeleteSessionResponseB;Z9github.com/betcode-dev/betcode/shared/betcodepb;betcodepbb\x06proto3"
 
 var (
 	file_betcode_v1_agent_proto_rawDescOnce sync.Once
@@ -3619,7 +4383,7 @@ func file_betcode_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_betcode_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_betcode_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_betcode_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_betcode_v1_agent_proto_goTypes = []any{
 	(PermissionDecision)(0),           // 0: betcode.v1.PermissionDecision
 	(TodoStatus)(0),                   // 1: betcode.v1.TodoStatus
@@ -3666,12 +4430,23 @@ var file_betcode_v1_agent_proto_goTypes = []any{
 	(*LocalSession)(nil),              // 42: betcode.v1.LocalSession
 	(*AdoptSessionRequest)(nil),       // 43: betcode.v1.AdoptSessionRequest
 	(*AdoptSessionResponse)(nil),      // 44: betcode.v1.AdoptSessionResponse
-	nil,                               // 45: betcode.v1.StartConversation.MetadataEntry
-	nil,                               // 46: betcode.v1.UserQuestionResponse.AnswersEntry
-	nil,                               // 47: betcode.v1.ErrorEvent.DetailsEntry
-	(*timestamppb.Timestamp)(nil),     // 48: google.protobuf.Timestamp
-	(*DeprecationWarning)(nil),        // 49: betcode.v1.DeprecationWarning
-	(*structpb.Struct)(nil),           // 50: google.protobuf.Struct
+	(*StartSessionRequest)(nil),       // 45: betcode.v1.StartSessionRequest
+	(*StartSessionResponse)(nil),      // 46: betcode.v1.StartSessionResponse
+	(*AnswerPermissionRequest)(nil),   // 47: betcode.v1.AnswerPermissionRequest
+	(*AnswerPermissionResponse)(nil),  // 48: betcode.v1.AnswerPermissionResponse
+	(*AnswerQuestionRequest)(nil),     // 49: betcode.v1.AnswerQuestionRequest
+	(*AnswerQuestionResponse)(nil),    // 50: betcode.v1.AnswerQuestionResponse
+	(*WatchSessionsRequest)(nil),      // 51: betcode.v1.WatchSessionsRequest
+	(*SessionUpdate)(nil),             // 52: betcode.v1.SessionUpdate
+	(*RenameSessionRequest)(nil),      // 53: betcode.v1.RenameSessionRequest
+	(*DeleteSessionRequest)(nil),      // 54: betcode.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),     // 55: betcode.v1.DeleteSessionResponse
+	nil,                               // 56: betcode.v1.StartConversation.MetadataEntry
+	nil,                               // 57: betcode.v1.UserQuestionResponse.AnswersEntry
+	nil,                               // 58: betcode.v1.ErrorEvent.DetailsEntry
+	(*structpb.Struct)(nil),           // 59: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),     // 60: google.protobuf.Timestamp
+	(*DeprecationWarning)(nil),        // 61: betcode.v1.DeprecationWarning
 }
 var file_betcode_v1_agent_proto_depIdxs = []int32{
 	4,  // 0: betcode.v1.AgentRequest.start:type_name -> betcode.v1.StartConversation
@@ -3679,67 +4454,88 @@ var file_betcode_v1_agent_proto_depIdxs = []int32{
 	7,  // 2: betcode.v1.AgentRequest.permission:type_name -> betcode.v1.PermissionResponse
 	8,  // 3: betcode.v1.AgentRequest.question_response:type_name -> betcode.v1.UserQuestionResponse
 	9,  // 4: betcode.v1.AgentRequest.cancel:type_name -> betcode.v1.CancelRequest
-	45, // 5: betcode.v1.StartConversation.metadata:type_name -> betcode.v1.StartConversation.MetadataEntry
+	56, // 5: betcode.v1.StartConversation.metadata:type_name -> betcode.v1.StartConversation.MetadataEntry
 	6,  // 6: betcode.v1.UserMessage.attachments:type_name -> betcode.v1.Attachment
 	0,  // 7: betcode.v1.PermissionResponse.decision:type_name -> betcode.v1.PermissionDecision
-	46, // 8: betcode.v1.UserQuestionResponse.answers:type_name -> betcode.v1.UserQuestionResponse.AnswersEntry
-	48, // 9: betcode.v1.AgentEvent.timestamp:type_name -> google.protobuf.Timestamp
-	11, // 10: betcode.v1.AgentEvent.text_delta:type_name -> betcode.v1.TextDelta
-	12, // 11: betcode.v1.AgentEvent.tool_call_start:type_name -> betcode.v1.ToolCallStart
-	13, // 12: betcode.v1.AgentEvent.tool_call_result:type_name -> betcode.v1.ToolCallResult
-	14, // 13: betcode.v1.AgentEvent.permission_request:type_name -> betcode.v1.PermissionRequest
-	15, // 14: betcode.v1.AgentEvent.user_question:type_name -> betcode.v1.UserQuestion
-	17, // 15: betcode.v1.AgentEvent.todo_update:type_name -> betcode.v1.TodoUpdate
-	19, // 16: betcode.v1.AgentEvent.status_change:type_name -> betcode.v1.StatusChange
-	20, // 17: betcode.v1.AgentEvent.session_info:type_name -> betcode.v1.SessionInfo
-	21, // 18: betcode.v1.AgentEvent.error:type_name -> betcode.v1.ErrorEvent
-	22, // 19: betcode.v1.AgentEvent.usage:type_name -> betcode.v1.UsageReport
-	23, // 20: betcode.v1.AgentEvent.plan_mode:type_name -> betcode.v1.PlanModeChange
-	24, // 21: betcode.v1.AgentEvent.turn_complete:type_name -> betcode.v1.TurnComplete
-	49, // 22: betcode.v1.AgentEvent.deprecation_warning:type_name -> betcode.v1.DeprecationWarning
-	50, // 23: betcode.v1.ToolCallStart.input:type_name -> google.protobuf.Struct
-	50, // 24: betcode.v1.PermissionRequest.input:type_name -> google.protobuf.Struct
-	50, // 25: betcode.v1.PermissionRequest.suggestions:type_name -> google.protobuf.Struct
-	16, // 26: betcode.v1.UserQuestion.options:type_name -> betcode.v1.QuestionOption
-	18, // 27: betcode.v1.TodoUpdate.items:type_name -> betcode.v1.TodoItem
-	1,  // 28: betcode.v1.TodoItem.status:type_name -> betcode.v1.TodoStatus
-	2,  // 29: betcode.v1.StatusChange.status:type_name -> betcode.v1.AgentStatus
-	47, // 30: betcode.v1.ErrorEvent.details:type_name -> betcode.v1.ErrorEvent.DetailsEntry
-	27, // 31: betcode.v1.ListSessionsResponse.sessions:type_name -> betcode.v1.SessionSummary
-	48, // 32: betcode.v1.SessionSummary.created_at:type_name -> google.protobuf.Timestamp
-	48, // 33: betcode.v1.SessionSummary.updated_at:type_name -> google.protobuf.Timestamp
-	5,  // 34: betcode.v1.QueueMessageRequest.message:type_name -> betcode.v1.UserMessage
-	39, // 35: betcode.v1.PermissionLogResponse.entries:type_name -> betcode.v1.PermissionLogEntry
-	50, // 36: betcode.v1.PermissionLogEntry.input:type_name -> google.protobuf.Struct
-	48, // 37: betcode.v1.PermissionLogEntry.decided_at:type_name -> google.protobuf.Timestamp
-	42, // 38: betcode.v1.ListLocalSessionsResponse.sessions:type_name -> betcode.v1.LocalSession
-	48, // 39: betcode.v1.LocalSession.updated_at:type_name -> google.protobuf.Timestamp
-	27, // 40: betcode.v1.AdoptSessionResponse.session:type_name -> betcode.v1.SessionSummary
-	3,  // 41: betcode.v1.AgentService.Converse:input_type -> betcode.v1.AgentRequest
-	25, // 42: betcode.v1.AgentService.ListSessions:input_type -> betcode.v1.ListSessionsRequest
-	28, // 43: betcode.v1.AgentService.ResumeSession:input_type -> betcode.v1.ResumeSessionRequest
-	29, // 44: betcode.v1.AgentService.CompactSession:input_type -> betcode.v1.CompactSessionRequest
-	31, // 45: betcode.v1.AgentService.CancelTurn:input_type -> betcode.v1.CancelTurnRequest
-	33, // 46: betcode.v1.AgentService.RequestInputLock:input_type -> betcode.v1.InputLockRequest
-	35, // 47: betcode.v1.AgentService.QueueMessage:input_type -> betcode.v1.QueueMessageRequest
-	37, // 48: betcode.v1.AgentService.ListPermissionLog:input_type -> betcode.v1.PermissionLogRequest
-	40, // 49: betcode.v1.AgentService.ListLocalSessions:input_type -> betcode.v1.ListLocalSessionsRequest
-	43, // 50: betcode.v1.AgentService.AdoptSession:input_type -> betcode.v1.AdoptSessionRequest
-	10, // 51: betcode.v1.AgentService.Converse:output_type -> betcode.v1.AgentEvent
-	26, // 52: betcode.v1.AgentService.ListSessions:output_type -> betcode.v1.ListSessionsResponse
-	10, // 53: betcode.v1.AgentService.ResumeSession:output_type -> betcode.v1.AgentEvent
-	30, // 54: betcode.v1.AgentService.CompactSession:output_type -> betcode.v1.CompactSessionResponse
-	32, // 55: betcode.v1.AgentService.CancelTurn:output_type -> betcode.v1.CancelTurnResponse
-	34, // 56: betcode.v1.AgentService.RequestInputLock:output_type -> betcode.v1.InputLockResponse
-	36, // 57: betcode.v1.AgentService.QueueMessage:output_type -> betcode.v1.QueueMessageResponse
-	38, // 58: betcode.v1.AgentService.ListPermissionLog:output_type -> betcode.v1.PermissionLogResponse
-	41, // 59: betcode.v1.AgentService.ListLocalSessions:output_type -> betcode.v1.ListLocalSessionsResponse
-	44, // 60: betcode.v1.AgentService.AdoptSession:output_type -> betcode.v1.AdoptSessionResponse
-	51, // [51:61] is the sub-list for method output_type
-	41, // [41:51] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	59, // 8: betcode.v1.PermissionResponse.updated_input:type_name -> google.protobuf.Struct
+	57, // 9: betcode.v1.UserQuestionResponse.answers:type_name -> betcode.v1.UserQuestionResponse.AnswersEntry
+	60, // 10: betcode.v1.AgentEvent.timestamp:type_name -> google.protobuf.Timestamp
+	11, // 11: betcode.v1.AgentEvent.text_delta:type_name -> betcode.v1.TextDelta
+	12, // 12: betcode.v1.AgentEvent.tool_call_start:type_name -> betcode.v1.ToolCallStart
+	13, // 13: betcode.v1.AgentEvent.tool_call_result:type_name -> betcode.v1.ToolCallResult
+	14, // 14: betcode.v1.AgentEvent.permission_request:type_name -> betcode.v1.PermissionRequest
+	15, // 15: betcode.v1.AgentEvent.user_question:type_name -> betcode.v1.UserQuestion
+	17, // 16: betcode.v1.AgentEvent.todo_update:type_name -> betcode.v1.TodoUpdate
+	19, // 17: betcode.v1.AgentEvent.status_change:type_name -> betcode.v1.StatusChange
+	20, // 18: betcode.v1.AgentEvent.session_info:type_name -> betcode.v1.SessionInfo
+	21, // 19: betcode.v1.AgentEvent.error:type_name -> betcode.v1.ErrorEvent
+	22, // 20: betcode.v1.AgentEvent.usage:type_name -> betcode.v1.UsageReport
+	23, // 21: betcode.v1.AgentEvent.plan_mode:type_name -> betcode.v1.PlanModeChange
+	24, // 22: betcode.v1.AgentEvent.turn_complete:type_name -> betcode.v1.TurnComplete
+	61, // 23: betcode.v1.AgentEvent.deprecation_warning:type_name -> betcode.v1.DeprecationWarning
+	59, // 24: betcode.v1.ToolCallStart.input:type_name -> google.protobuf.Struct
+	59, // 25: betcode.v1.PermissionRequest.input:type_name -> google.protobuf.Struct
+	59, // 26: betcode.v1.PermissionRequest.suggestions:type_name -> google.protobuf.Struct
+	16, // 27: betcode.v1.UserQuestion.options:type_name -> betcode.v1.QuestionOption
+	18, // 28: betcode.v1.TodoUpdate.items:type_name -> betcode.v1.TodoItem
+	1,  // 29: betcode.v1.TodoItem.status:type_name -> betcode.v1.TodoStatus
+	2,  // 30: betcode.v1.StatusChange.status:type_name -> betcode.v1.AgentStatus
+	58, // 31: betcode.v1.ErrorEvent.details:type_name -> betcode.v1.ErrorEvent.DetailsEntry
+	27, // 32: betcode.v1.ListSessionsResponse.sessions:type_name -> betcode.v1.SessionSummary
+	60, // 33: betcode.v1.SessionSummary.created_at:type_name -> google.protobuf.Timestamp
+	60, // 34: betcode.v1.SessionSummary.updated_at:type_name -> google.protobuf.Timestamp
+	2,  // 35: betcode.v1.SessionSummary.agent_status:type_name -> betcode.v1.AgentStatus
+	5,  // 36: betcode.v1.QueueMessageRequest.message:type_name -> betcode.v1.UserMessage
+	39, // 37: betcode.v1.PermissionLogResponse.entries:type_name -> betcode.v1.PermissionLogEntry
+	59, // 38: betcode.v1.PermissionLogEntry.input:type_name -> google.protobuf.Struct
+	60, // 39: betcode.v1.PermissionLogEntry.decided_at:type_name -> google.protobuf.Timestamp
+	42, // 40: betcode.v1.ListLocalSessionsResponse.sessions:type_name -> betcode.v1.LocalSession
+	60, // 41: betcode.v1.LocalSession.updated_at:type_name -> google.protobuf.Timestamp
+	27, // 42: betcode.v1.AdoptSessionResponse.session:type_name -> betcode.v1.SessionSummary
+	5,  // 43: betcode.v1.StartSessionRequest.message:type_name -> betcode.v1.UserMessage
+	27, // 44: betcode.v1.StartSessionResponse.session:type_name -> betcode.v1.SessionSummary
+	7,  // 45: betcode.v1.AnswerPermissionRequest.response:type_name -> betcode.v1.PermissionResponse
+	8,  // 46: betcode.v1.AnswerQuestionRequest.response:type_name -> betcode.v1.UserQuestionResponse
+	27, // 47: betcode.v1.SessionUpdate.session:type_name -> betcode.v1.SessionSummary
+	10, // 48: betcode.v1.SessionUpdate.pending:type_name -> betcode.v1.AgentEvent
+	10, // 49: betcode.v1.SessionUpdate.cause:type_name -> betcode.v1.AgentEvent
+	3,  // 50: betcode.v1.AgentService.Converse:input_type -> betcode.v1.AgentRequest
+	25, // 51: betcode.v1.AgentService.ListSessions:input_type -> betcode.v1.ListSessionsRequest
+	28, // 52: betcode.v1.AgentService.ResumeSession:input_type -> betcode.v1.ResumeSessionRequest
+	29, // 53: betcode.v1.AgentService.CompactSession:input_type -> betcode.v1.CompactSessionRequest
+	31, // 54: betcode.v1.AgentService.CancelTurn:input_type -> betcode.v1.CancelTurnRequest
+	33, // 55: betcode.v1.AgentService.RequestInputLock:input_type -> betcode.v1.InputLockRequest
+	35, // 56: betcode.v1.AgentService.QueueMessage:input_type -> betcode.v1.QueueMessageRequest
+	37, // 57: betcode.v1.AgentService.ListPermissionLog:input_type -> betcode.v1.PermissionLogRequest
+	40, // 58: betcode.v1.AgentService.ListLocalSessions:input_type -> betcode.v1.ListLocalSessionsRequest
+	43, // 59: betcode.v1.AgentService.AdoptSession:input_type -> betcode.v1.AdoptSessionRequest
+	45, // 60: betcode.v1.AgentService.StartSession:input_type -> betcode.v1.StartSessionRequest
+	47, // 61: betcode.v1.AgentService.AnswerPermission:input_type -> betcode.v1.AnswerPermissionRequest
+	49, // 62: betcode.v1.AgentService.AnswerQuestion:input_type -> betcode.v1.AnswerQuestionRequest
+	51, // 63: betcode.v1.AgentService.WatchSessions:input_type -> betcode.v1.WatchSessionsRequest
+	53, // 64: betcode.v1.AgentService.RenameSession:input_type -> betcode.v1.RenameSessionRequest
+	54, // 65: betcode.v1.AgentService.DeleteSession:input_type -> betcode.v1.DeleteSessionRequest
+	10, // 66: betcode.v1.AgentService.Converse:output_type -> betcode.v1.AgentEvent
+	26, // 67: betcode.v1.AgentService.ListSessions:output_type -> betcode.v1.ListSessionsResponse
+	10, // 68: betcode.v1.AgentService.ResumeSession:output_type -> betcode.v1.AgentEvent
+	30, // 69: betcode.v1.AgentService.CompactSession:output_type -> betcode.v1.CompactSessionResponse
+	32, // 70: betcode.v1.AgentService.CancelTurn:output_type -> betcode.v1.CancelTurnResponse
+	34, // 71: betcode.v1.AgentService.RequestInputLock:output_type -> betcode.v1.InputLockResponse
+	36, // 72: betcode.v1.AgentService.QueueMessage:output_type -> betcode.v1.QueueMessageResponse
+	38, // 73: betcode.v1.AgentService.ListPermissionLog:output_type -> betcode.v1.PermissionLogResponse
+	41, // 74: betcode.v1.AgentService.ListLocalSessions:output_type -> betcode.v1.ListLocalSessionsResponse
+	44, // 75: betcode.v1.AgentService.AdoptSession:output_type -> betcode.v1.AdoptSessionResponse
+	46, // 76: betcode.v1.AgentService.StartSession:output_type -> betcode.v1.StartSessionResponse
+	48, // 77: betcode.v1.AgentService.AnswerPermission:output_type -> betcode.v1.AnswerPermissionResponse
+	50, // 78: betcode.v1.AgentService.AnswerQuestion:output_type -> betcode.v1.AnswerQuestionResponse
+	52, // 79: betcode.v1.AgentService.WatchSessions:output_type -> betcode.v1.SessionUpdate
+	27, // 80: betcode.v1.AgentService.RenameSession:output_type -> betcode.v1.SessionSummary
+	55, // 81: betcode.v1.AgentService.DeleteSession:output_type -> betcode.v1.DeleteSessionResponse
+	66, // [66:82] is the sub-list for method output_type
+	50, // [50:66] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_betcode_v1_agent_proto_init() }
@@ -3776,7 +4572,7 @@ func file_betcode_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_betcode_v1_agent_proto_rawDesc), len(file_betcode_v1_agent_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   45,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

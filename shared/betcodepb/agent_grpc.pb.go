@@ -34,6 +34,12 @@ const (
 	AgentService_ListPermissionLog_FullMethodName = "/betcode.v1.AgentService/ListPermissionLog"
 	AgentService_ListLocalSessions_FullMethodName = "/betcode.v1.AgentService/ListLocalSessions"
 	AgentService_AdoptSession_FullMethodName      = "/betcode.v1.AgentService/AdoptSession"
+	AgentService_StartSession_FullMethodName      = "/betcode.v1.AgentService/StartSession"
+	AgentService_AnswerPermission_FullMethodName  = "/betcode.v1.AgentService/AnswerPermission"
+	AgentService_AnswerQuestion_FullMethodName    = "/betcode.v1.AgentService/AnswerQuestion"
+	AgentService_WatchSessions_FullMethodName     = "/betcode.v1.AgentService/WatchSessions"
+	AgentService_RenameSession_FullMethodName     = "/betcode.v1.AgentService/RenameSession"
+	AgentService_DeleteSession_FullMethodName     = "/betcode.v1.AgentService/DeleteSession"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -78,6 +84,29 @@ type AgentServiceClient interface {
 	// AdoptSession imports a local Claude Code session into the agent so it
 	// replays like any other and continues with --resume. (Added in 0.2.0.)
 	AdoptSession(ctx context.Context, in *AdoptSessionRequest, opts ...grpc.CallOption) (*AdoptSessionResponse, error)
+	// StartSession creates a session and, when a prompt is given, starts its
+	// first turn, without holding a stream open: the turn runs on the machine
+	// and clients watch it with ResumeSession or WatchSessions. The web API's
+	// "create session". (Added in 0.4.0.)
+	StartSession(ctx context.Context, in *StartSessionRequest, opts ...grpc.CallOption) (*StartSessionResponse, error)
+	// AnswerPermission answers an open permission request of a session
+	// without a Converse stream (a phone's notification action, a web
+	// client). A request already answered, timed out or cancelled is refused
+	// with FAILED_PRECONDITION / PERMISSION_NOT_PENDING. (Added in 0.4.0.)
+	AnswerPermission(ctx context.Context, in *AnswerPermissionRequest, opts ...grpc.CallOption) (*AnswerPermissionResponse, error)
+	// AnswerQuestion answers an open question of a session without a
+	// Converse stream; refused like AnswerPermission. (Added in 0.4.0.)
+	AnswerQuestion(ctx context.Context, in *AnswerQuestionRequest, opts ...grpc.CallOption) (*AnswerQuestionResponse, error)
+	// WatchSessions streams the machine's sessions: each session once (the
+	// snapshot, ended by an update with snapshot_done), then one update per
+	// change: created, status, usage, name, pending prompts, turn ended,
+	// deleted. (Added in 0.4.0.)
+	WatchSessions(ctx context.Context, in *WatchSessionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SessionUpdate], error)
+	// RenameSession sets a session's display name. (Added in 0.4.0.)
+	RenameSession(ctx context.Context, in *RenameSessionRequest, opts ...grpc.CallOption) (*SessionSummary, error)
+	// DeleteSession stops a session if it runs and deletes it with its stored
+	// events. (Added in 0.4.0.)
+	DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error)
 }
 
 type agentServiceClient struct {
@@ -200,6 +229,75 @@ func (c *agentServiceClient) AdoptSession(ctx context.Context, in *AdoptSessionR
 	return out, nil
 }
 
+func (c *agentServiceClient) StartSession(ctx context.Context, in *StartSessionRequest, opts ...grpc.CallOption) (*StartSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StartSessionResponse)
+	err := c.cc.Invoke(ctx, AgentService_StartSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) AnswerPermission(ctx context.Context, in *AnswerPermissionRequest, opts ...grpc.CallOption) (*AnswerPermissionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AnswerPermissionResponse)
+	err := c.cc.Invoke(ctx, AgentService_AnswerPermission_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) AnswerQuestion(ctx context.Context, in *AnswerQuestionRequest, opts ...grpc.CallOption) (*AnswerQuestionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AnswerQuestionResponse)
+	err := c.cc.Invoke(ctx, AgentService_AnswerQuestion_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) WatchSessions(ctx context.Context, in *WatchSessionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SessionUpdate], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[2], AgentService_WatchSessions_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchSessionsRequest, SessionUpdate]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_WatchSessionsClient = grpc.ServerStreamingClient[SessionUpdate]
+
+func (c *agentServiceClient) RenameSession(ctx context.Context, in *RenameSessionRequest, opts ...grpc.CallOption) (*SessionSummary, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SessionSummary)
+	err := c.cc.Invoke(ctx, AgentService_RenameSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteSessionResponse)
+	err := c.cc.Invoke(ctx, AgentService_DeleteSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -242,6 +340,29 @@ type AgentServiceServer interface {
 	// AdoptSession imports a local Claude Code session into the agent so it
 	// replays like any other and continues with --resume. (Added in 0.2.0.)
 	AdoptSession(context.Context, *AdoptSessionRequest) (*AdoptSessionResponse, error)
+	// StartSession creates a session and, when a prompt is given, starts its
+	// first turn, without holding a stream open: the turn runs on the machine
+	// and clients watch it with ResumeSession or WatchSessions. The web API's
+	// "create session". (Added in 0.4.0.)
+	StartSession(context.Context, *StartSessionRequest) (*StartSessionResponse, error)
+	// AnswerPermission answers an open permission request of a session
+	// without a Converse stream (a phone's notification action, a web
+	// client). A request already answered, timed out or cancelled is refused
+	// with FAILED_PRECONDITION / PERMISSION_NOT_PENDING. (Added in 0.4.0.)
+	AnswerPermission(context.Context, *AnswerPermissionRequest) (*AnswerPermissionResponse, error)
+	// AnswerQuestion answers an open question of a session without a
+	// Converse stream; refused like AnswerPermission. (Added in 0.4.0.)
+	AnswerQuestion(context.Context, *AnswerQuestionRequest) (*AnswerQuestionResponse, error)
+	// WatchSessions streams the machine's sessions: each session once (the
+	// snapshot, ended by an update with snapshot_done), then one update per
+	// change: created, status, usage, name, pending prompts, turn ended,
+	// deleted. (Added in 0.4.0.)
+	WatchSessions(*WatchSessionsRequest, grpc.ServerStreamingServer[SessionUpdate]) error
+	// RenameSession sets a session's display name. (Added in 0.4.0.)
+	RenameSession(context.Context, *RenameSessionRequest) (*SessionSummary, error)
+	// DeleteSession stops a session if it runs and deletes it with its stored
+	// events. (Added in 0.4.0.)
+	DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -281,6 +402,24 @@ func (UnimplementedAgentServiceServer) ListLocalSessions(context.Context, *ListL
 }
 func (UnimplementedAgentServiceServer) AdoptSession(context.Context, *AdoptSessionRequest) (*AdoptSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AdoptSession not implemented")
+}
+func (UnimplementedAgentServiceServer) StartSession(context.Context, *StartSessionRequest) (*StartSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StartSession not implemented")
+}
+func (UnimplementedAgentServiceServer) AnswerPermission(context.Context, *AnswerPermissionRequest) (*AnswerPermissionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AnswerPermission not implemented")
+}
+func (UnimplementedAgentServiceServer) AnswerQuestion(context.Context, *AnswerQuestionRequest) (*AnswerQuestionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AnswerQuestion not implemented")
+}
+func (UnimplementedAgentServiceServer) WatchSessions(*WatchSessionsRequest, grpc.ServerStreamingServer[SessionUpdate]) error {
+	return status.Error(codes.Unimplemented, "method WatchSessions not implemented")
+}
+func (UnimplementedAgentServiceServer) RenameSession(context.Context, *RenameSessionRequest) (*SessionSummary, error) {
+	return nil, status.Error(codes.Unimplemented, "method RenameSession not implemented")
+}
+func (UnimplementedAgentServiceServer) DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteSession not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -465,6 +604,107 @@ func _AgentService_AdoptSession_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_StartSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StartSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).StartSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_StartSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).StartSession(ctx, req.(*StartSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_AnswerPermission_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AnswerPermissionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).AnswerPermission(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_AnswerPermission_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).AnswerPermission(ctx, req.(*AnswerPermissionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_AnswerQuestion_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AnswerQuestionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).AnswerQuestion(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_AnswerQuestion_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).AnswerQuestion(ctx, req.(*AnswerQuestionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_WatchSessions_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchSessionsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AgentServiceServer).WatchSessions(m, &grpc.GenericServerStream[WatchSessionsRequest, SessionUpdate]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_WatchSessionsServer = grpc.ServerStreamingServer[SessionUpdate]
+
+func _AgentService_RenameSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenameSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).RenameSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_RenameSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).RenameSession(ctx, req.(*RenameSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_DeleteSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).DeleteSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_DeleteSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).DeleteSession(ctx, req.(*DeleteSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -504,6 +744,26 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "AdoptSession",
 			Handler:    _AgentService_AdoptSession_Handler,
 		},
+		{
+			MethodName: "StartSession",
+			Handler:    _AgentService_StartSession_Handler,
+		},
+		{
+			MethodName: "AnswerPermission",
+			Handler:    _AgentService_AnswerPermission_Handler,
+		},
+		{
+			MethodName: "AnswerQuestion",
+			Handler:    _AgentService_AnswerQuestion_Handler,
+		},
+		{
+			MethodName: "RenameSession",
+			Handler:    _AgentService_RenameSession_Handler,
+		},
+		{
+			MethodName: "DeleteSession",
+			Handler:    _AgentService_DeleteSession_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -515,6 +775,11 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "ResumeSession",
 			Handler:       _AgentService_ResumeSession_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchSessions",
+			Handler:       _AgentService_WatchSessions_Handler,
 			ServerStreams: true,
 		},
 	},
