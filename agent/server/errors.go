@@ -30,6 +30,11 @@ const (
 	CodePoolExhausted     = "POOL_EXHAUSTED"
 	CodeSubprocessCrashed = session.CodeSubprocessCrashed
 	CodeSessionActive     = "SESSION_ACTIVE"
+	// WorkspaceService: a directory that does not exist, one the agent
+	// may not read, and git missing on the machine.
+	CodeDirectoryNotFound    = "DIRECTORY_NOT_FOUND"
+	CodeDirectoryNotReadable = "DIRECTORY_NOT_READABLE"
+	CodeGitUnavailable       = "GIT_UNAVAILABLE"
 )
 
 // Status builds a gRPC status with a BetCode error code attached.
