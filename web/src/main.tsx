@@ -1,0 +1,30 @@
+import { render } from 'preact';
+import { boot, changed, saveConvs, state, wake } from './store';
+import { App } from './ui/App';
+import './styles.css';
+
+const root = document.getElementById('app')!;
+root.textContent = ''; // the static "Loading…" of index.html
+render(<App />, root);
+void boot();
+
+// Phone wake and network return: reconnect at once instead of waiting for the backoff.
+document.addEventListener('visibilitychange', () => {
+  if (document.visibilityState === 'visible') wake();
+  else saveConvs();
+});
+addEventListener('online', () => {
+  state.online = true;
+  changed();
+  wake();
+});
+addEventListener('offline', () => {
+  state.online = false;
+  changed();
+});
+addEventListener('pagehide', saveConvs);
+matchMedia('(prefers-color-scheme: dark)').addEventListener?.('change', () => changed());
+
+if (import.meta.env.PROD && 'serviceWorker' in navigator) {
+  navigator.serviceWorker.register('/sw.js', { scope: '/' }).catch(() => {});
+}

@@ -1,0 +1,849 @@
+// App state: auth, machine, sessions, and one conversation model per subscribed session, fed by
+// the one WebSocket (/api/ws). Rendering is batched: every change marks the state dirty and one
+// requestAnimationFrame re-renders, so a flood of text deltas costs one render per frame.
+
+import { useEffect, useState } from 'preact/hooks';
+import { ApiError, get, newKey, post, setAuth, setUnauthorizedHandler } from './api';
+import { idbDel, idbGet, idbSet } from './idb';
+import type {
+  FileAttachment, Info, Machine, Me, PermissionRule, QuestionOption, Session, StreamEvent, Task,
+} from './types';
+
+// ---------------------------------------------------------------- conversation items
+
+export interface TextItem { k: 'text'; key: string; v: number; text: string; done: boolean }
+export interface UserItem { k: 'user'; key: string; v: number; text: string; local?: boolean }
+export interface ToolItem {
+  k: 'tool'; key: string; v: number; toolId: string; toolName: string; input: Record<string, unknown>;
+  description: string; done: boolean; output?: string; isError?: boolean; durationMs?: number;
+}
+export interface PermItem {
+  k: 'perm'; key: string; v: number; requestId: string; toolName: string; input: Record<string, unknown>;
+  description: string; live: boolean;
+}
+export interface QuestionItem {
+  k: 'question'; key: string; v: number; questionId: string; question: string; options: QuestionOption[];
+  multiSelect: boolean; live: boolean;
+}
+export interface NoteItem { k: 'note'; key: string; v: number; kind: 'turn' | 'error' | 'usage' | 'plan' | 'info'; text: string }
+export type Item = TextItem | UserItem | ToolItem | PermItem | QuestionItem | NoteItem;
+
+export interface Conv {
+  sessionId: string;
+  items: Item[];
+  lastSeq: number; // the last seq rendered: anything at or below it is dropped
+  replayed: boolean;
+  want: boolean; // subscribed (or to be, on the next hello)
+  tasks: Task[];
+  agentStatus?: string;
+  statusMessage?: string;
+  model?: string;
+  contextPct?: number;
+  planMode?: boolean;
+  ended?: string; // subscription_ended message
+  resolved: Set<string>; // prompt ids answered / timed out
+  answered: Map<string, string>; // prompt id → what this client answered
+  v: number;
+}
+
+// ---------------------------------------------------------------- app state
+
+export type Theme = 'system' | 'light' | 'dark';
+export type Conn = 'idle' | 'connecting' | 'open' | 'retrying';
+
+export const state = {
+  booted: false,
+  info: undefined as Info | undefined,
+  token: '',
+  machineId: '',
+  me: undefined as Me | undefined,
+  machines: [] as Machine[],
+  machine: undefined as Machine | undefined,
+  sessions: new Map<string, Session>(),
+  sessionsLoaded: false,
+  rules: [] as PermissionRule[],
+  conn: 'idle' as Conn,
+  online: typeof navigator === 'undefined' ? true : navigator.onLine,
+  theme: 'system' as Theme,
+  toast: '',
+  convs: new Map<string, Conv>(),
+};
+
+let version = 0;
+const listeners = new Set<() => void>();
+let scheduled = false;
+
+/** Marks the state changed; listeners run once on the next animation frame. */
+export function changed() {
+  version++;
+  if (scheduled) return;
+  scheduled = true;
+  const run = () => {
+    if (!scheduled) return;
+    scheduled = false;
+    listeners.forEach((l) => l());
+  };
+  // A hidden tab gets no frames: a timer settles the state there.
+  if (document.visibilityState === 'hidden') setTimeout(run, 500);
+  else requestAnimationFrame(run);
+}
+
+/** Re-renders the calling component whenever the state changes (at most once per frame). */
+export function useAppState() {
+  const [, set] = useState(0);
+  useEffect(() => {
+    const l = () => set(version);
+    listeners.add(l);
+    return () => void listeners.delete(l);
+  }, []);
+  return state;
+}
+
+let toastTimer: ReturnType<typeof setTimeout> | undefined;
+export function toast(msg: string) {
+  state.toast = msg;
+  changed();
+  clearTimeout(toastTimer);
+  toastTimer = setTimeout(() => {
+    state.toast = '';
+    changed();
+  }, 6000);
+}
+
+export function errText(e: unknown): string {
+  if (e instanceof ApiError) return e.message + (e.code && e.status ? ` (${e.code})` : '');
+  return (e as Error)?.message || String(e);
+}
+
+// ---------------------------------------------------------------- theme
+
+export function applyTheme(t: Theme) {
+  state.theme = t;
+  try {
+    localStorage.setItem('betcode.theme', t);
+  } catch {
+    /* private mode */
+  }
+  const root = document.documentElement;
+  if (t === 'system') root.removeAttribute('data-theme');
+  else root.setAttribute('data-theme', t);
+  const dark = t === 'dark' || (t === 'system' && matchMedia('(prefers-color-scheme: dark)').matches);
+  document.querySelector('meta[name="theme-color"]')?.setAttribute('content', dark ? '#111418' : '#f6f7f9');
+  changed();
+}
+
+// ---------------------------------------------------------------- boot, login, machine
+
+export async function boot() {
+  let t: Theme = 'system';
+  try {
+    t = (localStorage.getItem('betcode.theme') as Theme) || 'system';
+  } catch {
+    /* ignore */
+  }
+  applyTheme(t);
+  setUnauthorizedHandler(() => void logout('Your token was refused: log in again'));
+  try {
+    state.token = (await idbGet<string>('token')) || '';
+    state.machineId = (await idbGet<string>('machine')) || '';
+  } catch {
+    /* no IndexedDB: the user logs in each time */
+  }
+  setAuth(state.token, state.machineId);
+  state.booted = true;
+  changed();
+  get<Info>('/info')
+    .then((i) => {
+      state.info = i;
+      changed();
+    })
+    .catch(() => {});
+  if (state.token) {
+    loadMachines().catch(() => {});
+    get<Me>('/me').then((m) => ((state.me = m), changed()), () => {});
+    connect();
+  }
+}
+
+/** Validates a token with GET /api/me and stores it in IndexedDB. */
+export async function login(token: string) {
+  const me = await get<Me>('/me', { token, machine: null });
+  state.token = token;
+  state.me = me;
+  try {
+    await idbSet('token', token);
+  } catch {
+    toast('This browser cannot store the token: it is kept until the tab closes');
+  }
+  setAuth(token, state.machineId);
+  await loadMachines().catch(() => {});
+  connect();
+  changed();
+}
+
+export async function logout(reason?: string) {
+  disconnect();
+  state.token = '';
+  state.me = undefined;
+  state.sessions.clear();
+  state.sessionsLoaded = false;
+  state.convs.clear();
+  try {
+    await idbDel('token');
+    await idbDel('machine');
+    sessionStorage.clear();
+  } catch {
+    /* ignore */
+  }
+  state.machineId = '';
+  setAuth('', '');
+  if (reason) toast(reason);
+  location.hash = '#/login';
+  changed();
+}
+
+export async function loadMachines() {
+  const ms = await get<Machine[]>('/machines');
+  state.machines = ms || [];
+  if (!state.machineId) {
+    // On the agent there is exactly one machine; on a relay the current one is a good default.
+    const only = state.info?.role === 'agent' || state.machines.length === 1 ? state.machines[0] : undefined;
+    if (only) await useMachine(only.id, false);
+  }
+  state.machine = state.machines.find((m) => m.id === state.machineId) ?? state.machine;
+  changed();
+}
+
+/** Makes id the machine of every call and of the WebSocket; switch also tells the relay. */
+export async function useMachine(id: string, doSwitch: boolean) {
+  if (doSwitch) {
+    const m = await post<Machine>(`/machines/${encodeURIComponent(id)}/switch`, {}, { machine: null });
+    if (m) state.machine = m;
+  }
+  if (id === state.machineId) return;
+  state.machineId = id;
+  state.machine = state.machines.find((m) => m.id === id) ?? state.machine;
+  setAuth(state.token, id);
+  idbSet('machine', id).catch(() => {});
+  state.sessions.clear();
+  state.sessionsLoaded = false;
+  state.convs.clear();
+  changed();
+  if (state.token) {
+    disconnect();
+    connect();
+  }
+}
+
+export async function loadSessions() {
+  const list = await get<Session[]>('/sessions');
+  const fresh = new Map<string, Session>();
+  for (const s of list || []) fresh.set(s.id, { ...state.sessions.get(s.id), ...s });
+  state.sessions = fresh;
+  state.sessionsLoaded = true;
+  changed();
+}
+
+export function sortedSessions(): Session[] {
+  return [...state.sessions.values()].sort(
+    (a, b) =>
+      (b.pendingPrompts > 0 ? 1 : 0) - (a.pendingPrompts > 0 ? 1 : 0) ||
+      (b.updatedAt || '').localeCompare(a.updatedAt || ''),
+  );
+}
+
+export function putSession(s: Session) {
+  const old = state.sessions.get(s.id);
+  state.sessions.set(s.id, { ...old, ...s, pending: s.pending ?? (s.pendingPrompts === 0 ? [] : old?.pending) });
+  changed();
+}
+
+// ---------------------------------------------------------------- WebSocket
+
+let ws: WebSocket | undefined;
+let attempt = 0;
+let retryTimer: ReturnType<typeof setTimeout> | undefined;
+let pingTimer: ReturnType<typeof setInterval> | undefined;
+let lastMessageAt = 0;
+let helloSubs = new Set<string>(); // sessions the hello subscribed to
+const waiting = new Map<string, { resolve: () => void; reject: (e: Error) => void; timer: ReturnType<typeof setTimeout> }>();
+
+function wsURL() {
+  return (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/api/ws';
+}
+
+export function connect() {
+  if (!state.token || ws) return;
+  clearTimeout(retryTimer);
+  state.conn = attempt ? 'retrying' : 'connecting';
+  changed();
+  let sock: WebSocket;
+  try {
+    sock = new WebSocket(wsURL());
+  } catch {
+    scheduleRetry();
+    return;
+  }
+  ws = sock;
+  sock.onopen = () => {
+    const subscriptions = [...state.convs.values()]
+      .filter((c) => c.want)
+      .map((c) => ({ sessionId: c.sessionId, afterSequence: c.lastSeq }));
+    helloSubs = new Set(subscriptions.map((x) => x.sessionId));
+    for (const c of state.convs.values()) if (c.want) c.replayed = false;
+    sock.send(JSON.stringify({ type: 'hello', token: state.token, machine: state.machineId || undefined, subscriptions }));
+    lastMessageAt = Date.now();
+  };
+  sock.onmessage = (ev) => {
+    if (ws !== sock) return;
+    lastMessageAt = Date.now();
+    let m: StreamEvent;
+    try {
+      m = JSON.parse(ev.data as string);
+    } catch {
+      return;
+    }
+    onMessage(m);
+  };
+  sock.onclose = (ev) => {
+    if (ws !== sock) return;
+    ws = undefined;
+    clearInterval(pingTimer);
+    for (const [, w] of waiting) {
+      clearTimeout(w.timer);
+      w.reject(new Error('The connection closed'));
+    }
+    waiting.clear();
+    if (ev.code === 4401) {
+      void logout('Your token was refused: log in again');
+      return;
+    }
+    scheduleRetry();
+  };
+}
+
+function scheduleRetry() {
+  if (!state.token) return;
+  state.conn = 'retrying';
+  changed();
+  const delay = Math.min(30000, 500 * 2 ** Math.min(attempt, 6)) * (0.75 + Math.random() * 0.5);
+  attempt++;
+  clearTimeout(retryTimer);
+  retryTimer = setTimeout(connect, delay);
+}
+
+export function disconnect() {
+  clearTimeout(retryTimer);
+  clearInterval(pingTimer);
+  const s = ws;
+  ws = undefined;
+  s?.close(1000);
+  attempt = 0;
+  state.conn = 'idle';
+}
+
+/** On phone wake or network return: reconnect now, or check that the open socket still lives. */
+export function wake() {
+  if (!state.token) return;
+  if (!ws) {
+    attempt = 0;
+    connect();
+    return;
+  }
+  if (ws.readyState !== WebSocket.OPEN) return;
+  const sock = ws;
+  const before = lastMessageAt;
+  sock.send(JSON.stringify({ type: 'ping' }));
+  setTimeout(() => {
+    if (ws === sock && lastMessageAt === before) {
+      // Half-open after a sleep: drop it and reconnect at once.
+      ws = undefined;
+      sock.close();
+      attempt = 0;
+      clearInterval(pingTimer);
+      connect();
+    }
+  }, 5000);
+}
+
+function startPing() {
+  clearInterval(pingTimer);
+  pingTimer = setInterval(() => {
+    if (ws?.readyState === WebSocket.OPEN) {
+      if (Date.now() - lastMessageAt > 60000) {
+        wake();
+        return;
+      }
+      ws.send(JSON.stringify({ type: 'ping' }));
+    }
+  }, 25000);
+}
+
+/** Sends a client message with an id; resolves on its ack, rejects on its error. */
+export function wsSend(msg: Record<string, unknown>): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (!ws || ws.readyState !== WebSocket.OPEN || state.conn !== 'open') {
+      reject(new Error('Not connected'));
+      return;
+    }
+    const id = newKey();
+    const timer = setTimeout(() => {
+      waiting.delete(id);
+      reject(new Error('No answer from the server'));
+    }, 20000);
+    waiting.set(id, { resolve, reject, timer });
+    ws.send(JSON.stringify({ ...msg, id }));
+  });
+}
+
+function sendRaw(msg: Record<string, unknown>) {
+  if (ws?.readyState === WebSocket.OPEN && state.conn === 'open') ws.send(JSON.stringify(msg));
+}
+
+function onMessage(m: StreamEvent) {
+  switch (m.type) {
+    case 'snapshot': {
+      attempt = 0;
+      state.conn = 'open';
+      startPing();
+      const fresh = new Map<string, Session>();
+      for (const s of (m.sessions as Session[]) || []) fresh.set(s.id, s);
+      state.sessions = fresh;
+      state.sessionsLoaded = true;
+      state.rules = (m.permissionRules as PermissionRule[]) || [];
+      if (m.machine) state.machine = m.machine as Machine;
+      // The snapshot's pending lists are the truth now: a prompt answered elsewhere while the
+      // socket was down is no longer open.
+      for (const c of state.convs.values()) {
+        for (const it of c.items) {
+          if ((it.k === 'perm' || it.k === 'question') && it.live) {
+            it.live = false;
+            it.v++;
+          }
+        }
+      }
+      // (Un)subscriptions asked for between the hello and now.
+      for (const c of state.convs.values()) {
+        if (c.want && !helloSubs.has(c.sessionId)) sendRaw({ type: 'subscribe', sessionId: c.sessionId, afterSequence: c.lastSeq });
+        if (!c.want && helloSubs.has(c.sessionId)) sendRaw({ type: 'unsubscribe', sessionId: c.sessionId });
+      }
+      changed();
+      return;
+    }
+    case 'session_created':
+    case 'session_updated':
+      putSession(m.session as Session);
+      return;
+    case 'session_status': {
+      const s = state.sessions.get(m.sessionId!);
+      if (s) putSession({ ...s, status: m.status as Session['status'], agentStatus: m.agentStatus as Session['agentStatus'] });
+      return;
+    }
+    case 'session_deleted':
+      state.sessions.delete(m.sessionId!);
+      changed();
+      return;
+    case 'cost_update': {
+      const s = state.sessions.get(m.sessionId!);
+      if (s) putSession({ ...s, costUsd: m.costUsd as number, inputTokens: m.inputTokens as number, outputTokens: m.outputTokens as number });
+      return;
+    }
+    case 'permission_resolved': {
+      const c = state.convs.get(m.sessionId!);
+      if (c) {
+        c.resolved.add(m.requestId as string);
+        touchPrompt(c, m.requestId as string);
+      }
+      const s = state.sessions.get(m.sessionId!);
+      if (s?.pending) s.pending = s.pending.filter((p) => p.requestId !== m.requestId && p.questionId !== m.requestId);
+      changed();
+      return;
+    }
+    case 'permission_rules_updated':
+      state.rules = (m.rules as PermissionRule[]) || [];
+      changed();
+      return;
+    case 'ack':
+    case 'pong':
+    case 'error':
+      if (m.id && waiting.has(m.id)) {
+        const w = waiting.get(m.id)!;
+        waiting.delete(m.id);
+        clearTimeout(w.timer);
+        if (m.type === 'error') w.reject(new ApiError(0, (m.code as string) || 'ERROR', (m.message as string) || 'Refused'));
+        else w.resolve();
+        return;
+      }
+      if (m.type === 'error') {
+        if (m.seq && m.sessionId) break; // a session's error event: rendered below
+        if (m.code === 'UNAUTHENTICATED') return; // the close (4401) follows
+        toast((m.message as string) || 'The server refused a message');
+        return;
+      }
+      return;
+    case 'replay_done': {
+      const c = state.convs.get(m.sessionId!);
+      if (c) {
+        c.replayed = true;
+        c.v++;
+        changed();
+      }
+      return;
+    }
+    case 'subscription_ended': {
+      const c = state.convs.get(m.sessionId!);
+      if (c) {
+        c.want = false;
+        c.ended = (m.message as string) || 'The server stopped streaming this session';
+        c.v++;
+        changed();
+      }
+      return;
+    }
+  }
+  if (m.sessionId) streamItem(m);
+}
+
+// ---------------------------------------------------------------- conversations
+
+const convKey = (sid: string) => `betcode.conv.${state.machineId}.${sid}`;
+
+function newConv(sessionId: string): Conv {
+  return { sessionId, items: [], lastSeq: 0, replayed: false, want: false, tasks: [], resolved: new Set(), answered: new Map(), v: 0 };
+}
+
+/** The conversation of a session, restored from sessionStorage after a reload. */
+export function conv(sid: string): Conv {
+  let c = state.convs.get(sid);
+  if (c) return c;
+  c = newConv(sid);
+  try {
+    const raw = sessionStorage.getItem(convKey(sid));
+    if (raw) {
+      const d = JSON.parse(raw);
+      c.items = d.items || [];
+      c.lastSeq = d.lastSeq || 0;
+      c.tasks = d.tasks || [];
+      c.resolved = new Set(d.resolved || []);
+      c.answered = new Map(d.answered || []);
+      c.model = d.model;
+      c.contextPct = d.contextPct;
+    }
+  } catch {
+    c = newConv(sid);
+  }
+  state.convs.set(sid, c);
+  return c;
+}
+
+const dirtyConvs = new Set<string>();
+let saveTimer: ReturnType<typeof setTimeout> | undefined;
+
+function scheduleSave(c: Conv) {
+  dirtyConvs.add(c.sessionId);
+  if (!saveTimer) saveTimer = setTimeout(saveConvs, 2000);
+}
+
+/** Writes dirty conversations to sessionStorage: items and the seq they end at, together. */
+export function saveConvs() {
+  clearTimeout(saveTimer);
+  saveTimer = undefined;
+  for (const sid of dirtyConvs) {
+    const c = state.convs.get(sid);
+    if (!c) continue;
+    const d = {
+      items: c.items, lastSeq: c.lastSeq, tasks: c.tasks, model: c.model, contextPct: c.contextPct,
+      resolved: [...c.resolved], answered: [...c.answered],
+    };
+    try {
+      sessionStorage.setItem(convKey(sid), JSON.stringify(d));
+    } catch {
+      // Too big for sessionStorage: forget it, a reload replays the session from the start.
+      try {
+        sessionStorage.removeItem(convKey(sid));
+      } catch {
+        /* ignore */
+      }
+    }
+  }
+  dirtyConvs.clear();
+}
+
+export function subscribe(sid: string) {
+  const c = conv(sid);
+  c.ended = undefined;
+  if (c.want && state.conn === 'open') return;
+  c.want = true;
+  c.replayed = false;
+  sendRaw({ type: 'subscribe', sessionId: sid, afterSequence: c.lastSeq });
+  changed();
+}
+
+/**
+ * Catches a conversation up over REST (GET /api/sessions/{id}/events) while the WebSocket is not
+ * open, so history shows even when the socket cannot connect. Items go through the same seq
+ * check as the stream's, so mixing both never duplicates.
+ */
+export async function catchUpRest(sid: string) {
+  const c = conv(sid);
+  for (let page = 0; page < 50 && state.conn !== 'open'; page++) {
+    const evs = await get<StreamEvent[]>(`/sessions/${encodeURIComponent(sid)}/events?after=${c.lastSeq}&limit=1000`);
+    for (const e of evs || []) streamItem({ ...e, sessionId: sid });
+    if (!evs || evs.length < 1000) break;
+  }
+}
+
+export function unsubscribe(sid: string) {
+  const c = state.convs.get(sid);
+  if (!c || !c.want) return;
+  c.want = false;
+  sendRaw({ type: 'unsubscribe', sessionId: sid });
+}
+
+function push(c: Conv, it: Item) {
+  c.items.push(it);
+}
+
+function lastText(c: Conv): TextItem | undefined {
+  const it = c.items[c.items.length - 1];
+  return it && it.k === 'text' && !it.done ? it : undefined;
+}
+
+function touchPrompt(c: Conv, id: string) {
+  for (const it of c.items) {
+    if ((it.k === 'perm' && it.requestId === id) || (it.k === 'question' && it.questionId === id)) it.v++;
+  }
+  c.v++;
+}
+
+const str = (x: unknown) => (typeof x === 'string' ? x : x == null ? '' : JSON.stringify(x, null, 2));
+const obj = (x: unknown) => (x && typeof x === 'object' ? (x as Record<string, unknown>) : {});
+
+function streamItem(m: StreamEvent) {
+  const c = state.convs.get(m.sessionId!);
+  if (!c) return;
+  const seq = typeof m.seq === 'number' ? m.seq : 0;
+  if (seq > 0) {
+    if (seq <= c.lastSeq) return; // already rendered: no duplicate after a reconnect or reload
+    c.lastSeq = seq;
+  }
+  const key = String(seq || 'x' + c.items.length);
+  const live = c.replayed;
+  switch (m.type) {
+    case 'lead_output': {
+      let t = lastText(c);
+      if (!t) {
+        t = { k: 'text', key, v: 0, text: '', done: false };
+        push(c, t);
+      }
+      t.text += str(m.text);
+      if (m.complete) t.done = true;
+      t.v++;
+      break;
+    }
+    case 'user_message':
+    case 'user': {
+      const text = str(m.text ?? m.prompt);
+      const echo = c.items.find((i): i is UserItem => i.k === 'user' && !!i.local && i.text === text);
+      if (echo) {
+        echo.local = false;
+        echo.v++;
+      } else push(c, { k: 'user', key, v: 0, text });
+      break;
+    }
+    case 'tool_call': {
+      endText(c);
+      push(c, {
+        k: 'tool', key, v: 0, toolId: str(m.toolId), toolName: str(m.toolName), input: obj(m.input),
+        description: str(m.description), done: false,
+      });
+      break;
+    }
+    case 'tool_result': {
+      const t = [...c.items].reverse().find((i): i is ToolItem => i.k === 'tool' && i.toolId === m.toolId);
+      if (t) {
+        t.done = true;
+        t.output = str(m.output);
+        t.isError = !!m.isError;
+        t.durationMs = m.durationMs as number;
+        t.v++;
+      }
+      break;
+    }
+    case 'permission_request':
+      endText(c);
+      push(c, {
+        k: 'perm', key, v: 0, requestId: str(m.requestId), toolName: str(m.toolName), input: obj(m.input),
+        description: str(m.description), live,
+      });
+      break;
+    case 'question':
+      endText(c);
+      push(c, {
+        k: 'question', key, v: 0, questionId: str(m.questionId), question: str(m.question),
+        options: (m.options as QuestionOption[]) || [], multiSelect: !!m.multiSelect, live,
+      });
+      break;
+    case 'task_sync':
+      c.tasks = (m.tasks as Task[]) || [];
+      break;
+    case 'agent_status':
+      c.agentStatus = str(m.status);
+      c.statusMessage = str(m.message);
+      break;
+    case 'session_info':
+      c.model = str(m.model) || c.model;
+      if (typeof m.contextUsagePercent === 'number') c.contextPct = m.contextUsagePercent;
+      break;
+    case 'usage': {
+      const cost = typeof m.costUsd === 'number' ? `$${m.costUsd.toFixed(4)}` : '';
+      const parts = [cost, `${fmtTokens(m.inputTokens)} in`, `${fmtTokens(m.outputTokens)} out`];
+      if (typeof m.durationMs === 'number') parts.push(`${(m.durationMs / 1000).toFixed(1)} s`);
+      push(c, { k: 'note', key, v: 0, kind: 'usage', text: parts.filter(Boolean).join(' · ') });
+      break;
+    }
+    case 'plan_mode':
+      c.planMode = !!m.active;
+      if (m.plan) push(c, { k: 'note', key, v: 0, kind: 'plan', text: str(m.plan) });
+      else push(c, { k: 'note', key, v: 0, kind: 'info', text: m.active ? 'Plan mode on' : 'Plan mode off' });
+      break;
+    case 'turn_complete':
+      endText(c);
+      push(c, { k: 'note', key, v: 0, kind: 'turn', text: m.stopReason ? `Turn complete (${str(m.stopReason)})` : 'Turn complete' });
+      break;
+    case 'error':
+      endText(c);
+      push(c, { k: 'note', key, v: 0, kind: 'error', text: `${str(m.message)}${m.code ? ` (${str(m.code)})` : ''}` });
+      break;
+    default:
+      return;
+  }
+  c.v++;
+  scheduleSave(c);
+  changed();
+}
+
+function endText(c: Conv) {
+  const t = lastText(c);
+  if (t) {
+    t.done = true;
+    t.v++;
+  }
+}
+
+export function fmtTokens(n: unknown): string {
+  const x = typeof n === 'number' ? n : 0;
+  return x >= 1e6 ? (x / 1e6).toFixed(1) + 'M' : x >= 1e3 ? (x / 1e3).toFixed(1) + 'k' : String(x);
+}
+
+/** Whether a permission request or question still waits for an answer. */
+export function isOpen(c: Conv, id: string, live: boolean): boolean {
+  if (c.resolved.has(id) || c.answered.has(id)) return false;
+  if (live) return true;
+  const s = state.sessions.get(c.sessionId);
+  return !!s?.pending?.some((p) => p.requestId === id || p.questionId === id);
+}
+
+// ---------------------------------------------------------------- actions
+
+async function viaWsOrRest(msg: Record<string, unknown>, rest: () => Promise<unknown>) {
+  if (state.conn === 'open') {
+    try {
+      await wsSend(msg);
+      return;
+    } catch (e) {
+      if (e instanceof ApiError) throw e; // the server refused it: don't send twice
+    }
+  }
+  await rest();
+}
+
+export async function answerPermission(sid: string, requestId: string, behavior: 'allow' | 'allowSession' | 'deny', message?: string) {
+  const c = conv(sid);
+  c.answered.set(requestId, behavior);
+  touchPrompt(c, requestId);
+  changed();
+  const body: Record<string, unknown> = { behavior };
+  if (message) body.message = message;
+  try {
+    await viaWsOrRest({ type: 'permission_response', sessionId: sid, requestId, ...body }, () =>
+      post(`/sessions/${encodeURIComponent(sid)}/permissions/${encodeURIComponent(requestId)}`, body),
+    );
+  } catch (e) {
+    if ((e as ApiError).code === 'PERMISSION_NOT_PENDING' || (e as ApiError).status === 409) {
+      c.resolved.add(requestId);
+      toast('That request was already answered or timed out');
+    } else {
+      c.answered.delete(requestId);
+      toast('Could not answer: ' + errText(e));
+    }
+    touchPrompt(c, requestId);
+    changed();
+  }
+  scheduleSave(c);
+}
+
+export async function answerQuestion(sid: string, questionId: string, question: string, answer: string) {
+  const c = conv(sid);
+  c.answered.set(questionId, answer);
+  touchPrompt(c, questionId);
+  changed();
+  const answers = { [question]: answer };
+  try {
+    await viaWsOrRest({ type: 'question_response', sessionId: sid, questionId, answers }, () =>
+      post(`/sessions/${encodeURIComponent(sid)}/questions/${encodeURIComponent(questionId)}`, { answers }),
+    );
+  } catch (e) {
+    c.answered.delete(questionId);
+    touchPrompt(c, questionId);
+    toast('Could not answer: ' + errText(e));
+    changed();
+  }
+  scheduleSave(c);
+}
+
+export async function sendMessage(sid: string, text: string, files: FileAttachment[]) {
+  const idempotencyKey = newKey();
+  const msg: Record<string, unknown> = { sessionId: sid, text, idempotencyKey };
+  if (files.length) msg.files = files;
+  // Shown at once; taken back if the server refuses it.
+  const echo = echoUser(sid, text + (files.length ? `\n[${files.length} image${files.length > 1 ? 's' : ''}]` : ''));
+  try {
+    await viaWsOrRest({ type: 'user_message', ...msg }, () =>
+      post(`/sessions/${encodeURIComponent(sid)}/messages`, { prompt: text, files: files.length ? files : undefined, idempotencyKey }),
+    );
+  } catch (e) {
+    const c = conv(sid);
+    c.items = c.items.filter((i) => i !== echo);
+    c.v++;
+    scheduleSave(c);
+    changed();
+    throw e;
+  }
+}
+
+/** Shows what the user sent: the event stream carries no user message of its own. */
+export function echoUser(sid: string, text: string): Item | undefined {
+  if (!text.trim()) return;
+  const c = conv(sid);
+  const it: UserItem = { k: 'user', key: 'local-' + newKey(), v: 0, text, local: true };
+  push(c, it);
+  c.v++;
+  scheduleSave(c);
+  changed();
+  return it;
+}
+
+export async function cancelTurn(sid: string) {
+  await viaWsOrRest({ type: 'cancel', sessionId: sid }, () => post(`/sessions/${encodeURIComponent(sid)}/stop`));
+}
+
+export function isBusy(sid: string): boolean {
+  const s = state.sessions.get(sid);
+  const c = state.convs.get(sid);
+  const st = c?.agentStatus || s?.agentStatus;
+  return (
+    (!!s && (s.status === 'starting' || s.status === 'running' || s.status === 'waiting')) ||
+    st === 'thinking' || st === 'executing_tool' || st === 'waiting_for_user' || st === 'compacting'
+  );
+}
