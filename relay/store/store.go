@@ -185,6 +185,9 @@ type Store interface {
 
 	// Identity holds users, teams, tokens, revocations and the audit log.
 	Identity
+	// Push holds Web Push subscriptions, their deduplication claims and
+	// the VAPID key (push.go).
+	Push
 
 	// Close commits what was already submitted and releases the store.
 	// It is idempotent.

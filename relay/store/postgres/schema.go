@@ -78,6 +78,9 @@ var migrations = []string{
 
 	// 4: accounts (store.Identity). Optional times are NULL when zero.
 	identitySchema,
+
+	// 5: Web Push (store.Push).
+	pushSchema,
 }
 
 // identitySchema is migration 4. Revocations have tables of their own so
@@ -167,6 +170,40 @@ const identitySchema = `
 	CREATE INDEX audit_events_at ON audit_events (at, id);
 	CREATE INDEX audit_events_actor ON audit_events (actor, at);
 	CREATE INDEX audit_events_target ON audit_events (target, at);`
+
+// pushSchema is migration 5. push_claims is the notifications already sent
+// per subscription (ClaimPushKey), pruned by created_at; vapid_keys holds
+// one row, the key every replica signs with.
+const pushSchema = `
+	CREATE TABLE push_subscriptions (
+		id          text        PRIMARY KEY,
+		user_id     text        NOT NULL,
+		endpoint    text        NOT NULL UNIQUE,
+		p256dh      text        NOT NULL,
+		auth        text        NOT NULL,
+		name        text        NOT NULL DEFAULT '',
+		kinds       text[]      NOT NULL DEFAULT '{}', -- empty: every kind
+		created_at  timestamptz NOT NULL,
+		last_status text        NOT NULL DEFAULT '', -- '', sent, failed, expired
+		last_at     timestamptz, -- NULL: never attempted
+		last_error  text        NOT NULL DEFAULT ''
+	);
+	CREATE INDEX push_subscriptions_user ON push_subscriptions (user_id, created_at, id);
+
+	CREATE TABLE push_claims (
+		subscription_id text        NOT NULL,
+		key             text        NOT NULL,
+		created_at      timestamptz NOT NULL,
+		PRIMARY KEY (subscription_id, key)
+	);
+	CREATE INDEX push_claims_created ON push_claims (created_at);
+
+	CREATE TABLE vapid_keys (
+		id          integer     PRIMARY KEY CHECK (id = 1),
+		private_key text        NOT NULL,
+		public_key  text        NOT NULL,
+		created_at  timestamptz NOT NULL
+	);`
 
 // migrationLock is the pg_advisory_xact_lock key that serialises migrations
 // of relay replicas starting together ("betcode" in ASCII).

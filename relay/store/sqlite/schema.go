@@ -67,6 +67,9 @@ var migrations = []string{
 
 	// 3: accounts (store.Identity) and the change log Watch polls.
 	identitySchema,
+
+	// 4: Web Push (store.Push), store/postgres's migration 5.
+	pushSchema,
 }
 
 // identitySchema is migration 3, store/postgres's migration 4 plus
@@ -163,6 +166,39 @@ const identitySchema = `
 		kind TEXT    NOT NULL,
 		ref  TEXT    NOT NULL,
 		at   INTEGER NOT NULL
+	);`
+
+// pushSchema is migration 4, as store/postgres's migration 5; kinds is a
+// JSON list.
+const pushSchema = `
+	CREATE TABLE push_subscriptions (
+		id          TEXT    NOT NULL PRIMARY KEY,
+		user_id     TEXT    NOT NULL,
+		endpoint    TEXT    NOT NULL UNIQUE,
+		p256dh      TEXT    NOT NULL,
+		auth        TEXT    NOT NULL,
+		name        TEXT    NOT NULL DEFAULT '',
+		kinds       TEXT    NOT NULL DEFAULT '[]', -- empty: every kind
+		created_at  INTEGER NOT NULL,
+		last_status TEXT    NOT NULL DEFAULT '', -- '', sent, failed, expired
+		last_at     INTEGER NOT NULL DEFAULT 0,
+		last_error  TEXT    NOT NULL DEFAULT ''
+	);
+	CREATE INDEX push_subscriptions_user ON push_subscriptions (user_id, created_at, id);
+
+	CREATE TABLE push_claims (
+		subscription_id TEXT    NOT NULL,
+		key             TEXT    NOT NULL,
+		created_at      INTEGER NOT NULL,
+		PRIMARY KEY (subscription_id, key)
+	);
+	CREATE INDEX push_claims_created ON push_claims (created_at);
+
+	CREATE TABLE vapid_keys (
+		id          INTEGER NOT NULL PRIMARY KEY CHECK (id = 1),
+		private_key TEXT    NOT NULL,
+		public_key  TEXT    NOT NULL,
+		created_at  INTEGER NOT NULL
 	);`
 
 // migrate brings the schema up to date.

@@ -48,6 +48,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"Closed", testClosed},
 	}
 	tests = append(tests, identityTests...)
+	tests = append(tests, pushTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.f(t, newDB(t)) })
 	}
