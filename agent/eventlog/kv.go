@@ -52,3 +52,12 @@ func (l *Log) GetKV(ctx context.Context, sessionID, prefix string) (_ map[string
 	}
 	return out, nil
 }
+
+// DeleteKV removes key from sessionID's key/value table, synchronously;
+// a missing key is not an error.
+func (l *Log) DeleteKV(ctx context.Context, sessionID, key string) error {
+	if _, err := l.wdb.ExecContext(ctx, `DELETE FROM kv WHERE session_id = ? AND key = ?`, sessionID, key); err != nil {
+		return fmt.Errorf("delete kv %s/%q: %w", sessionID, key, err)
+	}
+	return nil
+}

@@ -50,6 +50,10 @@ var migrations = []string{
 		value      BLOB,
 		PRIMARY KEY (session_id, key)
 	) WITHOUT ROWID;`,
+	// 2: a session's display name, creator and last stop reason (0.4.0).
+	`ALTER TABLE sessions ADD COLUMN name             TEXT NOT NULL DEFAULT '';
+	ALTER TABLE sessions ADD COLUMN created_by       TEXT NOT NULL DEFAULT '';
+	ALTER TABLE sessions ADD COLUMN last_stop_reason TEXT NOT NULL DEFAULT '';`,
 }
 
 // migrate brings the schema up to date.

@@ -22,6 +22,13 @@ type Session struct {
 	LastMessagePreview                  string
 	CompactionSeq                       uint64
 	Metadata                            map[string]string // stored as JSON
+	// Name is the display name a user gave ("" when none).
+	Name string
+	// CreatedBy is the user who created the session, as the relay named
+	// them ("" for local clients).
+	CreatedBy string
+	// LastStopReason is the stop reason of the last turn that ended.
+	LastStopReason string
 }
 
 // SessionFilter selects sessions for ListSessions. Empty string fields
@@ -47,12 +54,13 @@ func (l *Log) PutSession(ctx context.Context, s Session) error {
 		id, model, working_directory, worktree_id, status, claude_started,
 		created_at, updated_at, message_count, total_input_tokens,
 		total_output_tokens, total_cost_usd, last_message_preview,
-		compaction_seq, metadata
-	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		compaction_seq, metadata, name, created_by, last_stop_reason
+	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.ID, s.Model, s.WorkingDirectory, s.WorktreeID, s.Status, s.ClaudeStarted,
 		unixNano(s.CreatedAt), unixNano(s.UpdatedAt), int64(s.MessageCount),
 		int64(s.TotalInputTokens), int64(s.TotalOutputTokens), s.TotalCostUSD,
-		s.LastMessagePreview, int64(s.CompactionSeq), string(meta))
+		s.LastMessagePreview, int64(s.CompactionSeq), string(meta),
+		s.Name, s.CreatedBy, s.LastStopReason)
 	if err != nil {
 		return fmt.Errorf("put session %s: %w", s.ID, err)
 	}
@@ -62,7 +70,7 @@ func (l *Log) PutSession(ctx context.Context, s Session) error {
 const sessionColumns = `id, model, working_directory, worktree_id, status,
 	claude_started, created_at, updated_at, message_count, total_input_tokens,
 	total_output_tokens, total_cost_usd, last_message_preview, compaction_seq,
-	metadata`
+	metadata, name, created_by, last_stop_reason`
 
 // scanSession decodes one row of sessionColumns.
 func scanSession(scan func(...any) error) (Session, error) {
@@ -73,7 +81,7 @@ func scanSession(scan func(...any) error) (Session, error) {
 	)
 	if err := scan(&s.ID, &s.Model, &s.WorkingDirectory, &s.WorktreeID, &s.Status,
 		&s.ClaudeStarted, &created, &updated, &msgs, &in, &out, &s.TotalCostUSD,
-		&s.LastMessagePreview, &comp, &meta); err != nil {
+		&s.LastMessagePreview, &comp, &meta, &s.Name, &s.CreatedBy, &s.LastStopReason); err != nil {
 		return Session{}, err
 	}
 	s.CreatedAt, s.UpdatedAt = fromUnixNano(created), fromUnixNano(updated)
@@ -148,4 +156,44 @@ func (l *Log) ListSessions(ctx context.Context, f SessionFilter) (sessions []Ses
 		return nil, 0, fmt.Errorf("list sessions: %w", err)
 	}
 	return sessions, total, nil
+}
+
+// DeleteSession deletes a session: its metadata row, its events and its
+// key/value entries, in one transaction. It first waits for everything
+// already appended to be committed, so the caller must have stopped
+// appending events of sessionID; afterwards Append accepts the id again
+// from sequence 1 (an adopted Claude Code session can be adopted again).
+// Deleting an unknown session is not an error; found reports whether the
+// row existed.
+func (l *Log) DeleteSession(ctx context.Context, sessionID string) (found bool, err error) {
+	if err := l.Flush(ctx); err != nil {
+		return false, fmt.Errorf("delete session %s: %w", sessionID, err)
+	}
+	if err := l.lock(ctx); err != nil {
+		return false, fmt.Errorf("delete session %s: %w", sessionID, err)
+	}
+	defer l.unlock()
+	tx, err := l.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("delete session %s: %w", sessionID, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit a no-op
+	res, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, sessionID)
+	if err != nil {
+		return false, fmt.Errorf("delete session %s: %w", sessionID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("delete session %s: %w", sessionID, err)
+	}
+	for _, q := range []string{`DELETE FROM events WHERE session_id = ?`, `DELETE FROM kv WHERE session_id = ?`} {
+		if _, err := tx.ExecContext(ctx, q, sessionID); err != nil {
+			return false, fmt.Errorf("delete session %s: %w", sessionID, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("delete session %s: %w", sessionID, err)
+	}
+	delete(l.lastSeq, sessionID)
+	return n > 0, nil
 }

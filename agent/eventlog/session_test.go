@@ -24,6 +24,7 @@ func TestSessionRoundTrip(t *testing.T) {
 			MessageCount: 42, TotalInputTokens: 1 << 40, TotalOutputTokens: ^uint64(0),
 			TotalCostUSD: 1.25, LastMessagePreview: "hello ✓", CompactionSeq: 99,
 			Metadata: map[string]string{"a": "1", "b": "two"},
+			Name:     "my session ✓", CreatedBy: "user-1", LastStopReason: "end_turn",
 		}},
 	}
 	for _, tt := range tests {

@@ -31,7 +31,21 @@ const (
 	// MDFollow on ResumeSession: "true" keeps the stream open for live events
 	// after the session goes idle, instead of ending it.
 	MDFollow = "x-betcode-follow"
+	// MDUser names the user a call is made for. The relay sets it on every
+	// call it forwards (relay/auth.UserHeader); local clients send none.
+	// The agent records it as a session's created_by.
+	MDUser = "x-betcode-user"
 )
+
+// callUser returns the x-betcode-user metadata of the call, or "".
+func callUser(ctx context.Context) string {
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get(MDUser); len(v) > 0 {
+			return v[0]
+		}
+	}
+	return ""
+}
 
 // Agent implements AgentService.
 type Agent struct {
@@ -76,6 +90,7 @@ func (a *Agent) Converse(stream pb.AgentService_ConverseServer) error {
 		sess, err = a.Sessions.Create(ctx, session.CreateRequest{
 			WorkingDirectory: start.WorkingDirectory, Model: start.Model, WorktreeID: start.WorktreeId,
 			AllowedTools: start.AllowedTools, PlanMode: start.PlanMode, Metadata: start.Metadata,
+			CreatedBy: callUser(ctx),
 		})
 		if err != nil {
 			return fail(err)
@@ -212,10 +227,7 @@ func (a *Agent) handleRequest(ctx context.Context, sess *session.Session, client
 	case *pb.AgentRequest_Message:
 		return sess.SendUserAs(ctx, clientID, r.Message.GetContent(), r.Message.GetAttachments())
 	case *pb.AgentRequest_Permission:
-		if r.Permission.GetRequestId() == "" {
-			return &session.InvalidError{Msg: "permission response needs a request_id"}
-		}
-		return sess.AnswerPermission(ctx, r.Permission.GetRequestId(), r.Permission.GetDecision(), r.Permission.GetReason())
+		return sess.Respond(ctx, r.Permission)
 	case *pb.AgentRequest_Cancel:
 		_, err := sess.Cancel(ctx)
 		return err
@@ -263,27 +275,13 @@ func (a *Agent) ListSessions(ctx context.Context, req *pb.ListSessionsRequest) (
 	if limit == 0 {
 		limit = 100
 	}
-	list, total, err := a.Sessions.List(ctx, eventlog.SessionFilter{
+	list, total, err := a.Sessions.Summaries(ctx, eventlog.SessionFilter{
 		WorkingDirectory: req.WorkingDirectory, WorktreeID: req.WorktreeId, Limit: limit, Offset: int(req.Offset),
 	})
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	resp := &pb.ListSessionsResponse{Total: uint32(total)}
-	for _, s := range list {
-		resp.Sessions = append(resp.Sessions, summary(s))
-	}
-	return resp, nil
-}
-
-func summary(s eventlog.Session) *pb.SessionSummary {
-	return &pb.SessionSummary{
-		Id: s.ID, Model: s.Model, WorkingDirectory: s.WorkingDirectory, WorktreeId: s.WorktreeID,
-		Status: s.Status, MessageCount: s.MessageCount,
-		TotalInputTokens: uint32(s.TotalInputTokens), TotalOutputTokens: uint32(s.TotalOutputTokens),
-		TotalCostUsd: s.TotalCostUSD, CreatedAt: timestamppb.New(s.CreatedAt), UpdatedAt: timestamppb.New(s.UpdatedAt),
-		LastMessagePreview: s.LastMessagePreview,
-	}
+	return &pb.ListSessionsResponse{Total: uint32(max(total, 0)), Sessions: list}, nil
 }
 
 // ResumeSession replays a session from a sequence, then streams live events
@@ -424,7 +422,7 @@ func (a *Agent) AdoptSession(ctx context.Context, req *pb.AdoptSessionRequest) (
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.AdoptSessionResponse{Session: summary(sess.Meta()), ImportedEvents: uint32(n)}, nil
+	return &pb.AdoptSessionResponse{Session: sess.Summary(), ImportedEvents: uint32(n)}, nil
 }
 
 // pastEnd refuses a replay point beyond the session's last sequence.

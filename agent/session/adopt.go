@@ -61,10 +61,17 @@ func (m *Manager) Adopt(ctx context.Context, id string) (*Session, int, error) {
 		return nil, 0, fmt.Errorf("save adopted session: %w", err)
 	}
 	s := newSession(m, meta, 0)
+	// The imported history is not news to watchers: one update announces
+	// the session instead.
+	s.feedFrom = uint64(len(imp.Events))
 	m.mu.Lock()
 	m.sessions[id] = s
+	delete(m.gone, id) // adopted again after a deletion
 	m.mu.Unlock()
 	s.emitImported(ctx, imp.Events)
+	s.mu.Lock()
+	s.publishLocked(&pb.AgentEvent{Event: &pb.AgentEvent_SessionInfo{SessionInfo: s.info(true)}})
+	s.mu.Unlock()
 	m.cfg.Logger.Info("session: adopted a Claude Code session", "session_id", id, "events", len(imp.Events), "transcript", info.Path)
 	return s, len(imp.Events), nil
 }

@@ -22,6 +22,7 @@ type Config struct {
 	DefaultDir        string        // working directory when the client names none [process cwd]
 	ClaudeHome        string        // home whose ~/.claude holds Claude Code transcripts [$HOME]
 	SubscriberBuffer  int           // events buffered per client before it is cut off [8192]
+	WatchBuffer       int           // session updates buffered per WatchSessions stream before it is cut off [1024]
 	StopGrace         time.Duration // per stop step: end_session, SIGTERM, SIGKILL [3s]
 	MaxMessageBytes   int           // largest user message accepted [1 MiB]
 	// Permissions decides can_use_tool requests before anyone is asked
@@ -48,6 +49,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.SubscriberBuffer <= 0 {
 		c.SubscriberBuffer = 8192
+	}
+	if c.WatchBuffer <= 0 {
+		c.WatchBuffer = 1024
 	}
 	if c.StopGrace <= 0 {
 		c.StopGrace = 3 * time.Second

@@ -15,4 +15,13 @@
 // subscriber joined and takes the rest from its live buffer, deduplicating by
 // sequence, so a client that attaches at any moment sees every event exactly
 // once.
+//
+// Besides each session's event stream, the Manager keeps a change feed of
+// session states (Watch, behind WatchSessions): publishing an event that
+// changes what a session list shows (session_info, status, usage, a prompt,
+// turn end, error), resolving a prompt, a rename and a deletion each offer a
+// whole SessionUpdate to every watcher, without blocking. A watcher whose
+// bounded buffer fills is cut off with a *WatchOverflowError and watches
+// again from a fresh snapshot; updates carry whole states, so nothing else
+// is needed to catch up.
 package session

@@ -35,3 +35,14 @@ func (e *SlowConsumerError) Error() string {
 }
 
 func (e *SlowConsumerError) Unwrap() error { return ErrSlowConsumer }
+
+// DirectoryError refuses a working directory that does not exist (or is
+// not a directory). It wraps the *InvalidError that explains it.
+type DirectoryError struct {
+	Dir string
+	Err error
+}
+
+func (e *DirectoryError) Error() string { return e.Err.Error() }
+
+func (e *DirectoryError) Unwrap() error { return e.Err }

@@ -41,6 +41,16 @@ type Manager struct {
 	draining  atomic.Bool
 	turnMu    sync.Mutex
 	turnEnded chan struct{}
+
+	// feed announces session changes to WatchSessions (feed.go).
+	feed feed
+	// gone holds the ids of sessions deleted since the agent started, under
+	// mu, so that a Get racing a Delete cannot load the session again.
+	gone map[string]struct{}
+	// starting holds the idempotency keys of StartSession calls in flight,
+	// under startMu; a repeat waits for the channel to close.
+	startMu  sync.Mutex
+	starting map[string]chan struct{}
 }
 
 // Open opens (or creates) the event log at dbPath and returns a Manager.
@@ -137,6 +147,32 @@ type CreateRequest struct {
 	AllowedTools     []string
 	PlanMode         bool
 	Metadata         map[string]string
+	// Name is the display name (at most MaxNameRunes characters).
+	Name string
+	// CreatedBy is the user who asked for the session ("" for local
+	// clients).
+	CreatedBy string
+	// PermissionMode is a Claude Code permission mode: "" or "default",
+	// "acceptEdits" (the CLI's --permission-mode), "plan" (as PlanMode) or
+	// "bypassPermissions" (the agent allows every tool call no rule
+	// denies, without asking: the CLI's own bypass mode refuses to run as
+	// root).
+	PermissionMode string
+}
+
+// applyPermissionMode records req's permission mode in meta.
+func applyPermissionMode(req *CreateRequest, meta *eventlog.Session) error {
+	switch req.PermissionMode {
+	case "", PermissionModeDefault:
+	case PermissionModePlan:
+		req.PlanMode = true
+	case PermissionModeAcceptEdits, PermissionModeBypass:
+		meta.Metadata[metaPermissionMode] = req.PermissionMode
+	default:
+		return invalidf("permission_mode %q is not one of %q, %q, %q, %q", req.PermissionMode,
+			PermissionModeDefault, PermissionModeAcceptEdits, PermissionModePlan, PermissionModeBypass)
+	}
+	return nil
 }
 
 // Create makes a new session and announces it with a SessionInfo event. The
@@ -150,7 +186,11 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Session, erro
 		return nil, invalidf("working_directory %q must be an absolute path", dir)
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return nil, invalidf("working_directory %q is not an existing directory", dir)
+		return nil, &DirectoryError{Dir: dir, Err: invalidf("working_directory %q is not an existing directory", dir)}
+	}
+	name, err := checkName(req.Name)
+	if err != nil {
+		return nil, err
 	}
 	model := req.Model
 	if model == "" {
@@ -159,10 +199,14 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Session, erro
 	now := m.cfg.Now()
 	meta := eventlog.Session{
 		ID: uuid.NewString(), Model: model, WorkingDirectory: dir, WorktreeID: req.WorktreeID,
-		Status: StatusIdle, CreatedAt: now, UpdatedAt: now, Metadata: req.Metadata,
+		Status: StatusIdle, CreatedAt: now, UpdatedAt: now, Metadata: map[string]string{},
+		Name: name, CreatedBy: req.CreatedBy,
 	}
-	if meta.Metadata == nil {
-		meta.Metadata = map[string]string{}
+	for k, v := range req.Metadata {
+		meta.Metadata[k] = v
+	}
+	if err := applyPermissionMode(&req, &meta); err != nil {
+		return nil, err
 	}
 	if len(req.AllowedTools) > 0 {
 		meta.Metadata[metaAllowedTools] = joinList(req.AllowedTools)
@@ -199,6 +243,9 @@ func (m *Manager) Get(ctx context.Context, id string) (*Session, error) {
 	s := m.sessions[id]
 	m.mu.Unlock()
 	if s != nil {
+		if s.deleted.Load() {
+			return nil, ErrNotFound
+		}
 		return s, nil
 	}
 	meta, err := m.log.GetSession(ctx, id)
@@ -219,7 +266,13 @@ func (m *Manager) Get(ctx context.Context, id string) (*Session, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if cur := m.sessions[id]; cur != nil {
+		if cur.deleted.Load() {
+			return nil, ErrNotFound
+		}
 		return cur, nil
+	}
+	if _, gone := m.gone[id]; gone {
+		return nil, ErrNotFound // deleted while we read it
 	}
 	m.sessions[id] = s
 	return s, nil
@@ -269,6 +322,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	for _, s := range all {
 		s.closeSubscribers(ErrClosed)
 	}
+	m.feed.close(ErrClosed)
 	return m.log.Close()
 }
 

@@ -12,7 +12,7 @@ type Metrics struct {
 	// SlowConsumerCuts counts clients cut off for falling behind.
 	SlowConsumerCuts prometheus.Counter
 	// Permissions counts permission decisions by decision (allow, deny,
-	// ask) and source (rule, session_grant, user, timeout, cancelled).
+	// ask) and source (rule, session_grant, mode, user, timeout, cancelled).
 	Permissions *prometheus.CounterVec
 }
 
@@ -28,7 +28,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		SlowConsumerCuts: counter("betcode_agent_slow_consumer_cuts_total", "Clients cut off because their live buffer filled (they resume from the log)."),
 		Permissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "betcode_agent_permission_decisions_total",
-			Help: "Tool permission decisions by decision (allow, deny, ask) and source (rule, session_grant, user, timeout, cancelled).",
+			Help: "Tool permission decisions by decision (allow, deny, ask) and source (rule, session_grant, mode, user, timeout, cancelled).",
 		}, []string{"decision", "source"}),
 	}
 	reg.MustRegister(m.CLIStarts, m.CLIRestarts, m.CLICrashes, m.SlowConsumerCuts, m.Permissions)
@@ -69,7 +69,7 @@ func (m *Metrics) decided(decision, source string) {
 		decision = "other"
 	}
 	switch source {
-	case "rule", "session_grant", "user", "timeout", "cancelled":
+	case "rule", "session_grant", "mode", "user", "timeout", "cancelled":
 	default:
 		source = "other"
 	}

@@ -28,6 +28,9 @@ type pending struct {
 	question  bool // AskUserQuestion: answered with UserQuestionResponse
 	timer     *time.Timer
 	timeout   time.Duration // the timeout timer's, for its message
+	// events are the published events that asked (one PermissionRequest,
+	// or the UserQuestions of one AskUserQuestion); none until published.
+	events []*pb.AgentEvent
 }
 
 // LogEntry is one permission decision, as stored in the session's log.
@@ -36,10 +39,12 @@ type LogEntry struct {
 	Tool      string          `json:"tool"`
 	Input     json.RawMessage `json:"input,omitempty"`
 	Decision  string          `json:"decision"` // allow | deny
-	Source    string          `json:"source"`   // rule | session_grant | user | timeout | cancelled
+	Source    string          `json:"source"`   // rule | session_grant | mode | user | timeout | cancelled
 	Rule      string          `json:"rule,omitempty"`
 	Reason    string          `json:"reason,omitempty"`
-	At        time.Time       `json:"at"`
+	// UpdatedInput is the input the user edited the request to run with.
+	UpdatedInput json.RawMessage `json:"updated_input,omitempty"`
+	At           time.Time       `json:"at"`
 }
 
 const (
@@ -119,6 +124,14 @@ func (s *Session) canUseTool(ctx context.Context, p *claude.Process, env *claude
 			return false
 		}
 	}
+	if !pend.question && s.permissionMode() == PermissionModeBypass {
+		// The session's mode allows what no rule decided (rules that deny
+		// still deny): nobody is asked.
+		_ = p.SendControlSuccess(env.RequestID, allowResponse(req.Input))
+		s.logDecision(ctx, LogEntry{RequestID: env.RequestID, Tool: req.ToolName, Input: req.Input, Decision: "allow",
+			Source: "mode", Rule: "permission mode " + PermissionModeBypass, Reason: "allowed by the session's permission mode"})
+		return false
+	}
 	if !pend.question {
 		s.m.cfg.Metrics.decided("ask", "rule")
 	}
@@ -167,6 +180,9 @@ func (s *Session) takePending(id string) *pending {
 	if pend.timer != nil {
 		pend.timer.Stop()
 	}
+	if len(pend.events) > 0 {
+		s.publishLocked(nil) // the prompt left the pending list
+	}
 	return pend
 }
 
@@ -181,11 +197,16 @@ func (s *Session) dropPending(ctx context.Context, id string) {
 func (s *Session) clearPending() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	announced := false
 	for id, p := range s.perms {
 		if p.timer != nil {
 			p.timer.Stop()
 		}
+		announced = announced || len(p.events) > 0
 		delete(s.perms, id)
+	}
+	if announced {
+		s.publishLocked(nil)
 	}
 }
 
@@ -242,10 +263,31 @@ func (s *Session) PermissionLog(ctx context.Context, limit int) ([]*pb.Permissio
 // AnswerPermission answers an open can_use_tool request. ALLOW_SESSION also
 // grants the same tool and pattern for the rest of the session (persisted).
 func (s *Session) AnswerPermission(ctx context.Context, requestID string, decision pb.PermissionDecision, reason string) error {
+	return s.Respond(ctx, &pb.PermissionResponse{RequestId: requestID, Decision: decision, Reason: reason})
+}
+
+// Respond answers an open can_use_tool request as AnswerPermission does.
+// An allow with updated_input runs the tool with that input (Claude Code's
+// updatedInput) instead of the one Claude proposed; a deny ignores it. A
+// request that is no longer open (answered, timed out, withdrawn, or its
+// CLI gone) fails with ErrStale.
+func (s *Session) Respond(ctx context.Context, r *pb.PermissionResponse) error {
+	requestID, decision, reason := r.GetRequestId(), r.GetDecision(), r.GetReason()
+	if requestID == "" {
+		return invalidf("permission response needs a request_id")
+	}
 	switch decision {
 	case pb.PermissionDecision_ALLOW_ONCE, pb.PermissionDecision_ALLOW_SESSION, pb.PermissionDecision_DENY:
 	default:
 		return invalidf("permission decision must be ALLOW_ONCE, ALLOW_SESSION or DENY")
+	}
+	var updated json.RawMessage
+	if u := r.GetUpdatedInput(); u != nil && decision != pb.PermissionDecision_DENY {
+		b, err := json.Marshal(u.AsMap())
+		if err != nil {
+			return invalidf("updated_input cannot be encoded as JSON: %v", err)
+		}
+		updated = b
 	}
 	s.mu.Lock()
 	pend := s.perms[requestID]
@@ -277,16 +319,25 @@ func (s *Session) AnswerPermission(ctx context.Context, requestID string, decisi
 		return nil
 	}
 	entry.Decision = "allow"
+	run := pend.input
+	if updated != nil {
+		// What the user approved is what runs, and what a session grant
+		// is made of.
+		run, entry.UpdatedInput, entry.Reason = updated, updated, "ran with the input edited by the user"
+		s.m.cfg.Logger.Info("session: permission allowed with edited input", "session_id", s.id,
+			"request_id", requestID, "tool", pend.tool, "input", string(pend.input), "updated_input", string(updated))
+	}
 	if decision == pb.PermissionDecision_ALLOW_SESSION {
 		var input map[string]any
-		_ = json.Unmarshal(pend.input, &input)
+		_ = json.Unmarshal(run, &input)
 		g := permission.GrantFor(pend.tool, input)
-		entry.Rule, entry.Reason = g.String(), "allowed for the rest of the session"
+		entry.Rule = g.String()
+		entry.Reason = strings.TrimPrefix(entry.Reason+"; allowed for the rest of the session", "; ")
 		if err := s.addGrant(ctx, g); err != nil {
 			return err
 		}
 	}
-	if err := p.SendControlSuccess(requestID, allowResponse(pend.input)); err != nil {
+	if err := p.SendControlSuccess(requestID, allowResponse(run)); err != nil {
 		return fmt.Errorf("answer claude: %w", err)
 	}
 	s.logDecision(ctx, entry)
@@ -354,4 +405,19 @@ func (s *Session) AnswerQuestion(ctx context.Context, questionID string, answers
 	s.logDecision(ctx, LogEntry{RequestID: questionID, Tool: pend.tool, Input: pend.input, Decision: "allow", Source: "user", Reason: "answered"})
 	s.emitStatus(ctx, nil, pb.AgentStatus_THINKING, "")
 	return nil
+}
+
+// Claude Code permission modes a session can start in (StartSession).
+const (
+	PermissionModeDefault     = "default"
+	PermissionModeAcceptEdits = "acceptEdits"
+	PermissionModePlan        = "plan"
+	PermissionModeBypass      = "bypassPermissions"
+)
+
+// permissionMode returns the session's permission mode ("" for default).
+func (s *Session) permissionMode() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.meta.Metadata[metaPermissionMode]
 }

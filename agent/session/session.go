@@ -37,11 +37,16 @@ const (
 	CodeSessionNotFound   = "SESSION_NOT_FOUND"
 	CodePermissionStale   = "PERMISSION_STALE"
 	CodeAgentShuttingDown = "AGENT_SHUTTING_DOWN"
+	// CodePermissionNotPending: the permission request or question answered
+	// is not open (any more).
+	CodePermissionNotPending = "PERMISSION_NOT_PENDING"
 )
 
 const (
-	metaAllowedTools = "betcode.allowed_tools"
-	metaPlanMode     = "betcode.plan_mode"
+	metaAllowedTools   = "betcode.allowed_tools"
+	metaPlanMode       = "betcode.plan_mode"
+	metaPermissionMode = "betcode.permission_mode"
+	metaStartKey       = "betcode.start_key" // StartSession's idempotency key
 )
 
 // Session is one conversation with Claude.
@@ -89,6 +94,18 @@ type Session struct {
 	trMu sync.Mutex
 
 	idemMu sync.Mutex // serialises SendUserOnce
+
+	// saveMu serialises writes of the metadata row; each copies the
+	// metadata under it, so the last write holds the latest state.
+	saveMu sync.Mutex
+	// deleted is set (under emitMu and mu) when Delete begins: the session
+	// then takes no message, emits nothing and saves nothing.
+	deleted atomic.Bool
+	// status is the last AgentStatus published (under mu).
+	status pb.AgentStatus
+	// feedFrom: events up to this sequence are not announced to watchers
+	// (an adopted transcript's imported events); under mu.
+	feedFrom uint64
 }
 
 func newSession(m *Manager, meta eventlog.Session, lastSeq uint64) *Session {
@@ -141,6 +158,9 @@ func (s *Session) emitEvents(ctx context.Context, settle bool, evs ...*pb.AgentE
 	}
 	s.emitMu.Lock()
 	defer s.emitMu.Unlock()
+	if s.deleted.Load() {
+		return
+	}
 	now := s.m.cfg.Now()
 	records := make([]eventlog.Event, 0, len(evs))
 	for _, ev := range evs {
@@ -156,6 +176,11 @@ func (s *Session) emitEvents(ctx context.Context, settle bool, evs ...*pb.AgentE
 	}
 	s.mu.Lock()
 	s.pending = append(s.pending, evs...)
+	for _, ev := range evs {
+		if tc := ev.GetTurnComplete(); tc != nil {
+			s.meta.LastStopReason = tc.StopReason
+		}
+	}
 	if settle {
 		s.resetAt = s.seq
 	}
@@ -222,6 +247,7 @@ func (s *Session) publishUpTo(seq uint64) {
 		if s.doneTurns != done {
 			s.m.turnsEnded()
 		}
+		s.observeLocked(ev)
 		for sub := range s.subs {
 			if sub.offer(ev) {
 				s.m.cfg.Metrics.cut()
@@ -262,16 +288,7 @@ func (s *Session) SendUser(ctx context.Context, text string, attachments []*pb.A
 // another client holds the session's input lock, and takes the free lock for
 // a named client.
 func (s *Session) SendUserAs(ctx context.Context, clientID, text string, attachments []*pb.Attachment) error {
-	if strings.TrimSpace(text) == "" && len(attachments) == 0 {
-		return invalidf("user message is empty")
-	}
-	if !utf8.ValidString(text) {
-		return invalidf("user message is not valid UTF-8")
-	}
-	if len(text) > s.m.cfg.MaxMessageBytes {
-		return invalidf("user message is %d bytes; the limit is %d", len(text), s.m.cfg.MaxMessageBytes)
-	}
-	content, err := buildContent(text, attachments, s.m.cfg.MaxMessageBytes)
+	content, err := s.m.messageContent(text, attachments)
 	if err != nil {
 		return err
 	}
@@ -294,6 +311,9 @@ func (s *Session) SendUserAs(ctx context.Context, clientID, text string, attachm
 	if s.m.Draining() {
 		return ErrDraining
 	}
+	if s.deleted.Load() {
+		return ErrNotFound
+	}
 	if s.lockHolder == "" && clientID != "" {
 		s.lockHolder = clientID
 	}
@@ -310,14 +330,23 @@ func (s *Session) SendUserAs(ctx context.Context, clientID, text string, attachm
 	s.meta.MessageCount++
 	s.meta.LastMessagePreview = preview(text)
 	s.meta.UpdatedAt = s.m.cfg.Now()
-	meta := s.meta
-	go func() {
-		// Persist the new status off the caller's path; a failure is logged.
-		if err := s.m.log.PutSession(context.WithoutCancel(ctx), meta); err != nil {
-			s.m.cfg.Logger.Error("session: save", "session_id", s.id, "err", err)
-		}
-	}()
+	// Persist the new status off the caller's path; a failure is logged.
+	go s.saveMeta(context.WithoutCancel(ctx))
 	return nil
+}
+
+// messageContent checks a user message and builds what the CLI is sent.
+func (m *Manager) messageContent(text string, attachments []*pb.Attachment) (claude.UserContent, error) {
+	if strings.TrimSpace(text) == "" && len(attachments) == 0 {
+		return claude.UserContent{}, invalidf("user message is empty")
+	}
+	if !utf8.ValidString(text) {
+		return claude.UserContent{}, invalidf("user message is not valid UTF-8")
+	}
+	if len(text) > m.cfg.MaxMessageBytes {
+		return claude.UserContent{}, invalidf("user message is %d bytes; the limit is %d", len(text), m.cfg.MaxMessageBytes)
+	}
+	return buildContent(text, attachments, m.cfg.MaxMessageBytes)
 }
 
 func preview(s string) string {
@@ -356,8 +385,11 @@ func (s *Session) ensureProcessLocked(ctx context.Context) error {
 	if v := s.meta.Metadata[metaAllowedTools]; v != "" {
 		opts.AllowedTools = splitList(v)
 	}
+	if s.meta.Metadata[metaPermissionMode] == PermissionModeAcceptEdits {
+		opts.PermissionMode = PermissionModeAcceptEdits
+	}
 	if s.meta.Metadata[metaPlanMode] == "true" && !s.meta.ClaudeStarted {
-		opts.PermissionMode = "plan"
+		opts.PermissionMode = PermissionModePlan
 	}
 	p, err := claude.Start(ctx, opts)
 	if err != nil {
@@ -420,6 +452,10 @@ func (s *Session) readLoop(p *claude.Process, resumed bool, restart int, done ch
 	s.clearPending()
 	if bad := p.BadLines(); bad > 0 {
 		log.Warn("session: claude wrote malformed lines", "bad_lines", bad)
+	}
+	if s.deleted.Load() {
+		log.Debug("session: claude stopped for the session's deletion", "err", waitErr)
+		return
 	}
 	if !s.unsettled() {
 		log.Debug("session: claude exited", "err", waitErr)
@@ -611,6 +647,19 @@ func (s *Session) recordResult(evs []*pb.AgentEvent) {
 }
 
 func (s *Session) saveMeta(ctx context.Context) {
+	if err := s.persist(ctx); err != nil {
+		s.m.cfg.Logger.Error("session: save", "session_id", s.id, "err", err)
+	}
+}
+
+// persist writes the session's metadata row, unless the session is being
+// deleted (a late write would bring the row back).
+func (s *Session) persist(ctx context.Context) error {
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
+	if s.deleted.Load() {
+		return nil
+	}
 	open := s.unsettled() // counts TurnCompletes emitted but not yet committed
 	s.mu.Lock()
 	meta := s.meta
@@ -620,9 +669,7 @@ func (s *Session) saveMeta(ctx context.Context) {
 		meta.Status = StatusActive
 	}
 	s.mu.Unlock()
-	if err := s.m.log.PutSession(context.WithoutCancel(ctx), meta); err != nil {
-		s.m.cfg.Logger.Error("session: save", "session_id", s.id, "err", err)
-	}
+	return s.m.log.PutSession(context.WithoutCancel(ctx), meta)
 }
 
 // Cancel interrupts the running turn; it reports whether one was running.

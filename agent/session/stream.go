@@ -98,12 +98,18 @@ type StreamOptions struct {
 // Stream sends the session's events with sequence > opt.From to send, first
 // from the log, then live, with no gap and no duplicate. It returns nil when
 // UntilIdle is satisfied, ctx.Err() when ctx ends, a *SlowConsumerError when
-// the client fell behind, and ErrClosed when the agent shuts down. The event
+// the client fell behind, ErrClosed when the agent shuts down and
+// ErrNotFound when the session is deleted. The event
 // passed to send is only valid during the call (replayed events reuse one
 // message); send must not modify it.
 func (s *Session) Stream(ctx context.Context, opt StreamOptions, send func(*pb.AgentEvent) error) error {
 	sub, snapshot := s.subscribe()
 	defer s.unsubscribe(sub)
+	if s.deleted.Load() {
+		// Set before Delete cuts the subscribers off: either this
+		// subscriber was cut, or it sees the flag.
+		return ErrNotFound
+	}
 	if opt.OnCut != nil {
 		done := make(chan struct{})
 		defer close(done)
