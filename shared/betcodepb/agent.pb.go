@@ -773,6 +773,7 @@ type AgentEvent struct {
 	//	*AgentEvent_PlanMode
 	//	*AgentEvent_TurnComplete
 	//	*AgentEvent_DeprecationWarning
+	//	*AgentEvent_UserInput
 	Event         isAgentEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -953,6 +954,15 @@ func (x *AgentEvent) GetDeprecationWarning() *DeprecationWarning {
 	return nil
 }
 
+func (x *AgentEvent) GetUserInput() *UserInputEvent {
+	if x != nil {
+		if x, ok := x.Event.(*AgentEvent_UserInput); ok {
+			return x.UserInput
+		}
+	}
+	return nil
+}
+
 type isAgentEvent_Event interface {
 	isAgentEvent_Event()
 }
@@ -1023,6 +1033,13 @@ type AgentEvent_DeprecationWarning struct {
 	DeprecationWarning *DeprecationWarning `protobuf:"bytes,22,opt,name=deprecation_warning,json=deprecationWarning,proto3,oneof"`
 }
 
+type AgentEvent_UserInput struct {
+	// A user message the agent accepted (from any client, or StartSession),
+	// stored before the events of the turn it starts, so that replays show
+	// the prompts as well as the answers. (Added in 0.4.0.)
+	UserInput *UserInputEvent `protobuf:"bytes,23,opt,name=user_input,json=userInput,proto3,oneof"`
+}
+
 func (*AgentEvent_TextDelta) isAgentEvent_Event() {}
 
 func (*AgentEvent_ToolCallStart) isAgentEvent_Event() {}
@@ -1049,6 +1066,141 @@ func (*AgentEvent_TurnComplete) isAgentEvent_Event() {}
 
 func (*AgentEvent_DeprecationWarning) isAgentEvent_Event() {}
 
+func (*AgentEvent_UserInput) isAgentEvent_Event() {}
+
+// UserInputEvent is a user message as the session's log keeps it: the text
+// and a description of each attachment, never the attachment's bytes.
+// Prompts the agent sends on its own (e.g. /compact) are not recorded.
+// (Added in 0.4.0.)
+type UserInputEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Prompt text, as sent.
+	Content string `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
+	// The files sent with the prompt, without their content.
+	Attachments []*AttachmentInfo `protobuf:"bytes,2,rep,name=attachments,proto3" json:"attachments,omitempty"`
+	// The user who sent it, as the relay named them (x-betcode-user); empty
+	// for local clients. (Added in 0.4.0.)
+	SentBy        string `protobuf:"bytes,3,opt,name=sent_by,json=sentBy,proto3" json:"sent_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserInputEvent) Reset() {
+	*x = UserInputEvent{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserInputEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserInputEvent) ProtoMessage() {}
+
+func (x *UserInputEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserInputEvent.ProtoReflect.Descriptor instead.
+func (*UserInputEvent) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *UserInputEvent) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
+func (x *UserInputEvent) GetAttachments() []*AttachmentInfo {
+	if x != nil {
+		return x.Attachments
+	}
+	return nil
+}
+
+func (x *UserInputEvent) GetSentBy() string {
+	if x != nil {
+		return x.SentBy
+	}
+	return ""
+}
+
+// AttachmentInfo describes an attachment of a user message without its
+// content. (Added in 0.4.0.)
+type AttachmentInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Original file name.
+	Filename string `protobuf:"bytes,1,opt,name=filename,proto3" json:"filename,omitempty"`
+	// MIME type, e.g. "image/png".
+	MimeType string `protobuf:"bytes,2,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	// Size of the content in bytes.
+	Size          uint64 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachmentInfo) Reset() {
+	*x = AttachmentInfo{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachmentInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachmentInfo) ProtoMessage() {}
+
+func (x *AttachmentInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachmentInfo.ProtoReflect.Descriptor instead.
+func (*AttachmentInfo) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AttachmentInfo) GetFilename() string {
+	if x != nil {
+		return x.Filename
+	}
+	return ""
+}
+
+func (x *AttachmentInfo) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *AttachmentInfo) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
 // TextDelta is a chunk of streamed assistant text.
 type TextDelta struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1062,7 +1214,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[8]
+	mi := &file_betcode_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1226,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[8]
+	mi := &file_betcode_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1239,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TextDelta) GetText() string {
@@ -1121,7 +1273,7 @@ type ToolCallStart struct {
 
 func (x *ToolCallStart) Reset() {
 	*x = ToolCallStart{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[9]
+	mi := &file_betcode_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1133,7 +1285,7 @@ func (x *ToolCallStart) String() string {
 func (*ToolCallStart) ProtoMessage() {}
 
 func (x *ToolCallStart) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[9]
+	mi := &file_betcode_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1146,7 +1298,7 @@ func (x *ToolCallStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallStart.ProtoReflect.Descriptor instead.
 func (*ToolCallStart) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ToolCallStart) GetToolId() string {
@@ -1194,7 +1346,7 @@ type ToolCallResult struct {
 
 func (x *ToolCallResult) Reset() {
 	*x = ToolCallResult{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[10]
+	mi := &file_betcode_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1358,7 @@ func (x *ToolCallResult) String() string {
 func (*ToolCallResult) ProtoMessage() {}
 
 func (x *ToolCallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[10]
+	mi := &file_betcode_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1371,7 @@ func (x *ToolCallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallResult.ProtoReflect.Descriptor instead.
 func (*ToolCallResult) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ToolCallResult) GetToolId() string {
@@ -1273,7 +1425,7 @@ type PermissionRequest struct {
 
 func (x *PermissionRequest) Reset() {
 	*x = PermissionRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[11]
+	mi := &file_betcode_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1437,7 @@ func (x *PermissionRequest) String() string {
 func (*PermissionRequest) ProtoMessage() {}
 
 func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[11]
+	mi := &file_betcode_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1450,7 @@ func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionRequest.ProtoReflect.Descriptor instead.
 func (*PermissionRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PermissionRequest) GetRequestId() string {
@@ -1361,7 +1513,7 @@ type UserQuestion struct {
 
 func (x *UserQuestion) Reset() {
 	*x = UserQuestion{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[12]
+	mi := &file_betcode_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1373,7 +1525,7 @@ func (x *UserQuestion) String() string {
 func (*UserQuestion) ProtoMessage() {}
 
 func (x *UserQuestion) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[12]
+	mi := &file_betcode_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1386,7 +1538,7 @@ func (x *UserQuestion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserQuestion.ProtoReflect.Descriptor instead.
 func (*UserQuestion) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UserQuestion) GetQuestionId() string {
@@ -1432,7 +1584,7 @@ type QuestionOption struct {
 
 func (x *QuestionOption) Reset() {
 	*x = QuestionOption{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[13]
+	mi := &file_betcode_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1596,7 @@ func (x *QuestionOption) String() string {
 func (*QuestionOption) ProtoMessage() {}
 
 func (x *QuestionOption) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[13]
+	mi := &file_betcode_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1609,7 @@ func (x *QuestionOption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuestionOption.ProtoReflect.Descriptor instead.
 func (*QuestionOption) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{13}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *QuestionOption) GetValue() string {
@@ -1492,7 +1644,7 @@ type TodoUpdate struct {
 
 func (x *TodoUpdate) Reset() {
 	*x = TodoUpdate{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[14]
+	mi := &file_betcode_v1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1504,7 +1656,7 @@ func (x *TodoUpdate) String() string {
 func (*TodoUpdate) ProtoMessage() {}
 
 func (x *TodoUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[14]
+	mi := &file_betcode_v1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1517,7 +1669,7 @@ func (x *TodoUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TodoUpdate.ProtoReflect.Descriptor instead.
 func (*TodoUpdate) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TodoUpdate) GetItems() []*TodoItem {
@@ -1546,7 +1698,7 @@ type TodoItem struct {
 
 func (x *TodoItem) Reset() {
 	*x = TodoItem{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[15]
+	mi := &file_betcode_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +1710,7 @@ func (x *TodoItem) String() string {
 func (*TodoItem) ProtoMessage() {}
 
 func (x *TodoItem) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[15]
+	mi := &file_betcode_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +1723,7 @@ func (x *TodoItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TodoItem.ProtoReflect.Descriptor instead.
 func (*TodoItem) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{15}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TodoItem) GetId() string {
@@ -1622,7 +1774,7 @@ type StatusChange struct {
 
 func (x *StatusChange) Reset() {
 	*x = StatusChange{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[16]
+	mi := &file_betcode_v1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1634,7 +1786,7 @@ func (x *StatusChange) String() string {
 func (*StatusChange) ProtoMessage() {}
 
 func (x *StatusChange) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[16]
+	mi := &file_betcode_v1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1647,7 +1799,7 @@ func (x *StatusChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusChange.ProtoReflect.Descriptor instead.
 func (*StatusChange) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{16}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StatusChange) GetStatus() AgentStatus {
@@ -1690,7 +1842,7 @@ type SessionInfo struct {
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[17]
+	mi := &file_betcode_v1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1702,7 +1854,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[17]
+	mi := &file_betcode_v1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1715,7 +1867,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{17}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SessionInfo) GetSessionId() string {
@@ -1793,7 +1945,7 @@ type ErrorEvent struct {
 
 func (x *ErrorEvent) Reset() {
 	*x = ErrorEvent{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[18]
+	mi := &file_betcode_v1_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +1957,7 @@ func (x *ErrorEvent) String() string {
 func (*ErrorEvent) ProtoMessage() {}
 
 func (x *ErrorEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[18]
+	mi := &file_betcode_v1_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +1970,7 @@ func (x *ErrorEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorEvent.ProtoReflect.Descriptor instead.
 func (*ErrorEvent) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{18}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ErrorEvent) GetCode() string {
@@ -1872,7 +2024,7 @@ type UsageReport struct {
 
 func (x *UsageReport) Reset() {
 	*x = UsageReport{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[19]
+	mi := &file_betcode_v1_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1884,7 +2036,7 @@ func (x *UsageReport) String() string {
 func (*UsageReport) ProtoMessage() {}
 
 func (x *UsageReport) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[19]
+	mi := &file_betcode_v1_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1897,7 +2049,7 @@ func (x *UsageReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageReport.ProtoReflect.Descriptor instead.
 func (*UsageReport) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{19}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UsageReport) GetInputTokens() uint32 {
@@ -1962,7 +2114,7 @@ type PlanModeChange struct {
 
 func (x *PlanModeChange) Reset() {
 	*x = PlanModeChange{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[20]
+	mi := &file_betcode_v1_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2126,7 @@ func (x *PlanModeChange) String() string {
 func (*PlanModeChange) ProtoMessage() {}
 
 func (x *PlanModeChange) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[20]
+	mi := &file_betcode_v1_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2139,7 @@ func (x *PlanModeChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanModeChange.ProtoReflect.Descriptor instead.
 func (*PlanModeChange) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{20}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PlanModeChange) GetActive() bool {
@@ -2015,7 +2167,7 @@ type TurnComplete struct {
 
 func (x *TurnComplete) Reset() {
 	*x = TurnComplete{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[21]
+	mi := &file_betcode_v1_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2027,7 +2179,7 @@ func (x *TurnComplete) String() string {
 func (*TurnComplete) ProtoMessage() {}
 
 func (x *TurnComplete) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[21]
+	mi := &file_betcode_v1_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2040,7 +2192,7 @@ func (x *TurnComplete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnComplete.ProtoReflect.Descriptor instead.
 func (*TurnComplete) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{21}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TurnComplete) GetStopReason() string {
@@ -2067,7 +2219,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[22]
+	mi := &file_betcode_v1_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2079,7 +2231,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[22]
+	mi := &file_betcode_v1_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2092,7 +2244,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{22}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListSessionsRequest) GetWorkingDirectory() string {
@@ -2136,7 +2288,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[23]
+	mi := &file_betcode_v1_agent_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2300,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[23]
+	mi := &file_betcode_v1_agent_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2313,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{23}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*SessionSummary {
@@ -2226,7 +2378,7 @@ type SessionSummary struct {
 
 func (x *SessionSummary) Reset() {
 	*x = SessionSummary{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[24]
+	mi := &file_betcode_v1_agent_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2238,7 +2390,7 @@ func (x *SessionSummary) String() string {
 func (*SessionSummary) ProtoMessage() {}
 
 func (x *SessionSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[24]
+	mi := &file_betcode_v1_agent_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2251,7 +2403,7 @@ func (x *SessionSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSummary.ProtoReflect.Descriptor instead.
 func (*SessionSummary) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{24}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SessionSummary) GetId() string {
@@ -2388,7 +2540,7 @@ type ResumeSessionRequest struct {
 
 func (x *ResumeSessionRequest) Reset() {
 	*x = ResumeSessionRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[25]
+	mi := &file_betcode_v1_agent_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2400,7 +2552,7 @@ func (x *ResumeSessionRequest) String() string {
 func (*ResumeSessionRequest) ProtoMessage() {}
 
 func (x *ResumeSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[25]
+	mi := &file_betcode_v1_agent_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2413,7 +2565,7 @@ func (x *ResumeSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSessionRequest.ProtoReflect.Descriptor instead.
 func (*ResumeSessionRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{25}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ResumeSessionRequest) GetSessionId() string {
@@ -2441,7 +2593,7 @@ type CompactSessionRequest struct {
 
 func (x *CompactSessionRequest) Reset() {
 	*x = CompactSessionRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[26]
+	mi := &file_betcode_v1_agent_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2453,7 +2605,7 @@ func (x *CompactSessionRequest) String() string {
 func (*CompactSessionRequest) ProtoMessage() {}
 
 func (x *CompactSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[26]
+	mi := &file_betcode_v1_agent_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2466,7 +2618,7 @@ func (x *CompactSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactSessionRequest.ProtoReflect.Descriptor instead.
 func (*CompactSessionRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{26}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CompactSessionRequest) GetSessionId() string {
@@ -2491,7 +2643,7 @@ type CompactSessionResponse struct {
 
 func (x *CompactSessionResponse) Reset() {
 	*x = CompactSessionResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[27]
+	mi := &file_betcode_v1_agent_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2503,7 +2655,7 @@ func (x *CompactSessionResponse) String() string {
 func (*CompactSessionResponse) ProtoMessage() {}
 
 func (x *CompactSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[27]
+	mi := &file_betcode_v1_agent_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2516,7 +2668,7 @@ func (x *CompactSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactSessionResponse.ProtoReflect.Descriptor instead.
 func (*CompactSessionResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{27}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CompactSessionResponse) GetMessagesBefore() uint32 {
@@ -2551,7 +2703,7 @@ type CancelTurnRequest struct {
 
 func (x *CancelTurnRequest) Reset() {
 	*x = CancelTurnRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[28]
+	mi := &file_betcode_v1_agent_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2563,7 +2715,7 @@ func (x *CancelTurnRequest) String() string {
 func (*CancelTurnRequest) ProtoMessage() {}
 
 func (x *CancelTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[28]
+	mi := &file_betcode_v1_agent_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2576,7 +2728,7 @@ func (x *CancelTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTurnRequest.ProtoReflect.Descriptor instead.
 func (*CancelTurnRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{28}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CancelTurnRequest) GetSessionId() string {
@@ -2597,7 +2749,7 @@ type CancelTurnResponse struct {
 
 func (x *CancelTurnResponse) Reset() {
 	*x = CancelTurnResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[29]
+	mi := &file_betcode_v1_agent_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2609,7 +2761,7 @@ func (x *CancelTurnResponse) String() string {
 func (*CancelTurnResponse) ProtoMessage() {}
 
 func (x *CancelTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[29]
+	mi := &file_betcode_v1_agent_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2622,7 +2774,7 @@ func (x *CancelTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTurnResponse.ProtoReflect.Descriptor instead.
 func (*CancelTurnResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{29}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CancelTurnResponse) GetWasActive() bool {
@@ -2643,7 +2795,7 @@ type InputLockRequest struct {
 
 func (x *InputLockRequest) Reset() {
 	*x = InputLockRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[30]
+	mi := &file_betcode_v1_agent_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2655,7 +2807,7 @@ func (x *InputLockRequest) String() string {
 func (*InputLockRequest) ProtoMessage() {}
 
 func (x *InputLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[30]
+	mi := &file_betcode_v1_agent_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2668,7 +2820,7 @@ func (x *InputLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputLockRequest.ProtoReflect.Descriptor instead.
 func (*InputLockRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{30}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *InputLockRequest) GetSessionId() string {
@@ -2691,7 +2843,7 @@ type InputLockResponse struct {
 
 func (x *InputLockResponse) Reset() {
 	*x = InputLockResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[31]
+	mi := &file_betcode_v1_agent_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2703,7 +2855,7 @@ func (x *InputLockResponse) String() string {
 func (*InputLockResponse) ProtoMessage() {}
 
 func (x *InputLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[31]
+	mi := &file_betcode_v1_agent_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2716,7 +2868,7 @@ func (x *InputLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputLockResponse.ProtoReflect.Descriptor instead.
 func (*InputLockResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{31}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *InputLockResponse) GetGranted() bool {
@@ -2748,7 +2900,7 @@ type QueueMessageRequest struct {
 
 func (x *QueueMessageRequest) Reset() {
 	*x = QueueMessageRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[32]
+	mi := &file_betcode_v1_agent_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2760,7 +2912,7 @@ func (x *QueueMessageRequest) String() string {
 func (*QueueMessageRequest) ProtoMessage() {}
 
 func (x *QueueMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[32]
+	mi := &file_betcode_v1_agent_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2773,7 +2925,7 @@ func (x *QueueMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueMessageRequest.ProtoReflect.Descriptor instead.
 func (*QueueMessageRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{32}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *QueueMessageRequest) GetSessionId() string {
@@ -2814,7 +2966,7 @@ type QueueMessageResponse struct {
 
 func (x *QueueMessageResponse) Reset() {
 	*x = QueueMessageResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[33]
+	mi := &file_betcode_v1_agent_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2826,7 +2978,7 @@ func (x *QueueMessageResponse) String() string {
 func (*QueueMessageResponse) ProtoMessage() {}
 
 func (x *QueueMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[33]
+	mi := &file_betcode_v1_agent_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2839,7 +2991,7 @@ func (x *QueueMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueMessageResponse.ProtoReflect.Descriptor instead.
 func (*QueueMessageResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{33}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *QueueMessageResponse) GetAccepted() bool {
@@ -2883,7 +3035,7 @@ type PermissionLogRequest struct {
 
 func (x *PermissionLogRequest) Reset() {
 	*x = PermissionLogRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[34]
+	mi := &file_betcode_v1_agent_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2895,7 +3047,7 @@ func (x *PermissionLogRequest) String() string {
 func (*PermissionLogRequest) ProtoMessage() {}
 
 func (x *PermissionLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[34]
+	mi := &file_betcode_v1_agent_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2908,7 +3060,7 @@ func (x *PermissionLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionLogRequest.ProtoReflect.Descriptor instead.
 func (*PermissionLogRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{34}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PermissionLogRequest) GetSessionId() string {
@@ -2936,7 +3088,7 @@ type PermissionLogResponse struct {
 
 func (x *PermissionLogResponse) Reset() {
 	*x = PermissionLogResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[35]
+	mi := &file_betcode_v1_agent_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3100,7 @@ func (x *PermissionLogResponse) String() string {
 func (*PermissionLogResponse) ProtoMessage() {}
 
 func (x *PermissionLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[35]
+	mi := &file_betcode_v1_agent_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3113,7 @@ func (x *PermissionLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionLogResponse.ProtoReflect.Descriptor instead.
 func (*PermissionLogResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{35}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PermissionLogResponse) GetEntries() []*PermissionLogEntry {
@@ -2996,7 +3148,7 @@ type PermissionLogEntry struct {
 
 func (x *PermissionLogEntry) Reset() {
 	*x = PermissionLogEntry{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[36]
+	mi := &file_betcode_v1_agent_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3008,7 +3160,7 @@ func (x *PermissionLogEntry) String() string {
 func (*PermissionLogEntry) ProtoMessage() {}
 
 func (x *PermissionLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[36]
+	mi := &file_betcode_v1_agent_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3021,7 +3173,7 @@ func (x *PermissionLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionLogEntry.ProtoReflect.Descriptor instead.
 func (*PermissionLogEntry) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{36}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PermissionLogEntry) GetRequestId() string {
@@ -3093,7 +3245,7 @@ type ListLocalSessionsRequest struct {
 
 func (x *ListLocalSessionsRequest) Reset() {
 	*x = ListLocalSessionsRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[37]
+	mi := &file_betcode_v1_agent_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3105,7 +3257,7 @@ func (x *ListLocalSessionsRequest) String() string {
 func (*ListLocalSessionsRequest) ProtoMessage() {}
 
 func (x *ListLocalSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[37]
+	mi := &file_betcode_v1_agent_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3118,7 +3270,7 @@ func (x *ListLocalSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocalSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListLocalSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{37}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListLocalSessionsRequest) GetWorkingDirectory() string {
@@ -3146,7 +3298,7 @@ type ListLocalSessionsResponse struct {
 
 func (x *ListLocalSessionsResponse) Reset() {
 	*x = ListLocalSessionsResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[38]
+	mi := &file_betcode_v1_agent_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3158,7 +3310,7 @@ func (x *ListLocalSessionsResponse) String() string {
 func (*ListLocalSessionsResponse) ProtoMessage() {}
 
 func (x *ListLocalSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[38]
+	mi := &file_betcode_v1_agent_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3171,7 +3323,7 @@ func (x *ListLocalSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocalSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListLocalSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{38}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListLocalSessionsResponse) GetSessions() []*LocalSession {
@@ -3204,7 +3356,7 @@ type LocalSession struct {
 
 func (x *LocalSession) Reset() {
 	*x = LocalSession{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[39]
+	mi := &file_betcode_v1_agent_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3216,7 +3368,7 @@ func (x *LocalSession) String() string {
 func (*LocalSession) ProtoMessage() {}
 
 func (x *LocalSession) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[39]
+	mi := &file_betcode_v1_agent_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3229,7 +3381,7 @@ func (x *LocalSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalSession.ProtoReflect.Descriptor instead.
 func (*LocalSession) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{39}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *LocalSession) GetSessionId() string {
@@ -3292,7 +3444,7 @@ type AdoptSessionRequest struct {
 
 func (x *AdoptSessionRequest) Reset() {
 	*x = AdoptSessionRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[40]
+	mi := &file_betcode_v1_agent_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3304,7 +3456,7 @@ func (x *AdoptSessionRequest) String() string {
 func (*AdoptSessionRequest) ProtoMessage() {}
 
 func (x *AdoptSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[40]
+	mi := &file_betcode_v1_agent_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3317,7 +3469,7 @@ func (x *AdoptSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdoptSessionRequest.ProtoReflect.Descriptor instead.
 func (*AdoptSessionRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{40}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AdoptSessionRequest) GetSessionId() string {
@@ -3340,7 +3492,7 @@ type AdoptSessionResponse struct {
 
 func (x *AdoptSessionResponse) Reset() {
 	*x = AdoptSessionResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[41]
+	mi := &file_betcode_v1_agent_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3352,7 +3504,7 @@ func (x *AdoptSessionResponse) String() string {
 func (*AdoptSessionResponse) ProtoMessage() {}
 
 func (x *AdoptSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[41]
+	mi := &file_betcode_v1_agent_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3365,7 +3517,7 @@ func (x *AdoptSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdoptSessionResponse.ProtoReflect.Descriptor instead.
 func (*AdoptSessionResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{41}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AdoptSessionResponse) GetSession() *SessionSummary {
@@ -3407,7 +3559,7 @@ type StartSessionRequest struct {
 
 func (x *StartSessionRequest) Reset() {
 	*x = StartSessionRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[42]
+	mi := &file_betcode_v1_agent_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3419,7 +3571,7 @@ func (x *StartSessionRequest) String() string {
 func (*StartSessionRequest) ProtoMessage() {}
 
 func (x *StartSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[42]
+	mi := &file_betcode_v1_agent_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3432,7 +3584,7 @@ func (x *StartSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartSessionRequest.ProtoReflect.Descriptor instead.
 func (*StartSessionRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{42}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *StartSessionRequest) GetWorkingDirectory() string {
@@ -3499,7 +3651,7 @@ type StartSessionResponse struct {
 
 func (x *StartSessionResponse) Reset() {
 	*x = StartSessionResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[43]
+	mi := &file_betcode_v1_agent_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3511,7 +3663,7 @@ func (x *StartSessionResponse) String() string {
 func (*StartSessionResponse) ProtoMessage() {}
 
 func (x *StartSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[43]
+	mi := &file_betcode_v1_agent_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3524,7 +3676,7 @@ func (x *StartSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartSessionResponse.ProtoReflect.Descriptor instead.
 func (*StartSessionResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{43}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *StartSessionResponse) GetSession() *SessionSummary {
@@ -3561,7 +3713,7 @@ type AnswerPermissionRequest struct {
 
 func (x *AnswerPermissionRequest) Reset() {
 	*x = AnswerPermissionRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[44]
+	mi := &file_betcode_v1_agent_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3573,7 +3725,7 @@ func (x *AnswerPermissionRequest) String() string {
 func (*AnswerPermissionRequest) ProtoMessage() {}
 
 func (x *AnswerPermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[44]
+	mi := &file_betcode_v1_agent_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3586,7 +3738,7 @@ func (x *AnswerPermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerPermissionRequest.ProtoReflect.Descriptor instead.
 func (*AnswerPermissionRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{44}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AnswerPermissionRequest) GetSessionId() string {
@@ -3614,7 +3766,7 @@ type AnswerPermissionResponse struct {
 
 func (x *AnswerPermissionResponse) Reset() {
 	*x = AnswerPermissionResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[45]
+	mi := &file_betcode_v1_agent_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3626,7 +3778,7 @@ func (x *AnswerPermissionResponse) String() string {
 func (*AnswerPermissionResponse) ProtoMessage() {}
 
 func (x *AnswerPermissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[45]
+	mi := &file_betcode_v1_agent_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3639,7 +3791,7 @@ func (x *AnswerPermissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerPermissionResponse.ProtoReflect.Descriptor instead.
 func (*AnswerPermissionResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{45}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AnswerPermissionResponse) GetSequence() uint64 {
@@ -3662,7 +3814,7 @@ type AnswerQuestionRequest struct {
 
 func (x *AnswerQuestionRequest) Reset() {
 	*x = AnswerQuestionRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[46]
+	mi := &file_betcode_v1_agent_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3674,7 +3826,7 @@ func (x *AnswerQuestionRequest) String() string {
 func (*AnswerQuestionRequest) ProtoMessage() {}
 
 func (x *AnswerQuestionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[46]
+	mi := &file_betcode_v1_agent_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3687,7 +3839,7 @@ func (x *AnswerQuestionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerQuestionRequest.ProtoReflect.Descriptor instead.
 func (*AnswerQuestionRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{46}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AnswerQuestionRequest) GetSessionId() string {
@@ -3715,7 +3867,7 @@ type AnswerQuestionResponse struct {
 
 func (x *AnswerQuestionResponse) Reset() {
 	*x = AnswerQuestionResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[47]
+	mi := &file_betcode_v1_agent_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3727,7 +3879,7 @@ func (x *AnswerQuestionResponse) String() string {
 func (*AnswerQuestionResponse) ProtoMessage() {}
 
 func (x *AnswerQuestionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[47]
+	mi := &file_betcode_v1_agent_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3740,7 +3892,7 @@ func (x *AnswerQuestionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerQuestionResponse.ProtoReflect.Descriptor instead.
 func (*AnswerQuestionResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{47}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AnswerQuestionResponse) GetSequence() uint64 {
@@ -3761,7 +3913,7 @@ type WatchSessionsRequest struct {
 
 func (x *WatchSessionsRequest) Reset() {
 	*x = WatchSessionsRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[48]
+	mi := &file_betcode_v1_agent_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3773,7 +3925,7 @@ func (x *WatchSessionsRequest) String() string {
 func (*WatchSessionsRequest) ProtoMessage() {}
 
 func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[48]
+	mi := &file_betcode_v1_agent_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3786,7 +3938,7 @@ func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionsRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{48}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *WatchSessionsRequest) GetWorkingDirectory() string {
@@ -3819,7 +3971,7 @@ type SessionUpdate struct {
 
 func (x *SessionUpdate) Reset() {
 	*x = SessionUpdate{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[49]
+	mi := &file_betcode_v1_agent_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3831,7 +3983,7 @@ func (x *SessionUpdate) String() string {
 func (*SessionUpdate) ProtoMessage() {}
 
 func (x *SessionUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[49]
+	mi := &file_betcode_v1_agent_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3844,7 +3996,7 @@ func (x *SessionUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionUpdate.ProtoReflect.Descriptor instead.
 func (*SessionUpdate) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{49}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SessionUpdate) GetSession() *SessionSummary {
@@ -3895,7 +4047,7 @@ type RenameSessionRequest struct {
 
 func (x *RenameSessionRequest) Reset() {
 	*x = RenameSessionRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[50]
+	mi := &file_betcode_v1_agent_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3907,7 +4059,7 @@ func (x *RenameSessionRequest) String() string {
 func (*RenameSessionRequest) ProtoMessage() {}
 
 func (x *RenameSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[50]
+	mi := &file_betcode_v1_agent_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3920,7 +4072,7 @@ func (x *RenameSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameSessionRequest.ProtoReflect.Descriptor instead.
 func (*RenameSessionRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{50}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RenameSessionRequest) GetSessionId() string {
@@ -3948,7 +4100,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[51]
+	mi := &file_betcode_v1_agent_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3960,7 +4112,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[51]
+	mi := &file_betcode_v1_agent_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3973,7 +4125,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{51}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -3994,7 +4146,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[52]
+	mi := &file_betcode_v1_agent_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4006,7 +4158,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[52]
+	mi := &file_betcode_v1_agent_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4019,7 +4171,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{52}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DeleteSessionResponse) GetWasActive() bool {
@@ -4079,7 +4231,7 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"'\n" +
 	"\rCancelRequest\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xd8\a\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x95\b\n" +
 	"\n" +
 	"AgentEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x128\n" +
@@ -4100,8 +4252,18 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\x05usage\x18\x13 \x01(\v2\x17.betcode.v1.UsageReportH\x00R\x05usage\x129\n" +
 	"\tplan_mode\x18\x14 \x01(\v2\x1a.betcode.v1.PlanModeChangeH\x00R\bplanMode\x12?\n" +
 	"\rturn_complete\x18\x15 \x01(\v2\x18.betcode.v1.TurnCompleteH\x00R\fturnComplete\x12Q\n" +
-	"\x13deprecation_warning\x18\x16 \x01(\v2\x1e.betcode.v1.DeprecationWarningH\x00R\x12deprecationWarningB\a\n" +
-	"\x05event\"@\n" +
+	"\x13deprecation_warning\x18\x16 \x01(\v2\x1e.betcode.v1.DeprecationWarningH\x00R\x12deprecationWarning\x12;\n" +
+	"\n" +
+	"user_input\x18\x17 \x01(\v2\x1a.betcode.v1.UserInputEventH\x00R\tuserInputB\a\n" +
+	"\x05event\"\x81\x01\n" +
+	"\x0eUserInputEvent\x12\x18\n" +
+	"\acontent\x18\x01 \x01(\tR\acontent\x12<\n" +
+	"\vattachments\x18\x02 \x03(\v2\x1a.betcode.v1.AttachmentInfoR\vattachments\x12\x17\n" +
+	"\asent_by\x18\x03 \x01(\tR\x06sentBy\"]\n" +
+	"\x0eAttachmentInfo\x12\x1a\n" +
+	"\bfilename\x18\x01 \x01(\tR\bfilename\x12\x1b\n" +
+	"\tmime_type\x18\x02 \x01(\tR\bmimeType\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\"@\n" +
 	"\tTextDelta\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1f\n" +
 	"\vis_complete\x18\x02 \x01(\bR\n" +
@@ -4383,7 +4545,7 @@ func file_betcode_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_betcode_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_betcode_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_betcode_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_betcode_v1_agent_proto_goTypes = []any{
 	(PermissionDecision)(0),           // 0: betcode.v1.PermissionDecision
 	(TodoStatus)(0),                   // 1: betcode.v1.TodoStatus
@@ -4396,57 +4558,59 @@ var file_betcode_v1_agent_proto_goTypes = []any{
 	(*UserQuestionResponse)(nil),      // 8: betcode.v1.UserQuestionResponse
 	(*CancelRequest)(nil),             // 9: betcode.v1.CancelRequest
 	(*AgentEvent)(nil),                // 10: betcode.v1.AgentEvent
-	(*TextDelta)(nil),                 // 11: betcode.v1.TextDelta
-	(*ToolCallStart)(nil),             // 12: betcode.v1.ToolCallStart
-	(*ToolCallResult)(nil),            // 13: betcode.v1.ToolCallResult
-	(*PermissionRequest)(nil),         // 14: betcode.v1.PermissionRequest
-	(*UserQuestion)(nil),              // 15: betcode.v1.UserQuestion
-	(*QuestionOption)(nil),            // 16: betcode.v1.QuestionOption
-	(*TodoUpdate)(nil),                // 17: betcode.v1.TodoUpdate
-	(*TodoItem)(nil),                  // 18: betcode.v1.TodoItem
-	(*StatusChange)(nil),              // 19: betcode.v1.StatusChange
-	(*SessionInfo)(nil),               // 20: betcode.v1.SessionInfo
-	(*ErrorEvent)(nil),                // 21: betcode.v1.ErrorEvent
-	(*UsageReport)(nil),               // 22: betcode.v1.UsageReport
-	(*PlanModeChange)(nil),            // 23: betcode.v1.PlanModeChange
-	(*TurnComplete)(nil),              // 24: betcode.v1.TurnComplete
-	(*ListSessionsRequest)(nil),       // 25: betcode.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),      // 26: betcode.v1.ListSessionsResponse
-	(*SessionSummary)(nil),            // 27: betcode.v1.SessionSummary
-	(*ResumeSessionRequest)(nil),      // 28: betcode.v1.ResumeSessionRequest
-	(*CompactSessionRequest)(nil),     // 29: betcode.v1.CompactSessionRequest
-	(*CompactSessionResponse)(nil),    // 30: betcode.v1.CompactSessionResponse
-	(*CancelTurnRequest)(nil),         // 31: betcode.v1.CancelTurnRequest
-	(*CancelTurnResponse)(nil),        // 32: betcode.v1.CancelTurnResponse
-	(*InputLockRequest)(nil),          // 33: betcode.v1.InputLockRequest
-	(*InputLockResponse)(nil),         // 34: betcode.v1.InputLockResponse
-	(*QueueMessageRequest)(nil),       // 35: betcode.v1.QueueMessageRequest
-	(*QueueMessageResponse)(nil),      // 36: betcode.v1.QueueMessageResponse
-	(*PermissionLogRequest)(nil),      // 37: betcode.v1.PermissionLogRequest
-	(*PermissionLogResponse)(nil),     // 38: betcode.v1.PermissionLogResponse
-	(*PermissionLogEntry)(nil),        // 39: betcode.v1.PermissionLogEntry
-	(*ListLocalSessionsRequest)(nil),  // 40: betcode.v1.ListLocalSessionsRequest
-	(*ListLocalSessionsResponse)(nil), // 41: betcode.v1.ListLocalSessionsResponse
-	(*LocalSession)(nil),              // 42: betcode.v1.LocalSession
-	(*AdoptSessionRequest)(nil),       // 43: betcode.v1.AdoptSessionRequest
-	(*AdoptSessionResponse)(nil),      // 44: betcode.v1.AdoptSessionResponse
-	(*StartSessionRequest)(nil),       // 45: betcode.v1.StartSessionRequest
-	(*StartSessionResponse)(nil),      // 46: betcode.v1.StartSessionResponse
-	(*AnswerPermissionRequest)(nil),   // 47: betcode.v1.AnswerPermissionRequest
-	(*AnswerPermissionResponse)(nil),  // 48: betcode.v1.AnswerPermissionResponse
-	(*AnswerQuestionRequest)(nil),     // 49: betcode.v1.AnswerQuestionRequest
-	(*AnswerQuestionResponse)(nil),    // 50: betcode.v1.AnswerQuestionResponse
-	(*WatchSessionsRequest)(nil),      // 51: betcode.v1.WatchSessionsRequest
-	(*SessionUpdate)(nil),             // 52: betcode.v1.SessionUpdate
-	(*RenameSessionRequest)(nil),      // 53: betcode.v1.RenameSessionRequest
-	(*DeleteSessionRequest)(nil),      // 54: betcode.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),     // 55: betcode.v1.DeleteSessionResponse
-	nil,                               // 56: betcode.v1.StartConversation.MetadataEntry
-	nil,                               // 57: betcode.v1.UserQuestionResponse.AnswersEntry
-	nil,                               // 58: betcode.v1.ErrorEvent.DetailsEntry
-	(*structpb.Struct)(nil),           // 59: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),     // 60: google.protobuf.Timestamp
-	(*DeprecationWarning)(nil),        // 61: betcode.v1.DeprecationWarning
+	(*UserInputEvent)(nil),            // 11: betcode.v1.UserInputEvent
+	(*AttachmentInfo)(nil),            // 12: betcode.v1.AttachmentInfo
+	(*TextDelta)(nil),                 // 13: betcode.v1.TextDelta
+	(*ToolCallStart)(nil),             // 14: betcode.v1.ToolCallStart
+	(*ToolCallResult)(nil),            // 15: betcode.v1.ToolCallResult
+	(*PermissionRequest)(nil),         // 16: betcode.v1.PermissionRequest
+	(*UserQuestion)(nil),              // 17: betcode.v1.UserQuestion
+	(*QuestionOption)(nil),            // 18: betcode.v1.QuestionOption
+	(*TodoUpdate)(nil),                // 19: betcode.v1.TodoUpdate
+	(*TodoItem)(nil),                  // 20: betcode.v1.TodoItem
+	(*StatusChange)(nil),              // 21: betcode.v1.StatusChange
+	(*SessionInfo)(nil),               // 22: betcode.v1.SessionInfo
+	(*ErrorEvent)(nil),                // 23: betcode.v1.ErrorEvent
+	(*UsageReport)(nil),               // 24: betcode.v1.UsageReport
+	(*PlanModeChange)(nil),            // 25: betcode.v1.PlanModeChange
+	(*TurnComplete)(nil),              // 26: betcode.v1.TurnComplete
+	(*ListSessionsRequest)(nil),       // 27: betcode.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),      // 28: betcode.v1.ListSessionsResponse
+	(*SessionSummary)(nil),            // 29: betcode.v1.SessionSummary
+	(*ResumeSessionRequest)(nil),      // 30: betcode.v1.ResumeSessionRequest
+	(*CompactSessionRequest)(nil),     // 31: betcode.v1.CompactSessionRequest
+	(*CompactSessionResponse)(nil),    // 32: betcode.v1.CompactSessionResponse
+	(*CancelTurnRequest)(nil),         // 33: betcode.v1.CancelTurnRequest
+	(*CancelTurnResponse)(nil),        // 34: betcode.v1.CancelTurnResponse
+	(*InputLockRequest)(nil),          // 35: betcode.v1.InputLockRequest
+	(*InputLockResponse)(nil),         // 36: betcode.v1.InputLockResponse
+	(*QueueMessageRequest)(nil),       // 37: betcode.v1.QueueMessageRequest
+	(*QueueMessageResponse)(nil),      // 38: betcode.v1.QueueMessageResponse
+	(*PermissionLogRequest)(nil),      // 39: betcode.v1.PermissionLogRequest
+	(*PermissionLogResponse)(nil),     // 40: betcode.v1.PermissionLogResponse
+	(*PermissionLogEntry)(nil),        // 41: betcode.v1.PermissionLogEntry
+	(*ListLocalSessionsRequest)(nil),  // 42: betcode.v1.ListLocalSessionsRequest
+	(*ListLocalSessionsResponse)(nil), // 43: betcode.v1.ListLocalSessionsResponse
+	(*LocalSession)(nil),              // 44: betcode.v1.LocalSession
+	(*AdoptSessionRequest)(nil),       // 45: betcode.v1.AdoptSessionRequest
+	(*AdoptSessionResponse)(nil),      // 46: betcode.v1.AdoptSessionResponse
+	(*StartSessionRequest)(nil),       // 47: betcode.v1.StartSessionRequest
+	(*StartSessionResponse)(nil),      // 48: betcode.v1.StartSessionResponse
+	(*AnswerPermissionRequest)(nil),   // 49: betcode.v1.AnswerPermissionRequest
+	(*AnswerPermissionResponse)(nil),  // 50: betcode.v1.AnswerPermissionResponse
+	(*AnswerQuestionRequest)(nil),     // 51: betcode.v1.AnswerQuestionRequest
+	(*AnswerQuestionResponse)(nil),    // 52: betcode.v1.AnswerQuestionResponse
+	(*WatchSessionsRequest)(nil),      // 53: betcode.v1.WatchSessionsRequest
+	(*SessionUpdate)(nil),             // 54: betcode.v1.SessionUpdate
+	(*RenameSessionRequest)(nil),      // 55: betcode.v1.RenameSessionRequest
+	(*DeleteSessionRequest)(nil),      // 56: betcode.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),     // 57: betcode.v1.DeleteSessionResponse
+	nil,                               // 58: betcode.v1.StartConversation.MetadataEntry
+	nil,                               // 59: betcode.v1.UserQuestionResponse.AnswersEntry
+	nil,                               // 60: betcode.v1.ErrorEvent.DetailsEntry
+	(*structpb.Struct)(nil),           // 61: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),     // 62: google.protobuf.Timestamp
+	(*DeprecationWarning)(nil),        // 63: betcode.v1.DeprecationWarning
 }
 var file_betcode_v1_agent_proto_depIdxs = []int32{
 	4,  // 0: betcode.v1.AgentRequest.start:type_name -> betcode.v1.StartConversation
@@ -4454,88 +4618,90 @@ var file_betcode_v1_agent_proto_depIdxs = []int32{
 	7,  // 2: betcode.v1.AgentRequest.permission:type_name -> betcode.v1.PermissionResponse
 	8,  // 3: betcode.v1.AgentRequest.question_response:type_name -> betcode.v1.UserQuestionResponse
 	9,  // 4: betcode.v1.AgentRequest.cancel:type_name -> betcode.v1.CancelRequest
-	56, // 5: betcode.v1.StartConversation.metadata:type_name -> betcode.v1.StartConversation.MetadataEntry
+	58, // 5: betcode.v1.StartConversation.metadata:type_name -> betcode.v1.StartConversation.MetadataEntry
 	6,  // 6: betcode.v1.UserMessage.attachments:type_name -> betcode.v1.Attachment
 	0,  // 7: betcode.v1.PermissionResponse.decision:type_name -> betcode.v1.PermissionDecision
-	59, // 8: betcode.v1.PermissionResponse.updated_input:type_name -> google.protobuf.Struct
-	57, // 9: betcode.v1.UserQuestionResponse.answers:type_name -> betcode.v1.UserQuestionResponse.AnswersEntry
-	60, // 10: betcode.v1.AgentEvent.timestamp:type_name -> google.protobuf.Timestamp
-	11, // 11: betcode.v1.AgentEvent.text_delta:type_name -> betcode.v1.TextDelta
-	12, // 12: betcode.v1.AgentEvent.tool_call_start:type_name -> betcode.v1.ToolCallStart
-	13, // 13: betcode.v1.AgentEvent.tool_call_result:type_name -> betcode.v1.ToolCallResult
-	14, // 14: betcode.v1.AgentEvent.permission_request:type_name -> betcode.v1.PermissionRequest
-	15, // 15: betcode.v1.AgentEvent.user_question:type_name -> betcode.v1.UserQuestion
-	17, // 16: betcode.v1.AgentEvent.todo_update:type_name -> betcode.v1.TodoUpdate
-	19, // 17: betcode.v1.AgentEvent.status_change:type_name -> betcode.v1.StatusChange
-	20, // 18: betcode.v1.AgentEvent.session_info:type_name -> betcode.v1.SessionInfo
-	21, // 19: betcode.v1.AgentEvent.error:type_name -> betcode.v1.ErrorEvent
-	22, // 20: betcode.v1.AgentEvent.usage:type_name -> betcode.v1.UsageReport
-	23, // 21: betcode.v1.AgentEvent.plan_mode:type_name -> betcode.v1.PlanModeChange
-	24, // 22: betcode.v1.AgentEvent.turn_complete:type_name -> betcode.v1.TurnComplete
-	61, // 23: betcode.v1.AgentEvent.deprecation_warning:type_name -> betcode.v1.DeprecationWarning
-	59, // 24: betcode.v1.ToolCallStart.input:type_name -> google.protobuf.Struct
-	59, // 25: betcode.v1.PermissionRequest.input:type_name -> google.protobuf.Struct
-	59, // 26: betcode.v1.PermissionRequest.suggestions:type_name -> google.protobuf.Struct
-	16, // 27: betcode.v1.UserQuestion.options:type_name -> betcode.v1.QuestionOption
-	18, // 28: betcode.v1.TodoUpdate.items:type_name -> betcode.v1.TodoItem
-	1,  // 29: betcode.v1.TodoItem.status:type_name -> betcode.v1.TodoStatus
-	2,  // 30: betcode.v1.StatusChange.status:type_name -> betcode.v1.AgentStatus
-	58, // 31: betcode.v1.ErrorEvent.details:type_name -> betcode.v1.ErrorEvent.DetailsEntry
-	27, // 32: betcode.v1.ListSessionsResponse.sessions:type_name -> betcode.v1.SessionSummary
-	60, // 33: betcode.v1.SessionSummary.created_at:type_name -> google.protobuf.Timestamp
-	60, // 34: betcode.v1.SessionSummary.updated_at:type_name -> google.protobuf.Timestamp
-	2,  // 35: betcode.v1.SessionSummary.agent_status:type_name -> betcode.v1.AgentStatus
-	5,  // 36: betcode.v1.QueueMessageRequest.message:type_name -> betcode.v1.UserMessage
-	39, // 37: betcode.v1.PermissionLogResponse.entries:type_name -> betcode.v1.PermissionLogEntry
-	59, // 38: betcode.v1.PermissionLogEntry.input:type_name -> google.protobuf.Struct
-	60, // 39: betcode.v1.PermissionLogEntry.decided_at:type_name -> google.protobuf.Timestamp
-	42, // 40: betcode.v1.ListLocalSessionsResponse.sessions:type_name -> betcode.v1.LocalSession
-	60, // 41: betcode.v1.LocalSession.updated_at:type_name -> google.protobuf.Timestamp
-	27, // 42: betcode.v1.AdoptSessionResponse.session:type_name -> betcode.v1.SessionSummary
-	5,  // 43: betcode.v1.StartSessionRequest.message:type_name -> betcode.v1.UserMessage
-	27, // 44: betcode.v1.StartSessionResponse.session:type_name -> betcode.v1.SessionSummary
-	7,  // 45: betcode.v1.AnswerPermissionRequest.response:type_name -> betcode.v1.PermissionResponse
-	8,  // 46: betcode.v1.AnswerQuestionRequest.response:type_name -> betcode.v1.UserQuestionResponse
-	27, // 47: betcode.v1.SessionUpdate.session:type_name -> betcode.v1.SessionSummary
-	10, // 48: betcode.v1.SessionUpdate.pending:type_name -> betcode.v1.AgentEvent
-	10, // 49: betcode.v1.SessionUpdate.cause:type_name -> betcode.v1.AgentEvent
-	3,  // 50: betcode.v1.AgentService.Converse:input_type -> betcode.v1.AgentRequest
-	25, // 51: betcode.v1.AgentService.ListSessions:input_type -> betcode.v1.ListSessionsRequest
-	28, // 52: betcode.v1.AgentService.ResumeSession:input_type -> betcode.v1.ResumeSessionRequest
-	29, // 53: betcode.v1.AgentService.CompactSession:input_type -> betcode.v1.CompactSessionRequest
-	31, // 54: betcode.v1.AgentService.CancelTurn:input_type -> betcode.v1.CancelTurnRequest
-	33, // 55: betcode.v1.AgentService.RequestInputLock:input_type -> betcode.v1.InputLockRequest
-	35, // 56: betcode.v1.AgentService.QueueMessage:input_type -> betcode.v1.QueueMessageRequest
-	37, // 57: betcode.v1.AgentService.ListPermissionLog:input_type -> betcode.v1.PermissionLogRequest
-	40, // 58: betcode.v1.AgentService.ListLocalSessions:input_type -> betcode.v1.ListLocalSessionsRequest
-	43, // 59: betcode.v1.AgentService.AdoptSession:input_type -> betcode.v1.AdoptSessionRequest
-	45, // 60: betcode.v1.AgentService.StartSession:input_type -> betcode.v1.StartSessionRequest
-	47, // 61: betcode.v1.AgentService.AnswerPermission:input_type -> betcode.v1.AnswerPermissionRequest
-	49, // 62: betcode.v1.AgentService.AnswerQuestion:input_type -> betcode.v1.AnswerQuestionRequest
-	51, // 63: betcode.v1.AgentService.WatchSessions:input_type -> betcode.v1.WatchSessionsRequest
-	53, // 64: betcode.v1.AgentService.RenameSession:input_type -> betcode.v1.RenameSessionRequest
-	54, // 65: betcode.v1.AgentService.DeleteSession:input_type -> betcode.v1.DeleteSessionRequest
-	10, // 66: betcode.v1.AgentService.Converse:output_type -> betcode.v1.AgentEvent
-	26, // 67: betcode.v1.AgentService.ListSessions:output_type -> betcode.v1.ListSessionsResponse
-	10, // 68: betcode.v1.AgentService.ResumeSession:output_type -> betcode.v1.AgentEvent
-	30, // 69: betcode.v1.AgentService.CompactSession:output_type -> betcode.v1.CompactSessionResponse
-	32, // 70: betcode.v1.AgentService.CancelTurn:output_type -> betcode.v1.CancelTurnResponse
-	34, // 71: betcode.v1.AgentService.RequestInputLock:output_type -> betcode.v1.InputLockResponse
-	36, // 72: betcode.v1.AgentService.QueueMessage:output_type -> betcode.v1.QueueMessageResponse
-	38, // 73: betcode.v1.AgentService.ListPermissionLog:output_type -> betcode.v1.PermissionLogResponse
-	41, // 74: betcode.v1.AgentService.ListLocalSessions:output_type -> betcode.v1.ListLocalSessionsResponse
-	44, // 75: betcode.v1.AgentService.AdoptSession:output_type -> betcode.v1.AdoptSessionResponse
-	46, // 76: betcode.v1.AgentService.StartSession:output_type -> betcode.v1.StartSessionResponse
-	48, // 77: betcode.v1.AgentService.AnswerPermission:output_type -> betcode.v1.AnswerPermissionResponse
-	50, // 78: betcode.v1.AgentService.AnswerQuestion:output_type -> betcode.v1.AnswerQuestionResponse
-	52, // 79: betcode.v1.AgentService.WatchSessions:output_type -> betcode.v1.SessionUpdate
-	27, // 80: betcode.v1.AgentService.RenameSession:output_type -> betcode.v1.SessionSummary
-	55, // 81: betcode.v1.AgentService.DeleteSession:output_type -> betcode.v1.DeleteSessionResponse
-	66, // [66:82] is the sub-list for method output_type
-	50, // [50:66] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	61, // 8: betcode.v1.PermissionResponse.updated_input:type_name -> google.protobuf.Struct
+	59, // 9: betcode.v1.UserQuestionResponse.answers:type_name -> betcode.v1.UserQuestionResponse.AnswersEntry
+	62, // 10: betcode.v1.AgentEvent.timestamp:type_name -> google.protobuf.Timestamp
+	13, // 11: betcode.v1.AgentEvent.text_delta:type_name -> betcode.v1.TextDelta
+	14, // 12: betcode.v1.AgentEvent.tool_call_start:type_name -> betcode.v1.ToolCallStart
+	15, // 13: betcode.v1.AgentEvent.tool_call_result:type_name -> betcode.v1.ToolCallResult
+	16, // 14: betcode.v1.AgentEvent.permission_request:type_name -> betcode.v1.PermissionRequest
+	17, // 15: betcode.v1.AgentEvent.user_question:type_name -> betcode.v1.UserQuestion
+	19, // 16: betcode.v1.AgentEvent.todo_update:type_name -> betcode.v1.TodoUpdate
+	21, // 17: betcode.v1.AgentEvent.status_change:type_name -> betcode.v1.StatusChange
+	22, // 18: betcode.v1.AgentEvent.session_info:type_name -> betcode.v1.SessionInfo
+	23, // 19: betcode.v1.AgentEvent.error:type_name -> betcode.v1.ErrorEvent
+	24, // 20: betcode.v1.AgentEvent.usage:type_name -> betcode.v1.UsageReport
+	25, // 21: betcode.v1.AgentEvent.plan_mode:type_name -> betcode.v1.PlanModeChange
+	26, // 22: betcode.v1.AgentEvent.turn_complete:type_name -> betcode.v1.TurnComplete
+	63, // 23: betcode.v1.AgentEvent.deprecation_warning:type_name -> betcode.v1.DeprecationWarning
+	11, // 24: betcode.v1.AgentEvent.user_input:type_name -> betcode.v1.UserInputEvent
+	12, // 25: betcode.v1.UserInputEvent.attachments:type_name -> betcode.v1.AttachmentInfo
+	61, // 26: betcode.v1.ToolCallStart.input:type_name -> google.protobuf.Struct
+	61, // 27: betcode.v1.PermissionRequest.input:type_name -> google.protobuf.Struct
+	61, // 28: betcode.v1.PermissionRequest.suggestions:type_name -> google.protobuf.Struct
+	18, // 29: betcode.v1.UserQuestion.options:type_name -> betcode.v1.QuestionOption
+	20, // 30: betcode.v1.TodoUpdate.items:type_name -> betcode.v1.TodoItem
+	1,  // 31: betcode.v1.TodoItem.status:type_name -> betcode.v1.TodoStatus
+	2,  // 32: betcode.v1.StatusChange.status:type_name -> betcode.v1.AgentStatus
+	60, // 33: betcode.v1.ErrorEvent.details:type_name -> betcode.v1.ErrorEvent.DetailsEntry
+	29, // 34: betcode.v1.ListSessionsResponse.sessions:type_name -> betcode.v1.SessionSummary
+	62, // 35: betcode.v1.SessionSummary.created_at:type_name -> google.protobuf.Timestamp
+	62, // 36: betcode.v1.SessionSummary.updated_at:type_name -> google.protobuf.Timestamp
+	2,  // 37: betcode.v1.SessionSummary.agent_status:type_name -> betcode.v1.AgentStatus
+	5,  // 38: betcode.v1.QueueMessageRequest.message:type_name -> betcode.v1.UserMessage
+	41, // 39: betcode.v1.PermissionLogResponse.entries:type_name -> betcode.v1.PermissionLogEntry
+	61, // 40: betcode.v1.PermissionLogEntry.input:type_name -> google.protobuf.Struct
+	62, // 41: betcode.v1.PermissionLogEntry.decided_at:type_name -> google.protobuf.Timestamp
+	44, // 42: betcode.v1.ListLocalSessionsResponse.sessions:type_name -> betcode.v1.LocalSession
+	62, // 43: betcode.v1.LocalSession.updated_at:type_name -> google.protobuf.Timestamp
+	29, // 44: betcode.v1.AdoptSessionResponse.session:type_name -> betcode.v1.SessionSummary
+	5,  // 45: betcode.v1.StartSessionRequest.message:type_name -> betcode.v1.UserMessage
+	29, // 46: betcode.v1.StartSessionResponse.session:type_name -> betcode.v1.SessionSummary
+	7,  // 47: betcode.v1.AnswerPermissionRequest.response:type_name -> betcode.v1.PermissionResponse
+	8,  // 48: betcode.v1.AnswerQuestionRequest.response:type_name -> betcode.v1.UserQuestionResponse
+	29, // 49: betcode.v1.SessionUpdate.session:type_name -> betcode.v1.SessionSummary
+	10, // 50: betcode.v1.SessionUpdate.pending:type_name -> betcode.v1.AgentEvent
+	10, // 51: betcode.v1.SessionUpdate.cause:type_name -> betcode.v1.AgentEvent
+	3,  // 52: betcode.v1.AgentService.Converse:input_type -> betcode.v1.AgentRequest
+	27, // 53: betcode.v1.AgentService.ListSessions:input_type -> betcode.v1.ListSessionsRequest
+	30, // 54: betcode.v1.AgentService.ResumeSession:input_type -> betcode.v1.ResumeSessionRequest
+	31, // 55: betcode.v1.AgentService.CompactSession:input_type -> betcode.v1.CompactSessionRequest
+	33, // 56: betcode.v1.AgentService.CancelTurn:input_type -> betcode.v1.CancelTurnRequest
+	35, // 57: betcode.v1.AgentService.RequestInputLock:input_type -> betcode.v1.InputLockRequest
+	37, // 58: betcode.v1.AgentService.QueueMessage:input_type -> betcode.v1.QueueMessageRequest
+	39, // 59: betcode.v1.AgentService.ListPermissionLog:input_type -> betcode.v1.PermissionLogRequest
+	42, // 60: betcode.v1.AgentService.ListLocalSessions:input_type -> betcode.v1.ListLocalSessionsRequest
+	45, // 61: betcode.v1.AgentService.AdoptSession:input_type -> betcode.v1.AdoptSessionRequest
+	47, // 62: betcode.v1.AgentService.StartSession:input_type -> betcode.v1.StartSessionRequest
+	49, // 63: betcode.v1.AgentService.AnswerPermission:input_type -> betcode.v1.AnswerPermissionRequest
+	51, // 64: betcode.v1.AgentService.AnswerQuestion:input_type -> betcode.v1.AnswerQuestionRequest
+	53, // 65: betcode.v1.AgentService.WatchSessions:input_type -> betcode.v1.WatchSessionsRequest
+	55, // 66: betcode.v1.AgentService.RenameSession:input_type -> betcode.v1.RenameSessionRequest
+	56, // 67: betcode.v1.AgentService.DeleteSession:input_type -> betcode.v1.DeleteSessionRequest
+	10, // 68: betcode.v1.AgentService.Converse:output_type -> betcode.v1.AgentEvent
+	28, // 69: betcode.v1.AgentService.ListSessions:output_type -> betcode.v1.ListSessionsResponse
+	10, // 70: betcode.v1.AgentService.ResumeSession:output_type -> betcode.v1.AgentEvent
+	32, // 71: betcode.v1.AgentService.CompactSession:output_type -> betcode.v1.CompactSessionResponse
+	34, // 72: betcode.v1.AgentService.CancelTurn:output_type -> betcode.v1.CancelTurnResponse
+	36, // 73: betcode.v1.AgentService.RequestInputLock:output_type -> betcode.v1.InputLockResponse
+	38, // 74: betcode.v1.AgentService.QueueMessage:output_type -> betcode.v1.QueueMessageResponse
+	40, // 75: betcode.v1.AgentService.ListPermissionLog:output_type -> betcode.v1.PermissionLogResponse
+	43, // 76: betcode.v1.AgentService.ListLocalSessions:output_type -> betcode.v1.ListLocalSessionsResponse
+	46, // 77: betcode.v1.AgentService.AdoptSession:output_type -> betcode.v1.AdoptSessionResponse
+	48, // 78: betcode.v1.AgentService.StartSession:output_type -> betcode.v1.StartSessionResponse
+	50, // 79: betcode.v1.AgentService.AnswerPermission:output_type -> betcode.v1.AnswerPermissionResponse
+	52, // 80: betcode.v1.AgentService.AnswerQuestion:output_type -> betcode.v1.AnswerQuestionResponse
+	54, // 81: betcode.v1.AgentService.WatchSessions:output_type -> betcode.v1.SessionUpdate
+	29, // 82: betcode.v1.AgentService.RenameSession:output_type -> betcode.v1.SessionSummary
+	57, // 83: betcode.v1.AgentService.DeleteSession:output_type -> betcode.v1.DeleteSessionResponse
+	68, // [68:84] is the sub-list for method output_type
+	52, // [52:68] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_betcode_v1_agent_proto_init() }
@@ -4565,6 +4731,7 @@ func file_betcode_v1_agent_proto_init() {
 		(*AgentEvent_PlanMode)(nil),
 		(*AgentEvent_TurnComplete)(nil),
 		(*AgentEvent_DeprecationWarning)(nil),
+		(*AgentEvent_UserInput)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4572,7 +4739,7 @@ func file_betcode_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_betcode_v1_agent_proto_rawDesc), len(file_betcode_v1_agent_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   56,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
