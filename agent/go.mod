@@ -33,6 +33,7 @@ require (
 require (
 	github.com/betcode-dev/betcode/shared v0.0.0
 	github.com/cenkalti/backoff/v4 v4.3.0
+	github.com/coder/websocket v1.8.15
 	github.com/google/uuid v1.6.0
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/viper v1.21.0

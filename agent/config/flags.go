@@ -30,6 +30,8 @@ func RegisterFlags(fs *pflag.FlagSet, machine map[string]any) {
 			fs.Int(k.Name, def.(int), k.Usage)
 		case Uint:
 			fs.Uint64(k.Name, def.(uint64), k.Usage)
+		case Bool:
+			fs.Bool(k.Name, def.(bool), k.Usage)
 		default:
 			panic(fmt.Sprintf("config: key %s of kind %v cannot be a flag", k.Name, k.Kind))
 		}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -17,6 +18,7 @@ const (
 	Int                    // [int]
 	Uint                   // [uint64]
 	RuleList               // [[]any]: ccgrid permission rules, as the config file has them
+	Bool                   // [bool]
 )
 
 func (k Kind) String() string {
@@ -33,6 +35,8 @@ func (k Kind) String() string {
 		return "unsigned integer"
 	case RuleList:
 		return "list of rules"
+	case Bool:
+		return "boolean"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -103,9 +107,26 @@ var Keys = []Key{
 		Usage: "how often to check whether the machine certificate needs renewing (renewed with a third of its lifetime left)", Check: nonNegative},
 	{Name: "drain-timeout", Kind: Duration, Default: 30 * time.Second,
 		Usage: "on SIGTERM, let running turns finish for up to this long while refusing new ones (0: don't wait; a second SIGTERM stops waiting)", Check: nonNegative},
+	{Name: "http-listen", Kind: String, Default: "127.0.0.1:7819",
+		Usage: "host:port serving the web app and its API (docs/web-api.md); empty disables; off loopback it needs --http-tls-cert or --http-insecure", Check: checkHostPort},
+	{Name: "http-tls-cert", Kind: String, Usage: "TLS certificate of --http-listen (required off loopback unless --http-insecure)"},
+	{Name: "http-tls-key", Kind: String, Usage: "the key of --http-tls-cert"},
+	{Name: "http-insecure", Kind: Bool, Usage: "serve --http-listen off loopback without TLS (tokens then cross the network in clear)"},
+	{Name: "web-origin", Kind: StringList, Usage: "origin (scheme://host[:port]) besides the web server's own whose pages may open its WebSocket (repeatable)", Check: checkOrigins},
 	{Name: "metrics-listen", Kind: String, Usage: "host:port serving Prometheus /metrics (e.g. 127.0.0.1:9464); empty disables", Check: checkHostPort},
 	{Name: "log-level", Kind: String, Default: "info", Usage: "log level: debug, info, warn, error", Check: checkLogLevel},
 	{Name: "config", Kind: String, Usage: "config file (YAML, TOML or JSON) with these keys", ReadOnly: "it names the file the other settings come from"},
+}
+
+// checkOrigins accepts scheme://host[:port] origins.
+func checkOrigins(v any) error {
+	for i, o := range v.([]string) {
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return fmt.Errorf("[%d] %q: want an origin such as https://app.example.com", i, o)
+		}
+	}
+	return nil
 }
 
 // Lookup returns the setting named name.
@@ -134,6 +155,8 @@ func (k Key) DefaultValue() any {
 		return 0
 	case Uint:
 		return uint64(0)
+	case Bool:
+		return false
 	}
 	return []any(nil)
 }

@@ -104,6 +104,12 @@ func (k Key) convert(raw any) (any, error) {
 			return nil, fmt.Errorf("%v is out of range", f)
 		}
 		return int(f), nil
+	case Bool:
+		b, ok := raw.(bool)
+		if !ok {
+			return nil, fmt.Errorf("want true or false, got %s", jsonType(raw))
+		}
+		return b, nil
 	case RuleList:
 		l, ok := raw.([]any)
 		if !ok && raw != nil {

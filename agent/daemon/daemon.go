@@ -30,6 +30,7 @@ import (
 	"github.com/betcode-dev/betcode/agent/relaylink"
 	"github.com/betcode-dev/betcode/agent/server"
 	"github.com/betcode-dev/betcode/agent/session"
+	"github.com/betcode-dev/betcode/agent/workspace"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 	"github.com/betcode-dev/betcode/shared/claudecli/versions"
 	"github.com/betcode-dev/betcode/shared/healthdetail"
@@ -73,6 +74,13 @@ type Config struct {
 	MaxProcesses      int
 	HangTimeout       time.Duration
 	AutoCompactTokens uint64
+	// HTTPListen, if set, is a host:port serving the web app and its API
+	// (web.go); off loopback it needs HTTPTLSCert/HTTPTLSKey or
+	// HTTPInsecure. WebOrigins are other origins whose pages may open its
+	// WebSocket.
+	HTTPListen, HTTPTLSCert, HTTPTLSKey string
+	HTTPInsecure                        bool
+	WebOrigins                          []string
 	// MetricsListen, if set, is a host:port serving Prometheus /metrics;
 	// empty disables it.
 	MetricsListen string
@@ -230,6 +238,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Home: home, Logger: log, Grants: mgr.Grants,
 		Apply: func(values map[string]any, changed []string) error { return applySettings(mgr, cfg, values, changed) },
 	}))
+	pb.RegisterWorkspaceServiceServer(srv, workspace.New(workspace.Options{Sessions: workspace.SessionDirs(mgr.Get), Home: home, Logger: log}))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -285,9 +294,16 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	reg.MustRegister(mgr.Collector())
 	registerTunnel(reg, link)
+	web, err := startWeb(cfg, srv, reg, log)
+	if err != nil {
+		closeAll()
+		mgr.Close(context.Background())
+		return err
+	}
 	var metrics *metricsServer
 	if cfg.MetricsListen != "" {
 		if metrics, err = serveMetrics(cfg.MetricsListen, reg, log); err != nil {
+			web.close(0)
 			closeAll()
 			mgr.Close(context.Background())
 			return err
@@ -336,6 +352,7 @@ func Run(ctx context.Context, cfg Config) error {
 	log.Info("agent shutting down")
 	stopLink()
 	<-linkDone
+	web.close(cfg.ShutdownTimeout)
 	stopped := make(chan struct{})
 	go func() {
 		srv.GracefulStop()

@@ -61,6 +61,8 @@ func viperValue(v *viper.Viper, k config.Key) any {
 		return v.GetInt(k.Name)
 	case config.Uint:
 		return v.GetUint64(k.Name)
+	case config.Bool:
+		return v.GetBool(k.Name)
 	}
 	l, _ := v.Get(k.Name).([]any)
 	return l

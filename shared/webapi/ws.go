@@ -1,0 +1,634 @@
+package webapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"google.golang.org/grpc/codes"
+
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+)
+
+// WebSocket timing and bounds.
+const (
+	helloTimeout   = 10 * time.Second
+	pingInterval   = 30 * time.Second
+	pingTimeout    = 20 * time.Second
+	writeTimeout   = 20 * time.Second
+	actionTimeout  = 30 * time.Second // one client action's gRPC call
+	enqueueTimeout = 10 * time.Second // how long a full queue may stay full
+	sendQueue      = 64               // messages waiting for the writer
+	maxSubs        = 100              // subscriptions per socket
+	maxInflight    = 8                // client actions running at once
+)
+
+// timing is the WebSocket's timing; tests shorten it.
+type timing struct {
+	hello, ping, write, enqueue time.Duration
+}
+
+var defaultTiming = timing{hello: helloTimeout, ping: pingInterval, write: writeTimeout, enqueue: enqueueTimeout}
+
+// Close codes besides the standard ones.
+const (
+	closeUnauthenticated websocket.StatusCode = 4401
+)
+
+// socket is one WebSocket. Its goroutines: the reader (the ServeHTTP
+// call), the writer, the session-list watcher, one per subscription and one
+// per client action in flight; the reader owns them all and waits for them.
+type socket struct {
+	h       *Handler
+	c       *websocket.Conn
+	log     *slog.Logger
+	ctx     context.Context // ends when the socket is done
+	cancel  context.CancelFunc
+	rpc     context.Context // ctx with the caller's credentials
+	out     chan []byte
+	machine string
+	hub     *watchHub // set once joined
+
+	closeMu     sync.Mutex // guards the two below
+	closeCode   websocket.StatusCode
+	closeReason string
+
+	mu   sync.Mutex // guards subs
+	subs map[string]*subscription
+
+	wg       sync.WaitGroup // every goroutine but the reader
+	inflight chan struct{}
+}
+
+// subscription is one session streamed to the socket.
+type subscription struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// originOK reports whether a page of the request's Origin may open the
+// WebSocket: the same host, or an allowed origin. A request without
+// Origin comes from no browser and needs only its token.
+func (h *Handler) originOK(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	return h.origins[strings.ToLower(u.Scheme+"://"+u.Host)]
+}
+
+func (h *Handler) serveWS(w http.ResponseWriter, r *http.Request) {
+	if !h.originOK(r) {
+		writeError(w, http.StatusForbidden, "ORIGIN_NOT_ALLOWED", "this page's origin may not open the WebSocket (see --web-origin)")
+		return
+	}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		writeError(w, http.StatusServiceUnavailable, "SHUTTING_DOWN", "the server is shutting down")
+		return
+	}
+	h.wg.Add(1)
+	h.mu.Unlock()
+	defer h.wg.Done()
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		InsecureSkipVerify: true, // originOK checked it
+		CompressionMode:    websocket.CompressionDisabled,
+	})
+	if err != nil {
+		return // Accept answered
+	}
+	c.SetReadLimit(MaxBodyBytes)
+	h.metrics.sockets.Inc()
+	defer h.metrics.sockets.Dec()
+	ctx, cancel := context.WithCancel(h.ctx)
+	s := &socket{h: h, c: c, log: h.opts.Log, ctx: ctx, cancel: cancel, out: make(chan []byte, sendQueue),
+		subs: map[string]*subscription{}, inflight: make(chan struct{}, maxInflight)}
+	s.run()
+}
+
+// fail ends the socket with code; the first reason wins.
+func (s *socket) fail(code websocket.StatusCode, reason string) {
+	s.closeMu.Lock()
+	if s.closeCode == 0 {
+		s.closeCode, s.closeReason = code, reason
+	}
+	s.closeMu.Unlock()
+	s.cancel()
+}
+
+// send queues a message, waiting while the queue is full; a socket whose
+// queue stays full for enqueueTimeout is closed (1013) rather than
+// buffering without bound. It reports false when the message was dropped
+// because ctx or the socket ended.
+func (s *socket) send(ctx context.Context, msg any) bool {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		s.log.Error("web: encode message", "err", err)
+		return false
+	}
+	select {
+	case s.out <- b:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-s.ctx.Done():
+		return false
+	default:
+	}
+	t := time.NewTimer(s.h.timing.enqueue)
+	defer t.Stop()
+	select {
+	case s.out <- b:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-s.ctx.Done():
+		return false
+	case <-t.C:
+		s.fail(websocket.StatusTryAgainLater, "too slow: messages piled up")
+		return false
+	}
+}
+
+// trySend queues a message without waiting; a full queue closes the
+// socket as too slow.
+func (s *socket) trySend(msg any) {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return
+	}
+	s.trySendBytes(b)
+}
+
+// trySendBytes is trySend of an encoded message.
+func (s *socket) trySendBytes(b []byte) {
+	select {
+	case s.out <- b:
+	default:
+		s.fail(websocket.StatusTryAgainLater, "too slow: messages piled up")
+	}
+}
+
+// writeLoop writes queued messages and pings; when the socket ends it
+// closes the connection with the recorded code, which ends the reader.
+func (s *socket) writeLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.h.timing.ping)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			s.closeConn()
+			return
+		case b := <-s.out:
+			// Not s.ctx: ending the socket must not abort a write (and
+			// with it the connection) before the close code is sent.
+			ctx, cancel := context.WithTimeout(context.Background(), s.h.timing.write)
+			err := s.c.Write(ctx, websocket.MessageText, b)
+			cancel()
+			if err != nil {
+				s.fail(websocket.StatusTryAgainLater, "write failed or too slow")
+				s.c.CloseNow()
+				return
+			}
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+			err := s.c.Ping(ctx)
+			cancel()
+			if err != nil {
+				s.fail(websocket.StatusPolicyViolation, "no pong")
+				s.c.CloseNow()
+				return
+			}
+		}
+	}
+}
+
+// closeConn flushes what is queued (best effort, briefly) and closes with
+// the recorded code.
+func (s *socket) closeConn() {
+	s.closeMu.Lock()
+	if s.closeCode == 0 {
+		s.closeCode, s.closeReason = websocket.StatusGoingAway, "server shutting down"
+	}
+	code, reason := s.closeCode, s.closeReason
+	s.closeMu.Unlock()
+	if code == 0 {
+		code, reason = websocket.StatusGoingAway, "server shutting down"
+	}
+	if code != websocket.StatusTryAgainLater {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	flush:
+		for {
+			select {
+			case b := <-s.out:
+				if s.c.Write(ctx, websocket.MessageText, b) != nil {
+					break flush
+				}
+			default:
+				break flush
+			}
+		}
+		cancel()
+	}
+	s.c.Close(code, reason)
+}
+
+// hello is the first client message.
+type hello struct {
+	Type          string `json:"type"`
+	Token         string `json:"token"`
+	Machine       string `json:"machine"`
+	Subscriptions []struct {
+		SessionID     string `json:"sessionId"`
+		AfterSequence uint64 `json:"afterSequence"`
+	} `json:"subscriptions"`
+}
+
+// run serves the socket until it ends, then stops and waits for every
+// goroutine it started.
+func (s *socket) run() {
+	s.wg.Add(1)
+	go s.writeLoop()
+	defer func() {
+		s.cancel()
+		if s.hub != nil {
+			s.hub.leave(s)
+		}
+		s.wg.Wait()
+		s.c.CloseNow()
+	}()
+
+	helloTimer := time.AfterFunc(s.h.timing.hello, func() {
+		s.fail(websocket.StatusPolicyViolation, "no hello within 10s")
+	})
+	typ, data, err := s.c.Read(context.Background())
+	helloTimer.Stop()
+	if err != nil {
+		s.readFailed(err)
+		return
+	}
+	var hi hello
+	if typ != websocket.MessageText || json.Unmarshal(data, &hi) != nil || hi.Type != "hello" {
+		s.send(s.ctx, Event{"type": "error", "code": "INVALID_ARGUMENT", "message": "the first message must be {\"type\":\"hello\",\"token\":...}"})
+		s.fail(websocket.StatusPolicyViolation, "hello expected")
+		return
+	}
+	if hi.Token == "" {
+		s.unauthenticated("hello needs a token")
+		return
+	}
+	s.machine = hi.Machine
+	c := caller{token: hi.Token, machine: hi.Machine}
+	s.rpc = s.h.outgoing(s.ctx, c)
+	if !s.start(c) {
+		return
+	}
+	for _, sub := range hi.Subscriptions {
+		if sub.SessionID != "" {
+			s.subscribe(sub.SessionID, sub.AfterSequence)
+		}
+	}
+	for {
+		typ, data, err := s.c.Read(context.Background())
+		if err != nil {
+			s.readFailed(err)
+			return
+		}
+		if typ != websocket.MessageText {
+			s.send(s.ctx, Event{"type": "error", "code": "INVALID_ARGUMENT", "message": "send JSON text messages"})
+			continue
+		}
+		s.handle(data)
+	}
+}
+
+// readFailed ends the socket after the reader failed.
+func (s *socket) readFailed(err error) {
+	code := websocket.CloseStatus(err)
+	switch {
+	case code == -1:
+		s.fail(websocket.StatusGoingAway, "read failed")
+	default:
+		s.fail(code, "")
+	}
+}
+
+func (s *socket) unauthenticated(msg string) {
+	s.send(s.ctx, Event{"type": "error", "code": "UNAUTHENTICATED", "message": msg})
+	s.fail(closeUnauthenticated, "unauthenticated")
+}
+
+// start checks the token, queues the snapshot and joins the caller's
+// session-list hub; false means the socket was failed.
+func (s *socket) start(c caller) bool {
+	// Every socket checks its own token, also when it joins a stream
+	// another socket of the same caller opened.
+	if err := s.h.checkToken(s.rpc); err != nil {
+		e := fromGRPC(err)
+		if e.status == http.StatusUnauthorized {
+			s.unauthenticated(e.message)
+			return false
+		}
+		if s.ctx.Err() == nil {
+			s.send(s.ctx, Event{"type": "error", "code": e.code, "message": e.message})
+			s.fail(websocket.StatusInternalError, "token check failed")
+		}
+		return false
+	}
+	snap := Event{"type": "snapshot"}
+	if m := s.machineInfo(); m != nil {
+		snap["machine"] = m
+	}
+	if err := s.h.join(s, c, snap); err != nil {
+		e := fromGRPC(err)
+		if e.status == http.StatusUnauthorized {
+			s.unauthenticated(e.message)
+			return false
+		}
+		if s.ctx.Err() == nil {
+			s.send(s.ctx, Event{"type": "error", "code": e.code, "message": e.message})
+			s.fail(websocket.StatusInternalError, "snapshot failed")
+		}
+		return false
+	}
+	return true
+}
+
+// machineInfo is the snapshot's machine: the agent's own, or on the relay
+// the one hello named.
+func (s *socket) machineInfo() *Machine {
+	if s.h.opts.Role == RoleAgent {
+		m := s.h.localMachine()
+		return &m
+	}
+	if s.machine == "" {
+		return nil
+	}
+	pm, err := s.h.machines.GetMachine(s.rpc, &pb.GetMachineRequest{MachineId: s.machine})
+	if err != nil {
+		return nil
+	}
+	m := machineOf(pm, s.machine)
+	return &m
+}
+
+// pendingIDs are the request and question ids of open prompts.
+func pendingIDs(evs []*pb.AgentEvent) []string {
+	ids := make([]string, 0, len(evs))
+	for _, ev := range evs {
+		if p := ev.GetPermissionRequest(); p != nil {
+			ids = append(ids, p.RequestId)
+		} else if q := ev.GetUserQuestion(); q != nil {
+			ids = append(ids, q.QuestionId)
+		}
+	}
+	return ids
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// subscribe starts (or restarts) streaming a session. Only the reader
+// calls it.
+func (s *socket) subscribe(id string, after uint64) bool {
+	s.unsubscribe(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.subs) >= maxSubs {
+		return false
+	}
+	ctx, cancel := context.WithCancel(s.rpc)
+	sub := &subscription{cancel: cancel, done: make(chan struct{})}
+	s.subs[id] = sub
+	s.wg.Add(1)
+	go s.stream(ctx, id, after, sub)
+	return true
+}
+
+// unsubscribe stops streaming a session and waits until it stopped.
+func (s *socket) unsubscribe(id string) {
+	s.mu.Lock()
+	sub := s.subs[id]
+	delete(s.subs, id)
+	s.mu.Unlock()
+	if sub != nil {
+		sub.cancel()
+		<-sub.done
+	}
+}
+
+// stream sends a session's events after a sequence, then replay_done, then
+// live events, until ctx ends or the stream fails (subscription_ended).
+func (s *socket) stream(ctx context.Context, id string, after uint64, sub *subscription) {
+	defer s.wg.Done()
+	defer close(sub.done)
+	defer sub.cancel()
+	ended := func(err error) {
+		if ctx.Err() != nil {
+			return
+		}
+		s.mu.Lock()
+		if s.subs[id] == sub {
+			delete(s.subs, id)
+		}
+		s.mu.Unlock()
+		e := fromGRPC(err)
+		s.send(ctx, Event{"type": "subscription_ended", "sessionId": id, "code": e.code, "message": e.message})
+	}
+	last, err := s.h.lastSequence(ctx, id)
+	if err != nil {
+		ended(err)
+		return
+	}
+	if after > last {
+		ended(statusError(codes.OutOfRange, "INVALID_ARGUMENT", "afterSequence is past the session's last sequence"))
+		return
+	}
+	stream, err := s.h.follow(ctx, id, after)
+	if err != nil {
+		ended(err)
+		return
+	}
+	caughtUp := after >= last
+	if caughtUp && !s.send(ctx, Event{"type": "replay_done", "sessionId": id, "seq": last}) {
+		return
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			ended(err)
+			return
+		}
+		if e := eventOf(id, ev); e != nil && !s.send(ctx, e) {
+			return
+		}
+		if !caughtUp && ev.Sequence >= last {
+			caughtUp = true
+			if !s.send(ctx, Event{"type": "replay_done", "sessionId": id, "seq": ev.Sequence}) {
+				return
+			}
+		}
+	}
+}
+
+// clientMessage is any client message; type says which fields count.
+type clientMessage struct {
+	Type           string            `json:"type"`
+	ID             string            `json:"id"`
+	SessionID      string            `json:"sessionId"`
+	AfterSequence  uint64            `json:"afterSequence"`
+	RequestID      string            `json:"requestId"`
+	Behavior       string            `json:"behavior"`
+	Message        string            `json:"message"`
+	UpdatedInput   map[string]any    `json:"updatedInput"`
+	QuestionID     string            `json:"questionId"`
+	Answers        map[string]string `json:"answers"`
+	Text           string            `json:"text"`
+	Files          []FileAttachment  `json:"files"`
+	IdempotencyKey string            `json:"idempotencyKey"`
+}
+
+// refuse answers a client message with an error.
+func (s *socket) refuse(m *clientMessage, code, msg string) {
+	e := Event{"type": "error", "code": code, "message": msg}
+	if m != nil && m.ID != "" {
+		e["id"] = m.ID
+	}
+	if m != nil && m.SessionID != "" {
+		e["sessionId"] = m.SessionID
+	}
+	s.send(s.ctx, e)
+}
+
+func (s *socket) ack(m *clientMessage, extra Event) {
+	if m.ID == "" {
+		return
+	}
+	e := Event{"type": "ack", "id": m.ID}
+	for k, v := range extra {
+		e[k] = v
+	}
+	s.send(s.ctx, e)
+}
+
+// handle acts on one client message.
+func (s *socket) handle(data []byte) {
+	var m clientMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		s.refuse(nil, "INVALID_ARGUMENT", "malformed JSON: "+err.Error())
+		return
+	}
+	needSession := func() bool {
+		if m.SessionID == "" {
+			s.refuse(&m, "INVALID_ARGUMENT", m.Type+" needs sessionId")
+			return false
+		}
+		return true
+	}
+	switch m.Type {
+	case "ping":
+		e := Event{"type": "pong"}
+		if m.ID != "" {
+			e["id"] = m.ID
+		}
+		s.send(s.ctx, e)
+	case "hello":
+		s.refuse(&m, "INVALID_ARGUMENT", "already authenticated: hello is the first message only")
+	case "subscribe":
+		if !needSession() {
+			return
+		}
+		if !s.subscribe(m.SessionID, m.AfterSequence) {
+			s.refuse(&m, "TOO_MANY_SUBSCRIPTIONS", "at most 100 sessions per socket; unsubscribe some")
+			return
+		}
+		s.ack(&m, nil)
+	case "unsubscribe":
+		if !needSession() {
+			return
+		}
+		s.unsubscribe(m.SessionID)
+		s.ack(&m, nil)
+	case "permission_response", "question_response", "user_message", "cancel":
+		if !needSession() {
+			return
+		}
+		select {
+		case s.inflight <- struct{}{}:
+		case <-s.ctx.Done():
+			return
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer func() { <-s.inflight }()
+			s.act(&m)
+		}()
+	default:
+		s.refuse(&m, "INVALID_ARGUMENT", "unknown message type "+jsonQuote(m.Type))
+	}
+}
+
+func jsonQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// act performs a client action through gRPC and answers ack or error.
+func (s *socket) act(m *clientMessage) {
+	ctx, cancel := context.WithTimeout(s.rpc, actionTimeout)
+	defer cancel()
+	var seq uint64
+	var err error
+	switch m.Type {
+	case "permission_response":
+		seq, err = s.h.sendPermission(ctx, m.SessionID, m.RequestID,
+			permissionAnswer{Behavior: m.Behavior, Message: m.Message, UpdatedInput: m.UpdatedInput})
+	case "question_response":
+		seq, err = s.h.sendAnswer(ctx, m.SessionID, m.QuestionID, m.Answers)
+	case "user_message":
+		var resp *pb.QueueMessageResponse
+		if resp, err = s.h.sendMessage(ctx, m.SessionID, m.Text, m.Files, m.IdempotencyKey); err == nil {
+			seq = resp.Sequence
+		}
+	case "cancel":
+		_, err = s.h.agent.CancelTurn(ctx, &pb.CancelTurnRequest{SessionId: m.SessionID})
+	}
+	if err != nil {
+		var fe fileError
+		if errors.As(err, &fe) {
+			s.refuse(m, "INVALID_ARGUMENT", fe.Error())
+			return
+		}
+		e := fromGRPC(err)
+		s.refuse(m, e.code, e.message)
+		return
+	}
+	if seq != 0 {
+		s.ack(m, Event{"sequence": seq})
+		return
+	}
+	s.ack(m, nil)
+}
