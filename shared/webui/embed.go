@@ -4,7 +4,7 @@
 // dist/ is the app shell: index.html, sw.js (the service worker, served unhashed with
 // Cache-Control: no-cache), manifest.webmanifest, icons, and assets/ with content-hashed names
 // (safe to cache forever). Every compressible file over 1 KB has a deterministic .gz sibling to
-// serve when the client accepts gzip. Handler serves all of it.
+// serve when the client accepts gzip; shared/webapi serves all of it.
 package webui
 
 import (
