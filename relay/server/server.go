@@ -1,7 +1,8 @@
 // Package server wires the relay together: the store (PostgreSQL, or SQLite
 // in the data dir), TLS with optional client certificates on one port, the
 // relay's own gRPC services, the router that forwards everything else to
-// machines, and Prometheus metrics on a separate listener.
+// machines, the web API and app for browsers (web.go), and Prometheus
+// metrics on a separate listener.
 package server
 
 import (
@@ -37,6 +38,7 @@ import (
 	"github.com/betcode-dev/betcode/relay/oidcsvc"
 	"github.com/betcode-dev/betcode/relay/peer"
 	"github.com/betcode-dev/betcode/relay/pki"
+	"github.com/betcode-dev/betcode/relay/push"
 	"github.com/betcode-dev/betcode/relay/registry"
 	"github.com/betcode-dev/betcode/relay/router"
 	"github.com/betcode-dev/betcode/relay/store"
@@ -77,7 +79,13 @@ type Config struct {
 	MachineCertLifetime time.Duration
 	// OIDC is OpenID Connect sign-in (`betcode login --oidc`); the zero
 	// value disables it.
-	OIDC            oidcsvc.Config
+	OIDC oidcsvc.Config
+	// Web is the web API and app (docs/web-api.md): on the public port,
+	// or on a listener of their own.
+	Web WebConfig
+	// PushSubject is the VAPID contact of Web Push (mailto: or https:
+	// URL, docs/push.md); empty: no Web Push.
+	PushSubject     string
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
 	// Ready, if set, is called with the bound address once serving.
@@ -106,6 +114,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("relay: %w", err)
 	}
 	if err := c.OIDC.Validate(); err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	if err := c.Web.Validate(); err != nil {
 		return fmt.Errorf("relay: %w", err)
 	}
 	if c.AdvertiseAddr != "" {
@@ -242,8 +253,19 @@ func Run(ctx context.Context, cfg Config) error {
 		Local: gs, Auth: authn, Streams: calls, MaxMessageBytes: lim.Config().MaxMessageBytes, Registry: tunnels, Store: st, Limits: cfg.Limits, Log: lg, Metrics: router.NewMetrics(reg),
 		Self: cfg.AdvertiseAddr, Peers: peers, PresenceTTL: presenceTTL,
 	}
+	// Web Push: watches each connected machine's sessions and serves
+	// /api/push through the web API.
+	pushSvc, err := push.New(ctx, push.Options{Store: st, Auth: authn, Log: lg, Registerer: reg, Subject: cfg.PushSubject})
+	if err != nil {
+		return fmt.Errorf("relay: web push: %w", err)
+	}
+	defer pushSvc.Close()
 	tsvc := &tunnelsvc.Service{
-		Store: st, Registry: tunnels, Log: lg, HeartbeatInterval: cfg.HeartbeatInterval, OnOnline: rt.Deliver,
+		Store: st, Registry: tunnels, Log: lg, HeartbeatInterval: cfg.HeartbeatInterval,
+		OnOnline: func(ctx context.Context, t *registry.Tunnel) {
+			pushSvc.WatchTunnel(t)
+			rt.Deliver(ctx, t)
+		},
 		Replica: cfg.AdvertiseAddr, Revoked: func(id string) bool { return authn.MachineRevoked(id, "") }, Audit: authn.Audit,
 		Metrics: tunnelsvc.NewMetrics(reg),
 	}
@@ -317,21 +339,45 @@ func Run(ctx context.Context, cfg Config) error {
 	pb.RegisterEnrollServiceServer(agents, enroll)
 	healthpb.RegisterHealthServer(agents, hs)
 
+	// The web API and app: the gateway reaches machines through the very
+	// handler below (auth.Middleware over the router), in-process.
+	web, err := newWebServer(webOptions{
+		Config: cfg.Web, Authenticate: authn.Middleware, Route: rt, Log: lg, Registerer: reg,
+		Push: pushSvc.Handler(), PushInfo: pushSvc.Info,
+	})
+	if err != nil {
+		return err
+	}
+	webDone := false
+	defer func() {
+		if !webDone { // an early return
+			web.shutdown(context.Background())
+		}
+		web.close()
+	}()
+	if err := web.listen(cfg.TLSCert, cfg.TLSKey, lim.Config().HandshakeTimeout); err != nil {
+		return err
+	}
+	// Browsers speak HTTP/1.1 as well as HTTP/2 (a WebSocket needs
+	// HTTP/1.1); gRPC clients and agents offer only h2 and get it.
+	tlsCfg.NextProtos = []string{"h2", "http/1.1"}
+
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	srv := &http.Server{
-		Handler:           authn.Middleware(rt),
+		Handler:           web.publicHandler(authn.Middleware(rt)),
 		TLSConfig:         tlsCfg.Clone(), // Serve edits its copy while the splitter handshakes with tlsCfg
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          log.New(&handshakeLog{lg}, "", 0),
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 1000},
 		// A client connection must authenticate a call within the
-		// handshake timeout, or it is closed.
-		ConnContext: auth.ConnContext(lim.Config().HandshakeTimeout),
+		// handshake timeout, or it is closed; one serving the web app
+		// stays while it is in use (connGuard).
+		ConnContext: web.guards.connContext(lim.Config().HandshakeTimeout, true),
 	}
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	split := newSplitter(ln, tlsCfg, lg, splitOptions{MaxPending: lim.Config().MaxPendingConns, HandshakeTimeout: lim.Config().HandshakeTimeout})
 	splitDone := make(chan struct{})
 	go func() {
@@ -340,6 +386,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}()
 	go func() { errc <- srv.Serve(split.clients) }()
 	go func() { errc <- agents.Serve(split.machines) }()
+	if web.srv != nil {
+		go func() { errc <- web.serve() }()
+	}
 
 	var msrv *http.Server
 	if cfg.MetricsListen != "" {
@@ -375,6 +424,11 @@ func Run(ctx context.Context, cfg Config) error {
 	ln.Close()
 	tunnels.CloseAll() // tunnels are long-lived: end them so Shutdown can finish
 	agents.Stop()
+	// WebSockets are hijacked connections Shutdown does not wait for: the
+	// gateway ends them first (close 1001); Shutdown then drains REST
+	// calls, and the gateway's in-memory path closes last (deferred).
+	web.shutdown(sctx)
+	webDone = true
 	if err := srv.Shutdown(sctx); err != nil {
 		srv.Close()
 	}

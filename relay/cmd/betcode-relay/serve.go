@@ -10,6 +10,7 @@ import (
 	"github.com/betcode-dev/betcode/relay/oidcsvc"
 	"github.com/betcode-dev/betcode/relay/server"
 	"github.com/betcode-dev/betcode/relay/store"
+	"github.com/betcode-dev/betcode/shared/webui"
 )
 
 func newServeCmd() *cobra.Command {
@@ -19,8 +20,16 @@ func newServeCmd() *cobra.Command {
 		Short: "Run the relay",
 		Long: `Run the relay. Agents connect with a machine certificate signed by --client-ca
 (enrolled with a join token when --ca-key is given); clients connect with TLS and
-send a bearer token on every call (betcode login; accounts: betcode-relay admin). Every flag can also be set as BETCODE_RELAY_<FLAG>
-(dashes become underscores) or as a key of the --config file.`,
+send a bearer token on every call (betcode login; accounts: betcode-relay admin).
+
+Browsers reach the web app and its API (REST under /api, the WebSocket
+/api/ws) on the same port: every request that is not gRPC goes there, over
+HTTP/2 or HTTP/1.1. The web API authenticates, authorizes, limits and routes
+each call exactly as a gRPC client's (the token is the same bearer token).
+--http-listen moves it to a port of its own.
+
+Every flag can also be set as BETCODE_RELAY_<FLAG> (dashes become
+underscores) or as a key of the --config file.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindViper(cmd, v); err != nil {
@@ -45,8 +54,12 @@ send a bearer token on every call (betcode login; accounts: betcode-relay admin)
 					Issuer: v.GetString("oidc-issuer"), ClientID: v.GetString("oidc-client-id"), Scopes: v.GetStringSlice("oidc-scopes"),
 					GroupsClaim: v.GetString("oidc-groups-claim"), TokenTTL: v.GetDuration("oidc-token-ttl"),
 				},
-				Limits: store.Limits{MaxMessages: v.GetInt("buffer-max-messages"), MaxBytes: v.GetInt64("buffer-max-bytes"), TTL: v.GetDuration("buffer-ttl")},
-				Logger: log,
+				Web: server.WebConfig{
+					Listen: v.GetString("http-listen"), Origins: v.GetStringSlice("web-origin"), Static: webui.FS,
+				},
+				PushSubject: v.GetString("push-subject"),
+				Limits:      store.Limits{MaxMessages: v.GetInt("buffer-max-messages"), MaxBytes: v.GetInt64("buffer-max-bytes"), TTL: v.GetDuration("buffer-ttl")},
+				Logger:      log,
 			})
 		},
 	}
@@ -77,6 +90,9 @@ send a bearer token on every call (betcode login; accounts: betcode-relay admin)
 	f.StringSlice("oidc-scopes", nil, "scopes to request (default openid,email,profile; openid and email are required)")
 	f.String("oidc-groups-claim", "", "ID token claim listing the user's groups: a group named like a team makes the user a member of it (e.g. groups)")
 	f.Duration("oidc-token-ttl", 0, "lifetime of the client tokens OIDC sign-in creates (default 720h)")
+	f.String("http-listen", "", "separate HOST:PORT for the web app and its API (TLS with --tls-cert unless loopback, where it is plain HTTP); empty: served on --listen")
+	f.StringSlice("web-origin", nil, "an extra origin (scheme://host[:port]) whose pages may open the web API's WebSocket, besides the relay's own; repeatable")
+	f.String("push-subject", "", "VAPID contact for Web Push notifications to the web app (mailto:ops@example.com or an https URL; docs/push.md); empty: no push")
 	f.String("config", "", "config file")
 	f.String("log-level", "info", "debug, info, warn or error")
 	return cmd
