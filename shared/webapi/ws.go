@@ -115,7 +115,12 @@ func (h *Handler) serveWS(w http.ResponseWriter, r *http.Request) {
 	c.SetReadLimit(MaxBodyBytes)
 	h.metrics.sockets.Inc()
 	defer h.metrics.sockets.Dec()
-	ctx, cancel := context.WithCancel(h.ctx)
+	// The socket's calls keep the request's values (the relay puts the
+	// browser's address there for audit and rate limits) but end with the
+	// handler, not with the request.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	stop := context.AfterFunc(h.ctx, cancel)
+	defer stop()
 	s := &socket{h: h, c: c, log: h.opts.Log, ctx: ctx, cancel: cancel, out: make(chan []byte, sendQueue),
 		subs: map[string]*subscription{}, inflight: make(chan struct{}, maxInflight)}
 	s.run()
