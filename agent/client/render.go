@@ -111,6 +111,9 @@ func (r *Renderer) Event(ev *pb.AgentEvent) {
 		fmt.Fprintln(r.Err)
 	case *pb.AgentEvent_TurnComplete:
 		r.EndLine()
+	case *pb.AgentEvent_UserInput:
+		r.EndLine()
+		fmt.Fprint(r.Out, UserInput(e.UserInput))
 	case *pb.AgentEvent_DeprecationWarning:
 		if r.warned[e.DeprecationWarning.Feature] {
 			return
@@ -122,6 +125,20 @@ func (r *Renderer) Event(ev *pb.AgentEvent) {
 		r.EndLine()
 		fmt.Fprintln(r.Err, Deprecation(e.DeprecationWarning))
 	}
+}
+
+// UserInput formats a user's message as it is replayed: each line of the
+// prompt after "> ", then one line per attachment (name, type and size; the
+// log keeps no content).
+func UserInput(in *pb.UserInputEvent) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(in.Content, "\n"), "\n") {
+		b.WriteString(strings.TrimRight("> "+l, " ") + "\n")
+	}
+	for _, a := range in.Attachments {
+		fmt.Fprintf(&b, ">   [attached %s (%s, %d bytes)]\n", a.Filename, a.MimeType, a.Size)
+	}
+	return b.String()
 }
 
 // Deprecation formats a DeprecationWarning on one line.

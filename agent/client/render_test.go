@@ -108,3 +108,24 @@ func TestRendererRichEvents(t *testing.T) {
 		t.Errorf("QuestionsByCaller still printed %q", out.String())
 	}
 }
+
+func TestUserInput(t *testing.T) {
+	tests := []struct {
+		name string
+		in   *pb.UserInputEvent
+		want string
+	}{
+		{"one line", &pb.UserInputEvent{Content: "fix the build"}, "> fix the build\n"},
+		{"lines", &pb.UserInputEvent{Content: "first\n\nthird\n"}, "> first\n>\n> third\n"},
+		{"attachments", &pb.UserInputEvent{Content: "look", SentBy: "alice", Attachments: []*pb.AttachmentInfo{
+			{Filename: "a.png", MimeType: "image/png", Size: 68},
+		}}, "> look\n>   [attached a.png (image/png, 68 bytes)]\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := UserInput(tt.in); got != tt.want {
+				t.Errorf("UserInput = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -38,6 +38,9 @@ func TestClientCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "Hello from the fake model.") || !strings.Contains(errOut, "in /") {
 		t.Fatalf("chat: code %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
+	if strings.Contains(out, "> hello") {
+		t.Errorf("chat echoed the user's own message:\n%s", out)
+	}
 	out, errOut, code = runCLI(t, sock, "chat", "--cwd", dir, "--allow", "Bash", "please RUNTOOL")
 	if code != 0 || !strings.Contains(out, "⏺ Bash(touch created-by-tool.txt") || !strings.Contains(out, "⎿ done") {
 		t.Fatalf("tool chat: code %d\nstdout: %s\nstderr: %s", code, out, errOut)
@@ -48,8 +51,14 @@ func TestClientCLI(t *testing.T) {
 	}
 	id := strings.Fields(strings.Split(out, "\n")[1])[0]
 	out, _, code = runCLI(t, sock, "replay", id, "--json")
-	if code != 0 || !strings.Contains(out, `"sequence":"1"`) || !strings.Contains(out, "turnComplete") {
+	if code != 0 || !strings.Contains(out, `"sequence":"1"`) || !strings.Contains(out, "turnComplete") || !strings.Contains(out, `"userInput":{"content":"please RUNTOOL"}`) {
 		t.Fatalf("replay: code %d\n%s", code, out)
+	}
+	// The text replay shows the prompt, then what it caused.
+	out, _, code = runCLI(t, sock, "replay", id)
+	prompt, tool := strings.Index(out, "> please RUNTOOL\n"), strings.Index(out, "⏺ Bash(")
+	if code != 0 || prompt < 0 || tool < prompt {
+		t.Fatalf("replay: code %d; want the prompt line before the tool call\n%s", code, out)
 	}
 
 	tests := []struct {

@@ -120,6 +120,17 @@ func TestCompactionCountsAndCompactedReplay(t *testing.T) {
 	if !strings.Contains(text(replay), "w39") {
 		t.Errorf("the last exchange was not kept: %q", text(replay))
 	}
+	// The last exchange keeps its prompt; the agent's own /compact prompt
+	// is not user input.
+	var prompts []string
+	for _, ev := range replay {
+		if in := ev.GetUserInput(); in != nil {
+			prompts = append(prompts, in.Content)
+		}
+	}
+	if strings.Join(prompts, "|") != "long one" {
+		t.Errorf("user inputs after compaction %q, want only the last exchange's", prompts)
+	}
 	// The live stream saw Claude's own /compact turn; then the session goes on.
 	until(t, s, isTurnComplete)
 	say(t, s, "after compaction")

@@ -33,7 +33,8 @@ const (
 	MDFollow = "x-betcode-follow"
 	// MDUser names the user a call is made for. The relay sets it on every
 	// call it forwards (relay/auth.UserHeader); local clients send none.
-	// The agent records it as a session's created_by.
+	// The agent records it as a session's created_by and as the sent_by of
+	// the user's messages.
 	MDUser = "x-betcode-user"
 )
 
@@ -225,7 +226,9 @@ func namedClientID(ctx context.Context) string {
 func (a *Agent) handleRequest(ctx context.Context, sess *session.Session, clientID string, req *pb.AgentRequest) error {
 	switch r := req.Request.(type) {
 	case *pb.AgentRequest_Message:
-		return sess.SendUserAs(ctx, clientID, r.Message.GetContent(), r.Message.GetAttachments())
+		return sess.Send(ctx, session.Message{
+			ClientID: clientID, SentBy: callUser(ctx), Text: r.Message.GetContent(), Attachments: r.Message.GetAttachments(),
+		})
 	case *pb.AgentRequest_Permission:
 		return sess.Respond(ctx, r.Permission)
 	case *pb.AgentRequest_Cancel:
@@ -333,7 +336,9 @@ func (a *Agent) QueueMessage(ctx context.Context, req *pb.QueueMessageRequest) (
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	dup, err := sess.SendUserOnce(ctx, req.IdempotencyKey, req.Message.GetContent(), req.Message.GetAttachments())
+	dup, err := sess.SendOnce(ctx, req.IdempotencyKey, session.Message{
+		SentBy: callUser(ctx), Text: req.Message.GetContent(), Attachments: req.Message.GetAttachments(),
+	})
 	if err != nil {
 		return nil, toStatus(err)
 	}

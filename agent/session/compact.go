@@ -82,7 +82,7 @@ func (s *Session) Compact(ctx context.Context) (CompactResult, error) {
 	s.mu.Unlock()
 	if started {
 		// Claude Code summarises its own context.
-		if err := s.SendUserAs(ctx, s.LockHolder(), "/compact", nil); err != nil {
+		if err := s.Send(ctx, Message{ClientID: s.LockHolder(), Text: "/compact", internal: true}); err != nil {
 			s.emitStatus(ctx, nil, pb.AgentStatus_IDLE, "")
 			return res, fmt.Errorf("compaction failed: %w", err)
 		}

@@ -9,6 +9,10 @@
 //	CLI stdout -> claude.Conn -> bridge.Translator -> emit (seq, time)
 //	  -> eventlog.Append (batched, async) -> commit -> publish -> subscribers
 //
+// A user message the CLI accepts is itself an event (user_input, without
+// attachment bytes), sequenced before anything its turn produces, so that
+// a replay shows the prompts as well as the answers.
+//
 // Subscribers have bounded buffers. Publishing never blocks: a subscriber
 // whose buffer is full is cut off with ErrSlowConsumer and can resume from the
 // last sequence it received. Replay reads the log up to the point where the
@@ -19,9 +23,9 @@
 // Besides each session's event stream, the Manager keeps a change feed of
 // session states (Watch, behind WatchSessions): publishing an event that
 // changes what a session list shows (session_info, status, usage, a prompt,
-// turn end, error), resolving a prompt, a rename and a deletion each offer a
-// whole SessionUpdate to every watcher, without blocking. A watcher whose
-// bounded buffer fills is cut off with a *WatchOverflowError and watches
-// again from a fresh snapshot; updates carry whole states, so nothing else
-// is needed to catch up.
+// turn end, error, user input), resolving a prompt, a rename and a deletion
+// each offer a whole SessionUpdate to every watcher, without blocking. A
+// watcher whose bounded buffer fills is cut off with a *WatchOverflowError
+// and watches again from a fresh snapshot; updates carry whole states, so
+// nothing else is needed to catch up.
 package session

@@ -218,7 +218,8 @@ func feedKind(ev *pb.AgentEvent) bool {
 	switch ev.Event.(type) {
 	case *pb.AgentEvent_SessionInfo, *pb.AgentEvent_StatusChange, *pb.AgentEvent_Usage,
 		*pb.AgentEvent_PermissionRequest, *pb.AgentEvent_UserQuestion,
-		*pb.AgentEvent_TurnComplete, *pb.AgentEvent_Error:
+		*pb.AgentEvent_TurnComplete, *pb.AgentEvent_Error,
+		*pb.AgentEvent_UserInput: // the preview and message count change
 		return true
 	}
 	return false

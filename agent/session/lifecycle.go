@@ -91,7 +91,7 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (s *Session, dup 
 		}
 	}
 	if hasMessage {
-		if err := s.SendUser(ctx, req.Text, req.Attachments); err != nil {
+		if err := s.Send(ctx, Message{SentBy: req.CreatedBy, Text: req.Text, Attachments: req.Attachments}); err != nil {
 			m.discard(ctx, s)
 			return nil, false, err
 		}

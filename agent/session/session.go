@@ -93,7 +93,7 @@ type Session struct {
 	// paths adjust its status.
 	trMu sync.Mutex
 
-	idemMu sync.Mutex // serialises SendUserOnce
+	idemMu sync.Mutex // serialises SendOnce
 
 	// saveMu serialises writes of the metadata row; each copies the
 	// metadata under it, so the last write holds the latest state.
@@ -222,6 +222,8 @@ func Kind(ev *pb.AgentEvent) string {
 		return "plan_mode"
 	case *pb.AgentEvent_TurnComplete:
 		return "turn_complete"
+	case *pb.AgentEvent_UserInput:
+		return "user_input"
 	}
 	return "unknown"
 }
@@ -281,58 +283,93 @@ func (s *Session) Busy() bool {
 // SendUser sends a user message, starting the CLI (with --resume when the
 // session has history) if it is not running.
 func (s *Session) SendUser(ctx context.Context, text string, attachments []*pb.Attachment) error {
-	return s.SendUserAs(ctx, "", text, attachments)
+	return s.Send(ctx, Message{Text: text, Attachments: attachments})
 }
 
 // SendUserAs is SendUser for a client: it fails with *NoInputLockError when
 // another client holds the session's input lock, and takes the free lock for
 // a named client.
 func (s *Session) SendUserAs(ctx context.Context, clientID, text string, attachments []*pb.Attachment) error {
-	content, err := s.m.messageContent(text, attachments)
+	return s.Send(ctx, Message{ClientID: clientID, Text: text, Attachments: attachments})
+}
+
+// Send sends a user message (see Message for the lock), starting the CLI
+// (with --resume when the session has history) if it is not running. A
+// message the CLI took is recorded as a UserInputEvent, sequenced before
+// any event of the turn it starts.
+func (s *Session) Send(ctx context.Context, msg Message) error {
+	content, err := s.m.messageContent(msg.Text, msg.Attachments)
 	if err != nil {
 		return err
 	}
 	if s.m.Draining() {
 		return ErrDraining
 	}
-	if err := s.checkLock(clientID); err != nil {
+	if err := s.checkLock(msg.ClientID); err != nil {
 		return err
 	}
 	if err := s.waitRestartBackoff(ctx); err != nil {
 		return err
 	}
+	// emitMu is held until the UserInputEvent is sequenced and appended,
+	// so that nothing the CLI answers can be sequenced before it.
+	s.emitMu.Lock()
+	defer s.emitMu.Unlock()
+	rec, err := s.sendLocked(ctx, msg, content)
+	if err != nil {
+		return err
+	}
+	if rec.Seq != 0 {
+		s.appendRecord(ctx, rec)
+	}
+	// Persist the new status off the caller's path; a failure is logged.
+	go s.saveMeta(context.WithoutCancel(ctx))
+	return nil
+}
+
+// sendLocked hands content to the CLI, starting it if needed, and returns
+// the sequenced record of msg's UserInputEvent (none for an internal
+// prompt) for the caller to append. s.emitMu is held; it takes s.mu.
+func (s *Session) sendLocked(ctx context.Context, msg Message, content claude.UserContent) (eventlog.Event, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	clientID := msg.ClientID
 	if s.lockHolder != "" && s.lockHolder != clientID {
-		return &NoInputLockError{Holder: s.lockHolder}
+		return eventlog.Event{}, &NoInputLockError{Holder: s.lockHolder}
 	}
 	// Checked again under mu: a drain that began after the first check
 	// either sees this turn in RunningTurns or makes this check refuse it.
 	if s.m.Draining() {
-		return ErrDraining
+		return eventlog.Event{}, ErrDraining
 	}
 	if s.deleted.Load() {
-		return ErrNotFound
+		return eventlog.Event{}, ErrNotFound
 	}
 	if s.lockHolder == "" && clientID != "" {
 		s.lockHolder = clientID
 	}
 	if err := s.ensureProcessLocked(ctx); err != nil {
-		return err
+		return eventlog.Event{}, err
 	}
 	if err := s.proc.SendUser(content, uuid.NewString()); err != nil {
-		return fmt.Errorf("send message to claude: %w", err)
+		return eventlog.Event{}, fmt.Errorf("send message to claude: %w", err)
 	}
 	s.sentTurns++
 	s.lastUsed = s.m.cfg.Now()
 	s.cancelRequested = false
 	s.meta.Status = StatusActive
-	s.meta.MessageCount++
-	s.meta.LastMessagePreview = preview(text)
 	s.meta.UpdatedAt = s.m.cfg.Now()
-	// Persist the new status off the caller's path; a failure is logged.
-	go s.saveMeta(context.WithoutCancel(ctx))
-	return nil
+	if msg.internal {
+		return eventlog.Event{}, nil
+	}
+	s.meta.MessageCount++
+	s.meta.LastMessagePreview = preview(msg.Text)
+	rec, err := s.sequenceLocked(UserInputEvent(msg))
+	if err != nil {
+		// The message went to the CLI: it is only not recorded.
+		s.m.cfg.Logger.Error("session: marshal event", "session_id", s.id, "err", err)
+	}
+	return rec, nil
 }
 
 // messageContent checks a user message and builds what the CLI is sent.
@@ -717,13 +754,18 @@ func joinList(l []string) string { return strings.Join(l, "\x1f") }
 
 func splitList(s string) []string { return strings.Split(s, "\x1f") }
 
-// SendUserOnce is SendUser made idempotent on key: a message whose key was
+// SendUserOnce is SendUser made idempotent on key (see SendOnce).
+func (s *Session) SendUserOnce(ctx context.Context, key, text string, attachments []*pb.Attachment) (dup bool, err error) {
+	return s.SendOnce(ctx, key, Message{Text: text, Attachments: attachments})
+}
+
+// SendOnce is Send made idempotent on key: a message whose key was
 // taken before is not sent again and dup is true. The key is recorded right
 // after the message reached the CLI; an agent crash in between can repeat it
 // on redelivery (at least once within that window, exactly once otherwise).
-func (s *Session) SendUserOnce(ctx context.Context, key, text string, attachments []*pb.Attachment) (dup bool, err error) {
+func (s *Session) SendOnce(ctx context.Context, key string, msg Message) (dup bool, err error) {
 	if key == "" {
-		return false, s.SendUser(ctx, text, attachments)
+		return false, s.Send(ctx, msg)
 	}
 	s.idemMu.Lock()
 	defer s.idemMu.Unlock()
@@ -734,7 +776,7 @@ func (s *Session) SendUserOnce(ctx context.Context, key, text string, attachment
 	if _, ok := seen[idemPrefix+key]; ok {
 		return true, nil
 	}
-	if err := s.SendUser(ctx, text, attachments); err != nil {
+	if err := s.Send(ctx, msg); err != nil {
 		return false, err
 	}
 	if err := s.m.log.PutKV(context.WithoutCancel(ctx), s.id, idemPrefix+key, []byte(s.m.cfg.Now().UTC().Format(time.RFC3339Nano))); err != nil {

@@ -56,7 +56,9 @@ func TestSlowClientIsCutOffWithoutBlockingOthers(t *testing.T) {
 	fastErr := make(chan error, 1)
 	go func() {
 		fastErr <- s.Stream(ctx, StreamOptions{UntilIdle: false, StopWhenIdle: func() bool { return len(fast) > 5 }}, func(ev *pb.AgentEvent) error {
-			fast = append(fast, ev)
+			// A client that subscribes after the first events were
+			// committed gets them replayed, in one reused message.
+			fast = append(fast, proto.CloneOf(ev))
 			return nil
 		})
 	}()

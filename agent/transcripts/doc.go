@@ -33,8 +33,8 @@
 //
 // # Conversion (Import)
 //
-// The AgentEvent stream has no event for a user's message, and a transcript
-// has no stream events, results or permission prompts, so Import maps:
+// A transcript has no stream events, results or permission prompts, so
+// Import maps:
 //
 //   - first, SessionInfo{session_id, working_directory, model, message_count,
 //     is_resumed: true}; model is that of the last main-thread assistant
@@ -42,8 +42,9 @@
 //   - a user prompt (a user entry whose content is text, not tool results,
 //     and that is not isMeta, isCompactSummary, an interruption marker,
 //     local-command output or system-reminder text only) ends the previous
-//     exchange, if any, and becomes StatusChange{THINKING, "user: <prompt>"},
-//     the prompt shortened to PromptPreviewRunes. Slash commands
+//     exchange, if any, and becomes UserInputEvent{content: <prompt>} (no
+//     sent_by; attachments are not listed) then StatusChange{THINKING}.
+//     Slash commands
 //     (<command-name>/x</command-name><command-args>y</command-args>) become
 //     "/x y".
 //   - an assistant entry: each text block becomes TextDelta{text,

@@ -119,7 +119,8 @@ func (c *converter) entry(e *entry) {
 	case typeUser:
 		if p, ok := e.prompt(blocks); ok {
 			c.endTurn()
-			c.emit(ts, bridge.StatusEvent(pb.AgentStatus_THINKING, "user: "+shorten(p, PromptPreviewRunes)))
+			c.emit(ts, &pb.AgentEvent{Event: &pb.AgentEvent_UserInput{UserInput: &pb.UserInputEvent{Content: p}}})
+			c.emit(ts, bridge.StatusEvent(pb.AgentStatus_THINKING, ""))
 			return
 		}
 		c.toolResults(ts, blocks)

@@ -215,6 +215,7 @@ func TestRealCLITranscript(t *testing.T) {
 	var (
 		turns     [][]string // text deltas of each exchange
 		statuses  []string
+		inputs    []string // UserInput contents
 		completes int
 		toolID    string
 	)
@@ -223,6 +224,8 @@ func TestRealCLITranscript(t *testing.T) {
 			t.Errorf("event %v: want a timestamp and no sequence", ev)
 		}
 		switch {
+		case ev.GetUserInput() != nil:
+			inputs = append(inputs, ev.GetUserInput().Content)
 		case ev.GetStatusChange() != nil:
 			sc := ev.GetStatusChange()
 			statuses = append(statuses, sc.Status.String()+" "+sc.Message)
@@ -258,9 +261,12 @@ func TestRealCLITranscript(t *testing.T) {
 			t.Errorf("turn %d imported text %q, the CLI streamed %q", i, texts, rs.texts[i])
 		}
 	}
-	wantStatuses := []string{"THINKING user: " + prompts[0], "IDLE ", "THINKING user: " + prompts[1], "IDLE "}
+	wantStatuses := []string{"THINKING ", "IDLE ", "THINKING ", "IDLE "}
 	if !slices.Equal(statuses, wantStatuses) {
 		t.Errorf("statuses %q, want %q", statuses, wantStatuses)
+	}
+	if !slices.Equal(inputs, prompts) {
+		t.Errorf("user inputs %q, want the prompts %q", inputs, prompts)
 	}
 	if completes != len(prompts) || toolID == "" {
 		t.Errorf("%d TurnCompletes for %d prompts; tool call seen: %v", completes, len(prompts), toolID != "")

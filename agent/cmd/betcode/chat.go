@@ -250,6 +250,10 @@ type chat struct {
 	exit         int
 	queue        []*pendingPrompt
 	collecting   *pendingPrompt // questions of one id still arriving
+	// sent: messages this client sent whose UserInput event has not come
+	// back yet. The user typed them, so their echo is not printed; a
+	// message from another client (or a replayed one) is.
+	sent []string
 }
 
 func (c *chat) run(prompt string) error {
@@ -257,10 +261,9 @@ func (c *chat) run(prompt string) error {
 		c.input()
 	}
 	if prompt != "" {
-		if err := c.send(userMessage(prompt)); err != nil {
+		if err := c.sendMessage(prompt); err != nil {
 			return err
 		}
-		c.turns++
 	} else {
 		c.promptMessage()
 	}
@@ -340,6 +343,9 @@ func (c *chat) event(ev *pb.AgentEvent) error {
 			c.collecting = nil
 		}
 	}
+	if in := ev.GetUserInput(); in != nil && c.ownEcho(in) {
+		return nil
+	}
 	c.r.Event(ev)
 	switch e := ev.Event.(type) {
 	case *pb.AgentEvent_SessionInfo:
@@ -383,6 +389,11 @@ func (c *chat) event(ev *pb.AgentEvent) error {
 		}
 		c.queue, c.collecting = nil, nil
 		c.turns, c.cancelSent = max(c.turns-1, 0), false
+		if c.turns == 0 {
+			// Every message sent was taken or refused: an echo still
+			// awaited will not come (a refused message has none).
+			c.sent = nil
+		}
 		if e.TurnComplete.StopReason == "cancelled" {
 			c.exit = 0 // the user asked for it
 		}
@@ -515,11 +526,27 @@ func (c *chat) line(line string) error {
 		c.promptMessage()
 		return nil
 	}
-	if err := c.send(userMessage(line)); err != nil {
+	return c.sendMessage(line)
+}
+
+// sendMessage sends a user message that starts (or queues) a turn.
+func (c *chat) sendMessage(text string) error {
+	if err := c.send(userMessage(text)); err != nil {
 		return err
 	}
 	c.turns++
+	c.sent = append(c.sent, text)
 	return nil
+}
+
+// ownEcho reports whether in is the echo of the oldest message this client
+// sent and not yet seen back, and if so forgets that message.
+func (c *chat) ownEcho(in *pb.UserInputEvent) bool {
+	if len(c.sent) == 0 || c.sent[0] != in.Content {
+		return false
+	}
+	c.sent = c.sent[1:]
+	return true
 }
 
 func userMessage(text string) *pb.AgentRequest {

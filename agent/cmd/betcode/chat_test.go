@@ -327,6 +327,32 @@ func askEvents() []*pb.AgentEvent {
 	return []*pb.AgentEvent{ev(q1), ev(q2), ev(waiting)}
 }
 
+func userInput(content, sentBy string) *pb.AgentEvent {
+	return &pb.AgentEvent{Event: &pb.AgentEvent_UserInput{UserInput: &pb.UserInputEvent{Content: content, SentBy: sentBy}}}
+}
+
+// The user typed their message, so its echo is not printed; a message from
+// another client (a phone) is, as a "> " line.
+func TestChatUserInputEcho(t *testing.T) {
+	h := newHarness(t, terminalMode, "")
+	h.line("fix the build")
+	if m := h.next().GetMessage(); m.GetContent() != "fix the build" {
+		t.Fatalf("sent %v", m)
+	}
+	h.events <- userInput("fix the build", "")
+	h.events <- userInput("also run the tests\nplease", "alice")
+	h.events <- ev(&pb.TurnComplete{StopReason: "end_turn"})
+	h.events <- ev(&pb.TurnComplete{StopReason: "end_turn"})
+	h.waitErr("> ")
+	if out := h.out.String(); out != "> also run the tests\n> please\n" {
+		t.Errorf("stdout %q, want only the other client's message", out)
+	}
+	close(h.lines)
+	if err := h.end(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestChatPermissionPrompt(t *testing.T) {
 	h := newHarness(t, terminalMode, "")
 	h.line("please RUNTOOL")
