@@ -79,6 +79,13 @@ run "$BIN/betcode" chat --cwd "$TMP/project" --allow Bash "please RUNTOOL"
 echo "file the tool created on the machine: $(ls "$TMP/project")"
 run "$BIN/betcode" sessions
 
+step "alice's phone: the web app and its API, served by the relay on the same port"
+printf 'Authorization: Bearer %s\n' "$ALICE_TOKEN" >"$TMP/alice.hdr" # not on the command line
+CURL=(curl -sS --fail-with-body --cacert "$PKI/ca.crt" -H "@$TMP/alice.hdr")
+run "${CURL[@]}" "https://$RELAY/api/machines"; echo
+run "${CURL[@]}" "https://$RELAY/api/sessions" | head -c 700; echo
+echo "web app: https://$RELAY/ (trust $PKI/ca.crt, sign in with alice's token)"
+
 step "bob, another user of the same relay, sees nothing of it"
 "${ADMIN[@]}" user create bob >/dev/null
 BOB_TOKEN=$("${ADMIN[@]}" token create --user bob 2>/dev/null)
@@ -92,4 +99,9 @@ fi
 step "The audit log records who did what"
 "${ADMIN[@]}" audit | tail -n 8
 
+if [ -n "${DEMO_KEEP:-}" ]; then
+  step "DEMO_KEEP is set: the relay, the agent and the web app keep running until Ctrl-C"
+  echo "web app: https://$RELAY/   CA: $PKI/ca.crt   alice's token: $ALICE_TOKEN"
+  wait
+fi
 step "Done. Everything ran on loopback in $TMP (removed now)."
