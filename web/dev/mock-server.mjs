@@ -3,8 +3,8 @@
 //
 // MOCK_ROLE=agent|relay (default relay), MOCK_TOKEN (default dev), MOCK_PORT (default 7820),
 // MOCK_STATIC=dir serves a built app (e.g. ../shared/webui/dist) on the same port.
-// A prompt containing "ask" adds a question, "flood" streams 5,000 text deltas at ~1,000/s,
-// "todo" sends a todo list; every turn asks permission for a Bash call.
+// A prompt containing "ask" adds a question ("ask multi": two in one call), "flood" streams 5,000 text deltas at ~1,000/s,
+// ("flood md": a 60 KB markdown answer at the same rate), "todo" sends a todo list; every turn asks permission for a Bash call.
 import { createServer } from 'node:http';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { extname, join, normalize } from 'node:path';
@@ -58,17 +58,31 @@ function waitAnswer(rec, id) {
   return new Promise((resolve) => rec.waiters.set(id, resolve));
 }
 
+// "flood md": a long markdown answer (about 60 KB: headings, paragraphs, lists, code blocks).
+function floodMarkdown() {
+  let out = '';
+  for (let i = 0; out.length < 60000; i++) {
+    out += `## Part ${i}\n\nThe **function** \`f${i}\` reads the [config](https://example.com/${i}) and returns an error when a key is missing; ` +
+      'it is called by the server on every request, so it must not allocate. '.repeat(4) + '\n\n';
+    out += `- first point of ${i}\n- second point with \`code\`\n- third point\n\n`;
+    out += '```go\n' + Array.from({ length: 12 }, (_, j) => `func f${i}_${j}(x int) int { return x * ${j} } // "line ${j}"`).join('\n') + '\n```\n\n';
+  }
+  return out;
+}
+
 async function turn(rec, prompt) {
   rec.cancelled = false;
   update(rec, { status: 'running', agentStatus: 'thinking', lastMessage: prompt, messageCount: rec.s.messageCount + 1 });
   emit(rec, { type: 'agent_status', status: 'thinking', message: 'Thinking' });
   emit(rec, { type: 'session_info', model: 'sonnet', cwd: rec.s.cwd, isResumed: false, isCompacted: false, contextUsagePercent: 12 });
-  const text = prompt.includes('flood')
+  const text = prompt.includes('flood md')
+    ? floodMarkdown()
+    : prompt.includes('flood')
     ? 'flood '.repeat(5000)
     : `## Plan\n\nI will **run the tests** and fix \`what fails\`.\n\n- step one\n- step two <script>alert("xss")</script> <img src=x onerror=alert(1)>\n\n` +
       '```go\n// Add returns a+b.\nfunc Add(a, b int) int {\n\treturn a + b // "sum"\n}\n```\n\n[docs](https://example.com) and [bad](javascript:alert(1))\n';
   // ~1,000 deltas/s for "flood" (several per timer tick), else a readable trickle.
-  const step = prompt.includes('flood') ? 6 : 3;
+  const step = prompt.includes('flood md') ? 12 : prompt.includes('flood') ? 6 : 3;
   const rate = prompt.includes('flood') ? 1000 : 300;
   const t0 = Date.now();
   for (let i = 0, n = 0; i < text.length; i += step, n++) {
@@ -97,10 +111,19 @@ async function turn(rec, prompt) {
   emit(rec, { type: 'tool_call', toolId: 'e' + rec.events.length, toolName: 'Edit', input: { file_path: rec.s.cwd + '/main.go', old_string: 'package main\n\nfunc main() {\n\tprintln("hi")\n}', new_string: 'package main\n\nimport "fmt"\n\nfunc main() {\n\tfmt.Println("hello")\n}' }, description: 'Edit main.go' });
   emit(rec, { type: 'tool_result', toolId: rec.events[rec.events.length - 1].toolId, output: 'The file was updated.', isError: false, durationMs: 5 });
   if (prompt.includes('ask')) {
-    const q = emit(rec, { type: 'question', questionId: 'q' + rec.events.length, question: 'Which database?', multiSelect: prompt.includes('multi'), options: [
+    // One AskUserQuestion call: one event per question, all with one questionId ("ask multi": two
+    // questions, the second a multi-select one). The answer must carry all of them at once.
+    const qid = 'q' + rec.events.length;
+    const q = emit(rec, { type: 'question', questionId: qid, question: 'Which database?', multiSelect: false, options: [
       { value: 'pg', label: 'PostgreSQL', description: 'The server one' }, { value: 'sqlite', label: 'SQLite', description: 'A file' },
     ] });
-    update(rec, { status: 'waiting', agentStatus: 'waiting_for_user', pendingPrompts: 1, pending: [q] });
+    const pending = [q];
+    if (prompt.includes('multi')) {
+      pending.push(emit(rec, { type: 'question', questionId: qid, question: 'Which extras?', multiSelect: true, options: [
+        { value: 'cache', label: 'Cache', description: '' }, { value: 'metrics', label: 'Metrics', description: '' }, { value: 'tracing', label: 'Tracing', description: '' },
+      ] }));
+    }
+    update(rec, { status: 'waiting', agentStatus: 'waiting_for_user', pendingPrompts: 1, pending });
     const a = await waitAnswer(rec, q.questionId);
     broadcast({ type: 'permission_resolved', sessionId: rec.s.id, requestId: q.questionId });
     update(rec, { status: 'running', agentStatus: 'thinking', pendingPrompts: 0, pending: [] });
@@ -186,6 +209,11 @@ const server = createServer(async (req, res) => {
     const r = rec(m[1]);
     if (!r) return fail(res, 404, 'SESSION_NOT_FOUND', 'no such session');
     if (req.method === 'DELETE') { sessions.delete(m[1]); broadcast({ type: 'session_deleted', sessionId: m[1] }); return json(res, 204); }
+    if (req.method === 'PATCH') {
+      if (typeof body.name !== 'string') return fail(res, 400, 'INVALID_ARGUMENT', 'name is required');
+      update(r, { name: body.name.trim() });
+      return json(res, 200, r.s);
+    }
     return json(res, 200, r.s);
   }
   if ((m = p.match(/^\/api\/sessions\/([^/]+)\/(messages|continue)$/))) {

@@ -60,6 +60,7 @@ export async function api<T>(method: string, path: string, body?: unknown, o: Ca
 export const get = <T>(path: string, o?: CallOpts) => api<T>('GET', path, undefined, o);
 export const post = <T>(path: string, body?: unknown, o?: CallOpts) => api<T>('POST', path, body ?? {}, o);
 export const del = (path: string) => api<void>('DELETE', path);
+export const patch = <T>(path: string, body: unknown, o?: CallOpts) => api<T>('PATCH', path, body, o);
 export const q = encodeURIComponent;
 
 export function newKey(): string {

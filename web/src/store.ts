@@ -3,10 +3,12 @@
 // requestAnimationFrame re-renders, so a flood of text deltas costs one render per frame.
 
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, get, newKey, post, setAuth, setUnauthorizedHandler } from './api';
+import { ApiError, del, get, newKey, patch, post, setAuth, setUnauthorizedHandler } from './api';
+import { frameBegin, retryNextFrame, takeRetries } from './frame';
 import { idbDel, idbGet, idbSet } from './idb';
+import { addAsk, type Ask } from './questions';
 import type {
-  FileAttachment, Info, Machine, Me, PermissionRule, QuestionOption, Session, StreamEvent, Task,
+  FileAttachment, Info, Machine, Me, PermissionRule, Session, StreamEvent, Task,
 } from './types';
 
 // ---------------------------------------------------------------- conversation items
@@ -21,10 +23,8 @@ export interface PermItem {
   k: 'perm'; key: string; v: number; requestId: string; toolName: string; input: Record<string, unknown>;
   description: string; live: boolean;
 }
-export interface QuestionItem {
-  k: 'question'; key: string; v: number; questionId: string; question: string; options: QuestionOption[];
-  multiSelect: boolean; live: boolean;
-}
+/** One AskUserQuestion call: its question events (same questionId) grouped, in order. */
+export interface QuestionItem { k: 'question'; key: string; v: number; questionId: string; questions: Ask[]; live: boolean }
 export interface NoteItem { k: 'note'; key: string; v: number; kind: 'turn' | 'error' | 'usage' | 'plan' | 'info'; text: string }
 export type Item = TextItem | UserItem | ToolItem | PermItem | QuestionItem | NoteItem;
 
@@ -42,7 +42,9 @@ export interface Conv {
   planMode?: boolean;
   ended?: string; // subscription_ended message
   resolved: Set<string>; // prompt ids answered / timed out
-  answered: Map<string, string>; // prompt id → what this client answered
+  answered: Map<string, string>; // prompt id → what this client answered (a question: its answers as JSON)
+  already: Set<string>; // prompt ids this client answered too late (409 PERMISSION_NOT_PENDING)
+  sending: Set<string>; // prompt ids whose answer waits for its ack
   v: number;
 }
 
@@ -81,11 +83,19 @@ export function changed() {
   const run = () => {
     if (!scheduled) return;
     scheduled = false;
+    frameBegin();
+    for (const f of takeRetries()) f();
     listeners.forEach((l) => l());
   };
   // A hidden tab gets no frames: a timer settles the state there.
   if (document.visibilityState === 'hidden') setTimeout(run, 500);
   else requestAnimationFrame(run);
+}
+
+/** Runs f (a re-render of work deferred for lack of budget) on the next frame. */
+export function onNextFrame(f: () => void) {
+  retryNextFrame(f);
+  changed();
 }
 
 /** Re-renders the calling component whenever the state changes (at most once per frame). */
@@ -241,6 +251,36 @@ export async function loadSessions() {
   for (const s of list || []) fresh.set(s.id, { ...state.sessions.get(s.id), ...s });
   state.sessions = fresh;
   state.sessionsLoaded = true;
+  changed();
+}
+
+/** Renames a session (PATCH /api/sessions/{id}); an empty name clears it. */
+export async function renameSession(id: string, name: string) {
+  const s = await patch<Session>(`/sessions/${encodeURIComponent(id)}`, { name: name.trim() });
+  if (s) putSession(s);
+}
+
+/** Deletes a session (DELETE /api/sessions/{id}); the list drops it at once. */
+export async function deleteSession(id: string) {
+  await del(`/sessions/${encodeURIComponent(id)}`);
+  forgetSession(id);
+}
+
+/** Drops a deleted session: from the list, and its conversation (memory and sessionStorage). */
+function forgetSession(id: string) {
+  state.sessions.delete(id);
+  const c = state.convs.get(id);
+  if (c) {
+    c.ended = 'This session was deleted';
+    c.want = false;
+    c.v++;
+  }
+  try {
+    sessionStorage.removeItem(convKey(id));
+  } catch {
+    /* ignore */
+  }
+  dirtyConvs.delete(id);
   changed();
 }
 
@@ -440,8 +480,7 @@ function onMessage(m: StreamEvent) {
       return;
     }
     case 'session_deleted':
-      state.sessions.delete(m.sessionId!);
-      changed();
+      forgetSession(m.sessionId!);
       return;
     case 'cost_update': {
       const s = state.sessions.get(m.sessionId!);
@@ -509,7 +548,10 @@ function onMessage(m: StreamEvent) {
 const convKey = (sid: string) => `betcode.conv.${state.machineId}.${sid}`;
 
 function newConv(sessionId: string): Conv {
-  return { sessionId, items: [], lastSeq: 0, replayed: false, want: false, tasks: [], resolved: new Set(), answered: new Map(), v: 0 };
+  return {
+    sessionId, items: [], lastSeq: 0, replayed: false, want: false, tasks: [], resolved: new Set(), answered: new Map(),
+    already: new Set(), sending: new Set(), v: 0,
+  };
 }
 
 /** The conversation of a session, restored from sessionStorage after a reload. */
@@ -521,11 +563,12 @@ export function conv(sid: string): Conv {
     const raw = sessionStorage.getItem(convKey(sid));
     if (raw) {
       const d = JSON.parse(raw);
-      c.items = d.items || [];
+      c.items = (d.items || []).map(upgradeItem);
       c.lastSeq = d.lastSeq || 0;
       c.tasks = d.tasks || [];
       c.resolved = new Set(d.resolved || []);
       c.answered = new Map(d.answered || []);
+      c.already = new Set(d.already || []);
       c.model = d.model;
       c.contextPct = d.contextPct;
     }
@@ -534,6 +577,17 @@ export function conv(sid: string): Conv {
   }
   state.convs.set(sid, c);
   return c;
+}
+
+/** An item saved by an older version of the app: a question item held one question. */
+function upgradeItem(it: Item): Item {
+  if (it.k === 'question' && !Array.isArray(it.questions)) {
+    const o = it as unknown as { question?: string; options?: unknown; multiSelect?: boolean };
+    const questions: Ask[] = [];
+    addAsk(questions, o);
+    return { k: 'question', key: it.key, v: it.v, questionId: it.questionId, questions, live: it.live };
+  }
+  return it;
 }
 
 const dirtyConvs = new Set<string>();
@@ -553,7 +607,7 @@ export function saveConvs() {
     if (!c) continue;
     const d = {
       items: c.items, lastSeq: c.lastSeq, tasks: c.tasks, model: c.model, contextPct: c.contextPct,
-      resolved: [...c.resolved], answered: [...c.answered],
+      resolved: [...c.resolved], answered: [...c.answered], already: [...c.already],
     };
     try {
       sessionStorage.setItem(convKey(sid), JSON.stringify(d));
@@ -679,10 +733,7 @@ function streamItem(m: StreamEvent) {
       break;
     case 'question':
       endText(c);
-      push(c, {
-        k: 'question', key, v: 0, questionId: str(m.questionId), question: str(m.question),
-        options: (m.options as QuestionOption[]) || [], multiSelect: !!m.multiSelect, live,
-      });
+      groupQuestion(c.items, m, key, live);
       break;
     case 'task_sync':
       c.tasks = (m.tasks as Task[]) || [];
@@ -721,6 +772,28 @@ function streamItem(m: StreamEvent) {
   c.v++;
   scheduleSave(c);
   changed();
+}
+
+/**
+ * Adds a question event to the card of its questionId (one AskUserQuestion call sends one event
+ * per question, all with one id), or starts that card.
+ */
+export function groupQuestion(items: Item[], m: StreamEvent, key: string, live: boolean) {
+  const questionId = str(m.questionId);
+  for (let i = items.length - 1; i >= 0; i--) {
+    const it = items[i];
+    if (it.k === 'question' && it.questionId === questionId) {
+      if (addAsk(it.questions, m)) it.v++;
+      if (live && !it.live) {
+        it.live = true;
+        it.v++;
+      }
+      return;
+    }
+  }
+  const questions: Ask[] = [];
+  addAsk(questions, m);
+  items.push({ k: 'question', key, v: 0, questionId, questions, live });
 }
 
 function endText(c: Conv) {
@@ -783,20 +856,33 @@ export async function answerPermission(sid: string, requestId: string, behavior:
   scheduleSave(c);
 }
 
-export async function answerQuestion(sid: string, questionId: string, question: string, answer: string) {
+/**
+ * Answers one AskUserQuestion call: answers maps every question's text to its answer, all in
+ * ONE question_response (the agent settles the request on the first one). The card shows the
+ * answers once the server acked them; a 409 (PERMISSION_NOT_PENDING) shows "already answered".
+ */
+export async function answerQuestion(sid: string, questionId: string, answers: Record<string, string>) {
   const c = conv(sid);
-  c.answered.set(questionId, answer);
+  if (c.sending.has(questionId)) return;
+  c.sending.add(questionId);
   touchPrompt(c, questionId);
   changed();
-  const answers = { [question]: answer };
   try {
     await viaWsOrRest({ type: 'question_response', sessionId: sid, questionId, answers }, () =>
       post(`/sessions/${encodeURIComponent(sid)}/questions/${encodeURIComponent(questionId)}`, { answers }),
     );
+    c.answered.set(questionId, JSON.stringify(answers));
   } catch (e) {
-    c.answered.delete(questionId);
+    if ((e as ApiError).code === 'PERMISSION_NOT_PENDING' || (e as ApiError).status === 409) {
+      c.resolved.add(questionId);
+      c.already.add(questionId);
+      toast('That question was already answered or timed out');
+    } else {
+      toast('Could not answer: ' + errText(e));
+    }
+  } finally {
+    c.sending.delete(questionId);
     touchPrompt(c, questionId);
-    toast('Could not answer: ' + errText(e));
     changed();
   }
   scheduleSave(c);

@@ -1,10 +1,15 @@
-// Unit tests of the pure modules: markdown sanitizing, line diffs, the highlighter.
+// Unit tests of the pure modules: markdown sanitizing, line diffs, the highlighter, the grouping
+// of AskUserQuestion events, incremental markdown blocks.
 // Run: npm test (bundled by Vite in SSR mode, run by node's test runner).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { editsOf, lineDiff, parseUnified } from '../src/diff';
 import { highlight } from '../src/highlight';
 import { renderMarkdown } from '../src/markdown';
+import { frameBegin } from '../src/frame';
+import { advance, BLOCK, newMd, parseChunks, tailSrc } from '../src/mdstream';
+import { addAsk, buildAnswers, choose, parseAnswered, type Ask } from '../src/questions';
+import { groupQuestion, type Item, type QuestionItem } from '../src/store';
 
 test('markdown escapes raw HTML', () => {
   const h = renderMarkdown('hi <script>alert(1)</script> <img src=x onerror=alert(1)>\n\n<div onclick="x()">block</div>');
@@ -59,4 +64,91 @@ test('editsOf handles Edit, MultiEdit and Write', () => {
 test('parseUnified classifies lines', () => {
   const d = parseUnified('--- a/f\n+++ b/f\n@@ -1 +1 @@\n-old\n+new\n ctx\n');
   assert.deepEqual(d.map((l) => l.t), ['@', '@', '@', '-', '+', ' ']);
+});
+
+const dbQ = { type: 'question', questionId: 'q1', question: 'Which database?', multiSelect: false,
+  options: [{ value: 'pg', label: 'PostgreSQL' }, { value: 'sqlite', label: 'SQLite' }] };
+const exQ = { type: 'question', questionId: 'q1', question: 'Which extras?', multiSelect: true,
+  options: [{ value: 'cache', label: 'Cache' }, { value: 'metrics', label: 'Metrics' }, { value: 'tracing', label: 'Tracing' }] };
+
+test('question events with one questionId make one card', () => {
+  const items: Item[] = [];
+  groupQuestion(items, { ...dbQ, seq: 5 }, '5', true);
+  groupQuestion(items, { ...exQ, seq: 6 }, '6', true);
+  assert.equal(items.length, 1);
+  const q = items[0] as QuestionItem;
+  assert.equal(q.key, '5');
+  assert.deepEqual(q.questions.map((a) => a.question), ['Which database?', 'Which extras?']);
+  assert.equal(q.questions[1].multiSelect, true);
+  // The same question again (REST and socket, or a replay) is not added twice.
+  groupQuestion(items, { ...exQ, seq: 7 }, '7', true);
+  assert.equal((items[0] as QuestionItem).questions.length, 2);
+  // Another call's question starts a new card.
+  groupQuestion(items, { ...dbQ, questionId: 'q2', seq: 8 }, '8', true);
+  assert.equal(items.length, 2);
+  assert.equal((items[1] as QuestionItem).questionId, 'q2');
+});
+
+test('a grouped question card answers every question at once', () => {
+  const g: Ask[] = [];
+  addAsk(g, dbQ);
+  addAsk(g, exQ);
+  let chosen: string[][] = [];
+  chosen = choose(chosen, 0, 'SQLite', false);
+  assert.equal(buildAnswers(g, chosen), null, 'not until every question has an answer');
+  chosen = choose(chosen, 1, 'Tracing', true);
+  chosen = choose(chosen, 1, 'Cache', true);
+  chosen = choose(chosen, 1, 'Metrics', true);
+  chosen = choose(chosen, 1, 'Metrics', true); // unticked again
+  chosen = choose(chosen, 0, 'PostgreSQL', false); // a radio replaces
+  // Labels, multi-select in the options' order joined with ", ".
+  assert.deepEqual(buildAnswers(g, chosen), { 'Which database?': 'PostgreSQL', 'Which extras?': 'Cache, Tracing' });
+  assert.deepEqual(parseAnswered(JSON.stringify(buildAnswers(g, chosen))), { 'Which database?': 'PostgreSQL', 'Which extras?': 'Cache, Tracing' });
+  assert.equal(parseAnswered('SQLite'), 'SQLite');
+  assert.equal(parseAnswered(undefined), undefined);
+});
+
+test('options without a label answer with their value', () => {
+  const g: Ask[] = [];
+  addAsk(g, { question: 'Go?', options: [{ value: 'yes', label: '' }], multiSelect: false });
+  assert.deepEqual(buildAnswers(g, [['yes']]), { 'Go?': 'yes' });
+});
+
+test('streamed markdown is cut into blocks parsed once; the tail stays small', () => {
+  const para = 'word '.repeat(100).trim();
+  const text = Array.from({ length: 20 }, (_, i) => `## H${i}\n\n${para}\n\n`).join('');
+  const s = newMd();
+  // Fed in small pieces, as deltas arrive.
+  for (let n = 7; n < text.length; n += 7) advance(s, text.slice(0, n));
+  advance(s, text);
+  assert.ok(s.chunks.length >= 20, String(s.chunks.length));
+  assert.equal(s.chunks.map((c) => c.src).join('') + tailSrc(s, text), text);
+  assert.ok(tailSrc(s, text).length <= BLOCK, 'tail ' + tailSrc(s, text).length);
+  while (parseChunks(s) < s.chunks.length) frameBegin();
+  assert.ok(s.chunks[1].html!.includes('<p>word word'), s.chunks[1].html);
+});
+
+test('a huge code block is cut inside its fence and reopened with its language', () => {
+  const code = Array.from({ length: 400 }, (_, i) => `let x${i} = "${i}"; // c`).join('\n');
+  const text = 'Intro\n\n```js\n' + code + '\n```\n\nAfter\n';
+  const s = newMd();
+  advance(s, text);
+  const inFence = s.chunks.filter((c) => c.src.startsWith('```js\n'));
+  assert.ok(inFence.length >= 3, String(inFence.length));
+  for (const c of s.chunks.slice(1, -1)) assert.ok(c.src.endsWith('```\n'), JSON.stringify(c.src.slice(-20)));
+  assert.ok(s.chunks.slice(2).every((c) => c.cont), 'blocks cut inside the fence continue it');
+  while (parseChunks(s) < s.chunks.length) frameBegin(); // a frame's budget at a time
+  for (const c of inFence) assert.ok(c.html!.startsWith('<pre class="code" data-lang="js">'), c.html!.slice(0, 60));
+  // Every code line shows exactly once.
+  const all = s.chunks.map((c) => c.html).join('') + tailSrc(s, text);
+  assert.equal((all.match(/x\d+ = /g) || []).length, 400);
+});
+
+test('one huge line is cut at a space', () => {
+  const text = 'flood '.repeat(2000);
+  const s = newMd();
+  for (let n = 6; n <= text.length; n += 6) advance(s, text.slice(0, n));
+  assert.ok(s.chunks.length > 3);
+  assert.ok(s.chunks.slice(1).every((c) => c.cont));
+  assert.equal(s.chunks.map((c) => c.src).join('') + tailSrc(s, text), text);
 });

@@ -5,8 +5,8 @@
 // - shows push notifications (payload of docs/web-api.md) and answers permission requests
 //   from their Allow / Deny actions without opening a window.
 /* eslint-env serviceworker */
-const VERSION = "760a7122f66a7590";
-const PRECACHE = ["/","/assets/index-C5wUuOif.js","/assets/index-y3CgvYTc.css","/icon-192.png","/icon-512.png","/icon.svg","/index.html","/manifest.webmanifest"];
+const VERSION = "b3d8aef1b219a96f";
+const PRECACHE = ["/","/assets/index-BlvG9W0x.js","/assets/index-DmmnFtXD.css","/icon-192.png","/icon-512.png","/icon.svg","/index.html","/manifest.webmanifest"];
 const CACHE = 'betcode-shell-' + VERSION;
 
 self.addEventListener('install', (e) => {

@@ -1,11 +1,12 @@
 import { Component } from 'preact';
-import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { get, q } from '../api';
 import { editsOf, type DiffLine } from '../diff';
-import { esc } from '../esc';
+import { advance, cachedMarkdown, newMd, parseChunks, tailSrc, type MdState } from '../mdstream';
 import { renderMarkdown } from '../markdown';
+import { buildAnswers, choose, optionValue, parseAnswered } from '../questions';
 import {
-  answerPermission, answerQuestion, cancelTurn, catchUpRest, conv, errText, isBusy, isOpen, putSession, saveConvs,
+  answerPermission, answerQuestion, cancelTurn, catchUpRest, conv, errText, isBusy, isOpen, onNextFrame, putSession, saveConvs,
   sendMessage, state, subscribe, toast, unsubscribe, useAppState, type Conv, type Item, type PermItem,
   type QuestionItem, type TextItem, type ToolItem,
 } from '../store';
@@ -19,9 +20,15 @@ export function Conversation({ machine, session }: { machine: string; session: s
   const c = conv(session);
   const sess = s.sessions.get(session);
   const logRef = useRef<HTMLDivElement>(null);
-  const stick = useRef(true);
+  const endRef = useRef<HTMLDivElement>(null);
+  const follow = useRef({ stick: true, toEnd: () => {}, from: 0 });
+  const [extra, setExtra] = useState(0);
 
   useEffect(() => {
+    // Another session in the same view: follow its end, newest items only.
+    follow.current.stick = true;
+    follow.current.from = 0;
+    setExtra(0);
     subscribe(session);
     get<Session>(`/sessions/${q(session)}`).then(putSession, (e) => toast(errText(e)));
     // No socket after 3 s: show the history over REST meanwhile.
@@ -35,16 +42,56 @@ export function Conversation({ machine, session }: { machine: string; session: s
     };
   }, [session]);
 
-  // Keep the newest output in view unless the user scrolled up to read.
-  useLayoutEffect(() => {
-    const el = logRef.current;
-    if (el && stick.current) el.scrollTop = el.scrollHeight;
-  });
-  const onScroll = () => {
-    const el = logRef.current;
-    if (el) stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
-  };
+  // Keep the newest output in view unless the user scrolled up to read, without reading layout
+  // after a write: the CSS pins the scroll to the sentinel after the last item (overflow-anchor),
+  // and where that does not work an IntersectionObserver on the sentinel scrolls to it once the
+  // frame is laid out (its callback runs then, so reading scrollHeight costs no layout). The
+  // sentinel leaving the view because the user scrolled (wheel, touch, keys, scrollbar) unsticks.
+  useEffect(() => {
+    const log = logRef.current;
+    const end = endRef.current;
+    if (!log || !end) return;
+    const f = follow.current;
+    let userAt = 0;
+    const SCROLL_KEYS = /^(Page(Up|Down)|Arrow(Up|Down)|Home|End| )$/;
+    const mark = (e: Event) => {
+      // A scroll by the user: wheel, a finger, the scrollbar, a key on the focused log.
+      if (e.type === 'wheel' || e.type === 'touchmove' || (e.target === log && (e.type === 'pointerdown' || SCROLL_KEYS.test((e as KeyboardEvent).key))))
+        userAt = performance.now();
+    };
+    const evs = ['wheel', 'touchmove', 'keydown', 'pointerdown'] as const;
+    evs.forEach((t) => log.addEventListener(t, mark, { passive: true }));
+    const toEnd = () => void (log.scrollTop = log.scrollHeight);
+    f.toEnd = () => {
+      f.stick = true;
+      requestAnimationFrame(toEnd);
+    };
+    let io: IntersectionObserver | undefined;
+    if (typeof IntersectionObserver !== 'undefined') {
+      io = new IntersectionObserver(
+        (es) => {
+          if (es[es.length - 1].isIntersecting) f.stick = true;
+          else if (performance.now() - userAt < 1500) f.stick = false;
+          else if (f.stick) toEnd();
+        },
+        { root: log },
+      );
+      io.observe(end);
+    }
+    return () => {
+      io?.disconnect();
+      evs.forEach((t) => log.removeEventListener(t, mark));
+    };
+  }, []);
+  const toBottom = () => follow.current.toEnd();
 
+  // Only the newest items are in the DOM (older ones on request): the DOM, and each frame's diff
+  // of the list, stay small however long the session.
+  // While the user reads above, the window does not move (no jump when old items would drop).
+  const fl = follow.current;
+  const want = Math.max(0, c.items.length - WINDOW - extra);
+  if (fl.stick || want < fl.from || fl.from > c.items.length) fl.from = want;
+  const from = fl.from;
   const title = sess?.name || sess?.lastMessage?.split('\n')[0].slice(0, 60) || 'Session';
   const busy = isBusy(session);
   return (
@@ -65,7 +112,6 @@ export function Conversation({ machine, session }: { machine: string; session: s
         <div
           class="log"
           ref={logRef}
-          onScroll={onScroll}
           data-testid="conversation"
           role="log"
           aria-live="polite"
@@ -74,7 +120,12 @@ export function Conversation({ machine, session }: { machine: string; session: s
           tabIndex={0}
         >
           {!c.items.length && !c.replayed && <Spinner label="Loading the conversation" />}
-          {c.items.map((it) => (
+          {from > 0 && (
+            <button type="button" class="btn earlier" onClick={() => setExtra(extra + WINDOW)}>
+              Show earlier ({from} more)
+            </button>
+          )}
+          {(from ? c.items.slice(from) : c.items).map((it) => (
             <ItemView key={it.key} it={it} v={it.v} c={c} open={promptOpen(c, it)} />
           ))}
           {c.ended && (
@@ -86,13 +137,16 @@ export function Conversation({ machine, session }: { machine: string; session: s
           {busy && c.agentStatus && c.agentStatus !== 'idle' && (
             <p class="note working"><Spinner label={c.agentStatus} /> {c.statusMessage || c.agentStatus.replace(/_/g, ' ')}</p>
           )}
+          <div class="log-end" ref={endRef} aria-hidden="true" />
         </div>
         {c.tasks.length > 0 && <Todos tasks={c.tasks} />}
-        <Composer session={session} busy={busy} />
+        <Composer session={session} busy={busy} onSend={toBottom} />
       </main>
     </div>
   );
 }
+
+const WINDOW = 150;
 
 const fmt = (n: number) => (n >= 1e6 ? (n / 1e6).toFixed(1) + 'M' : n >= 1e3 ? (n / 1e3).toFixed(1) + 'k' : String(n || 0));
 
@@ -112,8 +166,8 @@ class ItemView extends Component<ItemProps> {
   render({ it, c, open }: ItemProps) {
     switch (it.k) {
       case 'text':
-        // Long texts stay in blocks when done too: one giant block is slow to lay out.
-        return it.done && it.text.length < 8192 ? <MarkdownBlock text={it.text} streaming={false} /> : <StreamingMarkdown item={it} />;
+        // A short finished text is parsed whole (once); a long or streaming one in blocks.
+        return it.done && it.text.length <= BLOCK_WHOLE && !mdStates.has(it) ? <MarkdownBlock text={it.text} /> : <StreamingMarkdown item={it} />;
       case 'user':
         return <div class="user-msg" aria-label="You">{it.text}</div>;
       case 'tool':
@@ -123,74 +177,62 @@ class ItemView extends Component<ItemProps> {
       case 'question':
         return <Question it={it} c={c} open={open} />;
       case 'note':
-        if (it.kind === 'plan') return <div class="plan card"><strong>Plan</strong><MarkdownBlock text={it.text} streaming={false} /></div>;
+        if (it.kind === 'plan') return <div class="plan card"><strong>Plan</strong><MarkdownBlock text={it.text} /></div>;
         return <p class={'note ' + it.kind} role={it.kind === 'error' ? 'alert' : undefined}>{it.text}</p>;
     }
   }
 }
 
-function MarkdownBlock({ text, streaming }: { text: string; streaming: boolean }) {
-  return (
-    <div
-      class="md assistant"
-      data-testid="assistant-text"
-      // renderMarkdown escapes all HTML of the source and filters link targets.
-      dangerouslySetInnerHTML={{ __html: renderMarkdown(text) }}
-      aria-busy={streaming}
-    />
-  );
+const BLOCK_WHOLE = 4096;
+
+/** Re-renders the calling component on the next frame (work it deferred for lack of budget). */
+function useRetry(): () => void {
+  const [, kick] = useState(0);
+  return () => onNextFrame(() => kick((x) => x + 1));
+}
+
+function MarkdownBlock({ text }: { text: string }) {
+  const retry = useRetry();
+  // renderMarkdown escapes all HTML of the source and filters link targets.
+  const html = cachedMarkdown(text);
+  if (html === undefined) retry();
+  return <div class="md assistant" data-testid="assistant-text" aria-busy={html === undefined} dangerouslySetInnerHTML={{ __html: html ?? '' }} />;
+}
+
+/** One parsed block: compared by its HTML string, so an unchanged block costs nothing. */
+class Chunk extends Component<{ html: string; cont: boolean }> {
+  shouldComponentUpdate(n: { html: string; cont: boolean }) {
+    return n.html !== this.props.html || n.cont !== this.props.cont;
+  }
+  render({ html, cont }: { html: string; cont: boolean }) {
+    return <div class={cont ? 'md-chunk cont' : 'md-chunk'} dangerouslySetInnerHTML={{ __html: html }} />;
+  }
 }
 
 /**
- * Streaming text, rendered incrementally: the text up to its last blank line outside a code
- * fence is cut into blocks rendered once each; only the tail is parsed again on each frame, so a
- * long answer costs O(new text) per frame, not O(all text). The finished text is rendered whole.
+ * Streaming (or long) text, rendered incrementally (src/mdstream.ts): finished blocks are parsed
+ * once, only the tail on each frame. Blocks not parsed when the frame's budget ran out (a long
+ * text arriving at once, a replay) show on the next frames.
  */
-interface MdCache { pos: number; scan: number; fence: boolean; chunks: string[] }
-const mdCaches = new WeakMap<object, MdCache>();
-
-function advance(c: MdCache, text: string) {
-  let i = c.scan;
-  for (;;) {
-    const nl = text.indexOf('\n', i);
-    if (nl < 0) break;
-    const line = text.slice(i, nl);
-    if (/^ {0,3}(```|~~~)/.test(line)) c.fence = !c.fence;
-    // A block ends at a blank line; a long one (4 KB) at any line end, so that layout, which
-    // grows with the size of the block being changed, stays small.
-    else if (!c.fence && (!line.trim() || nl + 1 - c.pos > 4096)) cut(c, text, nl + 1);
-    i = nl + 1;
-  }
-  c.scan = i;
-  // One giant line: cut at a space.
-  if (!c.fence && text.length - c.pos > 8192) {
-    const sp = text.lastIndexOf(' ', text.length - 1);
-    if (sp > c.pos) {
-      cut(c, text, sp + 1);
-      c.scan = Math.max(c.scan, c.pos);
-    }
-  }
-}
-
-function cut(c: MdCache, text: string, at: number) {
-  const chunk = text.slice(c.pos, at);
-  if (chunk.trim()) c.chunks.push(renderMarkdown(chunk));
-  c.pos = at;
-}
+const mdStates = new WeakMap<object, MdState>();
 
 function StreamingMarkdown({ item }: { item: TextItem }) {
-  let c = mdCaches.get(item);
-  if (!c || c.pos > item.text.length) mdCaches.set(item, (c = { pos: 0, scan: 0, fence: false, chunks: [] }));
-  advance(c, item.text);
-  const tail = item.text.slice(c.pos);
-  // A huge code block being written shows as plain text until it is complete.
-  const tailHtml = tail.length > 16000 && !item.done ? `<p class="pre">${esc(tail)}</p>` : renderMarkdown(tail);
+  const retry = useRetry();
+  let s = mdStates.get(item);
+  if (!s || s.pos > item.text.length) mdStates.set(item, (s = newMd()));
+  advance(s, item.text);
+  const ready = parseChunks(s);
+  const all = ready === s.chunks.length;
+  if (!all) retry();
+  const tail = all ? tailSrc(s, item.text) : '';
   return (
-    <div class={'md assistant' + (item.done ? '' : ' streaming')} data-testid="assistant-text" aria-busy={!item.done}>
-      {c.chunks.map((h, i) => (
-        <div key={i} class="md-chunk" dangerouslySetInnerHTML={{ __html: h }} />
+    // No class toggles on this (maybe huge) element when streaming ends: that restyles all of it.
+    <div class="md assistant" data-testid="assistant-text" aria-busy={!item.done || !all}>
+      {s.chunks.slice(0, ready).map((ch, i) => (
+        <Chunk key={i} html={ch.html!} cont={ch.cont} />
       ))}
-      <div class="md-chunk" dangerouslySetInnerHTML={{ __html: tailHtml }} />
+      {tail && <div class={s.cont ? 'md-chunk cont' : 'md-chunk'} dangerouslySetInnerHTML={{ __html: renderMarkdown(tail) }} />}
+      {!item.done && <span class="cursor" aria-hidden="true" />}
     </div>
   );
 }
@@ -225,35 +267,44 @@ function InputView({ toolName, input }: { toolName: string; input: Record<string
   return <pre class="code">{JSON.stringify(input, null, 2)}</pre>;
 }
 
-const OUT_MAX = 20000;
+// A tool's output shows OUT_FIRST characters, then OUT_MORE more per click: a huge output never
+// goes into the DOM at once. The body of a closed card is not rendered at all.
+const OUT_FIRST = 8192;
+const OUT_MORE = 65536;
 
 function ToolCard({ it }: { it: ToolItem }) {
-  const [all, setAll] = useState(false);
+  const [open, setOpen] = useState(false);
+  const [shown, setShown] = useState(OUT_FIRST);
   const out = it.output ?? '';
   const state = !it.done ? 'running' : it.isError ? 'failed' : 'done';
+  const sum = summary(it.toolName, it.input, it.description);
   return (
-    <details class={'tool card st-' + state} data-testid="tool-card">
-      <summary aria-label={`${it.toolName}: ${summary(it.toolName, it.input, it.description)}, ${state}`}>
+    <details class={'tool card st-' + state} data-testid="tool-card" onToggle={(e) => setOpen((e.currentTarget as HTMLDetailsElement).open)}>
+      <summary aria-label={`${it.toolName}: ${sum}, ${state}`}>
         <span class="tool-name">{it.toolName}</span>
-        <span class="grow ellipsis tool-sum">{summary(it.toolName, it.input, it.description)}</span>
+        <span class="grow ellipsis tool-sum">{sum}</span>
         <span class={'tool-state ' + state} aria-hidden="true">
           {state === 'running' ? '…' : state === 'failed' ? '✗' : '✓'}
           {typeof it.durationMs === 'number' && it.done ? ` ${(it.durationMs / 1000).toFixed(1)}s` : ''}
         </span>
       </summary>
-      <div class="tool-body">
-        {it.description && <p class="muted small">{it.description}</p>}
-        <InputView toolName={it.toolName} input={it.input} />
-        {it.done && (
-          <>
-            <div class="small muted">{it.isError ? 'Error' : 'Result'}</div>
-            <pre class={'code out' + (it.isError ? ' err' : '')}>{all || out.length <= OUT_MAX ? out : out.slice(0, OUT_MAX)}</pre>
-            {!all && out.length > OUT_MAX && (
-              <button type="button" class="btn" onClick={() => setAll(true)}>Show all ({Math.round(out.length / 1024)} KB)</button>
-            )}
-          </>
-        )}
-      </div>
+      {open && (
+        <div class="tool-body">
+          {it.description && <p class="muted small">{it.description}</p>}
+          <InputView toolName={it.toolName} input={it.input} />
+          {it.done && (
+            <>
+              <div class="small muted">{it.isError ? 'Error' : 'Result'}</div>
+              <pre class={'code out' + (it.isError ? ' err' : '')}>{out.length <= shown ? out : out.slice(0, shown)}</pre>
+              {out.length > shown && (
+                <button type="button" class="btn" onClick={() => setShown(shown + OUT_MORE)}>
+                  Show more ({Math.round((out.length - shown) / 1024)} KB left)
+                </button>
+              )}
+            </>
+          )}
+        </div>
+      )}
     </details>
   );
 }
@@ -295,40 +346,57 @@ function Permission({ it, c, open }: { it: PermItem; c: Conv; open: boolean }) {
 }
 
 function Question({ it, c, open }: { it: QuestionItem; c: Conv; open: boolean }) {
-  const [sel, setSel] = useState<string[]>([]);
-  const answered = c.answered.get(it.questionId);
-  const name = 'q-' + it.questionId;
+  const [chosen, setChosen] = useState<string[][]>([]);
+  const sending = c.sending.has(it.questionId);
+  const answered = parseAnswered(c.answered.get(it.questionId));
+  const answers = buildAnswers(it.questions, chosen);
+  const base = 'q-' + it.questionId;
   const submit = (e: Event) => {
     e.preventDefault();
-    if (!sel.length) return;
-    answerQuestion(c.sessionId, it.questionId, it.question, sel.join(', '));
+    if (answers && open && !sending) void answerQuestion(c.sessionId, it.questionId, answers);
   };
-  const toggle = (v: string) => setSel(it.multiSelect ? (sel.includes(v) ? sel.filter((x) => x !== v) : [...sel, v]) : [v]);
+  const many = it.questions.length > 1;
   return (
-    <form class={'card prompt' + (open ? ' open' : '')} data-testid="question" onSubmit={submit}>
-      <fieldset disabled={!open}>
-        <legend class="prompt-title">{it.question}</legend>
-        {it.multiSelect && <p class="muted small">Choose any number.</p>}
-        <div class="options">
-          {it.options.map((o, i) => {
-            const v = o.label || o.value;
-            return (
-              <label key={i} class="option" data-testid="question-option">
-                <input type={it.multiSelect ? 'checkbox' : 'radio'} name={name} value={v} checked={sel.includes(v)} onChange={() => toggle(v)} />
-                <span>
-                  <span class="opt-label">{o.label || o.value}</span>
-                  {o.description && <span class="muted small block">{o.description}</span>}
-                </span>
-              </label>
-            );
-          })}
-        </div>
-        {open ? (
-          <button type="submit" class="btn primary" data-testid="question-submit" disabled={!sel.length}>Answer</button>
-        ) : (
-          <p class="muted small" role="status">{answered ? `Answered: ${answered}` : 'No longer waiting'}</p>
-        )}
-      </fieldset>
+    <form class={'card prompt' + (open ? ' open' : '')} data-testid="question" onSubmit={submit} aria-label={many ? `${it.questions.length} questions from Claude` : 'Question from Claude'}>
+      {it.questions.map((a, qi) => {
+        const got = typeof answered === 'object' ? answered[a.question] : qi === 0 ? answered : undefined;
+        return (
+          <fieldset key={qi} disabled={!open || sending} class="ask">
+            <legend class="prompt-title">{a.question}</legend>
+            {a.multiSelect && <p class="muted small">Choose any number.</p>}
+            <div class="options">
+              {a.options.map((o, i) => {
+                const v = optionValue(o);
+                return (
+                  <label key={i} class="option" data-testid="question-option">
+                    <input
+                      type={a.multiSelect ? 'checkbox' : 'radio'}
+                      name={`${base}-${qi}`}
+                      value={v}
+                      checked={(chosen[qi] || []).includes(v) || (!open && !!got && got.split(', ').includes(v))}
+                      onChange={() => setChosen(choose(chosen, qi, v, a.multiSelect))}
+                    />
+                    <span>
+                      <span class="opt-label">{o.label || o.value}</span>
+                      {o.description && <span class="muted small block">{o.description}</span>}
+                    </span>
+                  </label>
+                );
+              })}
+            </div>
+            {!open && got && <p class="muted small">Answered: {got}</p>}
+          </fieldset>
+        );
+      })}
+      {open && !sending ? (
+        <button type="submit" class="btn primary" data-testid="question-submit" disabled={!answers}>
+          {many ? 'Answer all' : 'Answer'}
+        </button>
+      ) : (
+        <p class="muted small" role="status">
+          {sending ? 'Sending…' : c.already.has(it.questionId) ? 'Already answered (or timed out)' : answered ? 'Answered' : 'No longer waiting'}
+        </p>
+      )}
     </form>
   );
 }
@@ -355,7 +423,7 @@ function Todos({ tasks }: { tasks: Task[] }) {
   );
 }
 
-function Composer({ session, busy }: { session: string; busy: boolean }) {
+function Composer({ session, busy, onSend }: { session: string; busy: boolean; onSend: () => void }) {
   const [text, setText] = useState(() => sessionStorage.getItem('betcode.draft.' + session) || '');
   const [files, setFiles] = useState<FileAttachment[]>([]);
   const [sending, setSending] = useState(false);
@@ -371,6 +439,7 @@ function Composer({ session, busy }: { session: string; busy: boolean }) {
     e?.preventDefault();
     if ((!text.trim() && !files.length) || sending) return;
     setSending(true);
+    onSend();
     try {
       await sendMessage(session, text, files);
       setDraft('');

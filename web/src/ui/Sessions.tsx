@@ -1,6 +1,6 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { get, post, q } from '../api';
-import { errText, loadSessions, putSession, sortedSessions, useAppState } from '../store';
+import { deleteSession, errText, loadSessions, putSession, renameSession, sortedSessions, toast, useAppState } from '../store';
 import { go, href } from '../router';
 import type { LocalSession, Session } from '../types';
 import { ago, ErrorBox, money, Spinner, StatusChip, TopBar } from './common';
@@ -26,7 +26,7 @@ export function Sessions({ machine }: { machine: string }) {
         {s.sessionsLoaded && !list.length && <p class="muted">No session yet.</p>}
         <ul class="list" aria-label="Sessions">
           {list.map((x) => (
-            <li key={x.id}>
+            <li key={x.id} class="session-li">
               <a class="row" href={href.conv(machine, x.id)} data-testid="session-item" aria-label={sessionLabel(x)}>
                 <span class="grow">
                   <span class="row-title">
@@ -42,11 +42,113 @@ export function Sessions({ machine }: { machine: string }) {
                 </span>
                 <StatusChip s={x} />
               </a>
+              <SessionActions s={x} />
             </li>
           ))}
         </ul>
       </main>
     </>
+  );
+}
+
+type Mode = '' | 'rename' | 'delete';
+
+/**
+ * Rename (an inline form: Enter saves, Escape cancels) and delete (an inline confirmation) of one
+ * session of the list. The list itself follows session_updated / session_deleted.
+ */
+function SessionActions({ s }: { s: Session }) {
+  const [mode, setMode] = useState<Mode>('');
+  const [name, setName] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState('');
+  const input = useRef<HTMLInputElement>(null);
+  const opener = useRef<HTMLButtonElement>(null);
+  const label = s.name || firstLine(s.lastMessage) || s.cwd;
+  const id = 'sess-' + s.id;
+  useEffect(() => {
+    if (mode === 'rename') input.current?.select();
+  }, [mode]);
+  const close = () => {
+    setMode('');
+    setError('');
+    // Focus back on the button that opened the form.
+    setTimeout(() => opener.current?.focus(), 0);
+  };
+  const run = async (f: () => Promise<void>) => {
+    setBusy(true);
+    setError('');
+    try {
+      await f();
+      close();
+    } catch (e) {
+      setError(errText(e));
+    } finally {
+      setBusy(false);
+    }
+  };
+  if (mode === 'rename') {
+    return (
+      <form
+        class="session-form"
+        onSubmit={(e) => {
+          e.preventDefault();
+          void run(() => renameSession(s.id, name));
+        }}
+        onKeyDown={(e) => e.key === 'Escape' && close()}
+      >
+        <label for={id + '-name'} class="sr-only">New name of {label}</label>
+        <input id={id + '-name'} ref={input} value={name} maxLength={200} data-testid="session-name-input" placeholder="Session name" onInput={(e) => setName((e.target as HTMLInputElement).value)} />
+        <button type="submit" class="btn primary small-btn" data-testid="session-rename-save" disabled={busy}>Save</button>
+        <button type="button" class="btn small-btn" onClick={close}>Cancel</button>
+        {error && <p class="error small" role="alert">{error}</p>}
+      </form>
+    );
+  }
+  if (mode === 'delete') {
+    return (
+      <div class="session-form" role="alertdialog" aria-labelledby={id + '-del'} onKeyDown={(e) => e.key === 'Escape' && close()}>
+        <p id={id + '-del'} class="small">Delete “{label}” and its history? This cannot be undone.</p>
+        <button
+          type="button"
+          class="btn danger small-btn"
+          data-testid="session-delete-confirm"
+          disabled={busy}
+          ref={(b) => b?.focus()}
+          onClick={() =>
+            void run(async () => {
+              await deleteSession(s.id);
+              toast(`Deleted “${label}”`);
+            })
+          }
+        >
+          Delete
+        </button>
+        <button type="button" class="btn small-btn" onClick={close}>Cancel</button>
+        {error && <p class="error small" role="alert">{error}</p>}
+      </div>
+    );
+  }
+  return (
+    <div class="session-actions">
+      <button
+        type="button"
+        class="icon-btn"
+        ref={opener}
+        data-testid="session-rename"
+        aria-label={`Rename ${label}`}
+        title="Rename"
+        onClick={() => {
+          setName(s.name || '');
+          setMode('rename');
+        }}
+      >
+        <svg viewBox="0 0 24 24" aria-hidden="true"><path d="M4 20h4L19 9l-4-4L4 16z M13 7l4 4" /></svg>
+      </button>
+      <button type="button" class="icon-btn" data-testid="session-delete" aria-label={`Delete ${label}`} title="Delete" onClick={() => setMode('delete')}>
+        <svg viewBox="0 0 24 24" aria-hidden="true"><path d="M4 7h16M10 11v6M14 11v6M6 7l1 13h10l1-13M9 7V4h6v3" /></svg>
+      </button>
+    </div>
   );
 }
 
