@@ -17,7 +17,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
-build: ## build every binary into bin/
+build: web ## build every binary into bin/ (the web app first: make web)
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./agent/cmd/betcode-agent ./agent/cmd/betcode ./relay/cmd/betcode-relay ./shared/cmd/fakeapi
 
@@ -31,7 +31,7 @@ COMPAT_VERSIONS ?= min pinned latest
 compat: ## the end-to-end suites against each of COMPAT_VERSIONS; a table per version (docs/compat.md)
 	COMPAT_VERSIONS="$(COMPAT_VERSIONS)" GO=$(GO) ./scripts/compat.sh
 
-test-deps: claude ## tools the tests drive: tmux (terminal tests), promtool (metrics and alert rules), the Claude CLI
+test-deps: claude ## tools the tests drive: tmux (terminal tests), promtool (metrics and alert rules), the Claude CLI, chromium and playwright-core (browser tests)
 	@command -v tmux >/dev/null || { echo "installing tmux"; \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq tmux >/dev/null; \
 	  else echo "tmux is missing: apt-get install tmux"; exit 1; fi; }
@@ -42,8 +42,16 @@ test-deps: claude ## tools the tests drive: tmux (terminal tests), promtool (met
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && \
 	    apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 && command -v promtool >/dev/null; then :; \
 	  else GOBIN=$(TOOLS) $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION); fi; }
+	@[ -x /usr/bin/chromium ] || { echo "installing chromium (browser tests)"; sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+	@[ web/e2e/node_modules/.package-lock.json -nt web/e2e/package-lock.json ] || { echo "installing web/e2e's node modules"; \
+	  cd web/e2e && npm ci --no-audit --no-fund >/dev/null; }
 
-test: test-deps lint unit fuzz-ci ## what CI runs: lint, proto checks, every test with -race, a bounded fuzz run
+.PHONY: screenshots
+screenshots: test-deps web ## the web app's screenshots in docs/screenshots (phone and laptop, light and dark), of the app as built from web/
+	cd relay && BETCODE_SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run '^TestBrowserScreenshots$$' ./e2e/
+
+test: test-deps lint web-check unit fuzz-ci ## what CI runs: lint, proto checks, the web app rebuilt reproducibly, every test with -race, a bounded fuzz run
 
 unit:
 	PATH="$$PATH:$(TOOLS)" $(GO) test -race -count=1 -timeout 20m $(PKGS)
@@ -96,3 +104,4 @@ clean:
 	rm -rf $(BIN)
 
 include mk/proto.mk
+include mk/web.mk

@@ -1,0 +1,202 @@
+// The harness the scripts share: Debian's chromium through playwright-core,
+// a JSON-lines protocol with the Go test that runs the script, and failure
+// artifacts.
+//
+// Protocol. Every line on stdout is one JSON object:
+//   {"log": "..."}                 progress, for the Go test's log
+//   {"wait": "NAME", ...}          a sync point: the script reads one JSON line
+//                                  from stdin (the Go test's answer) and goes on
+//   {"result": {...}}              the outcome, printed once at the end
+//   {"error": "...", "artifacts"}  the script failed (exit status 1)
+// Inputs come from the environment:
+//   BETCODE_BASE_URL   the web app's URL (the relay's or the agent's)
+//   BETCODE_TOKEN      the token to log in with
+//   BETCODE_E2E        a JSON object of the script's parameters
+//   BETCODE_ARTIFACTS  where a failure leaves a screenshot and the DOM
+//   BETCODE_CHROMIUM   the browser (default /usr/bin/chromium)
+//   BETCODE_CHROMIUM_ARGS  more browser flags, one per line (the relay's test
+//                      passes --ignore-certificate-errors-spki-list with its
+//                      certificate's key, so the page and its service worker
+//                      see a valid certificate)
+import { chromium } from 'playwright-core';
+import { mkdtempSync, rmSync, mkdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+export const baseURL = need('BETCODE_BASE_URL');
+export const token = process.env.BETCODE_TOKEN ?? '';
+export const params = JSON.parse(process.env.BETCODE_E2E || '{}');
+const artifactsDir = process.env.BETCODE_ARTIFACTS || '';
+
+/** Default timeout of every wait, in ms. */
+export const timeout = Number(params.timeoutMs || 30000);
+
+export const phone = { width: 390, height: 844 };
+export const laptop = { width: 1280, height: 800 };
+
+function need(name) {
+  const v = process.env[name];
+  if (!v) fail(new Error(`${name} is not set`));
+  return v;
+}
+
+function emit(obj) {
+  process.stdout.write(JSON.stringify(obj) + '\n');
+}
+
+export function log(msg, extra = {}) {
+  emit({ log: msg, ...extra });
+}
+
+// Lines from the Go test, read lazily.
+let lines;
+const pending = [];
+const waiters = [];
+function stdinLines() {
+  if (lines) return;
+  lines = createInterface({ input: process.stdin });
+  lines.on('line', (l) => {
+    if (waiters.length) waiters.shift().resolve(l);
+    else pending.push(l);
+  });
+  lines.on('close', () => {
+    while (waiters.length) waiters.shift().reject(new Error('stdin closed by the Go test'));
+  });
+}
+
+/** sync prints a wait and returns the Go test's JSON answer. */
+export async function sync(name, data = {}) {
+  stdinLines();
+  emit({ wait: name, ...data });
+  const line = pending.length
+    ? pending.shift()
+    : await new Promise((resolve, reject) => waiters.push({ resolve, reject }));
+  const answer = JSON.parse(line);
+  if (answer.error) throw new Error(`the Go test stopped at ${name}: ${answer.error}`);
+  return answer;
+}
+
+const browserArgs = [
+  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+];
+
+const open = new Set();
+
+/**
+ * launch starts chromium with a fresh --user-data-dir (a persistent context
+ * on a new temporary directory, removed by close) and returns the context.
+ */
+export async function launch({ viewport = phone, colorScheme = 'light', ignoreHTTPSErrors = true } = {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'betcode-chromium-'));
+  const ctx = await chromium.launchPersistentContext(dir, {
+    executablePath: process.env.BETCODE_CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    args: [...browserArgs, ...(process.env.BETCODE_CHROMIUM_ARGS || '').split('\n').filter(Boolean)],
+    viewport,
+    colorScheme,
+    ignoreHTTPSErrors,
+    serviceWorkers: 'allow',
+    timeout: 30000,
+  });
+  ctx.setDefaultTimeout(timeout);
+  log('browser up', { viewport, colorScheme });
+  const entry = { ctx, dir };
+  open.add(entry);
+  ctx.closeAll = async () => {
+    open.delete(entry);
+    await ctx.close().catch(() => {});
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return ctx;
+}
+
+/** Pages whose DOM a failure saves. */
+export const watched = new Set();
+
+/** watch records console errors and failed requests of a page for the report. */
+export function watch(page, name) {
+  const info = { name, page, errors: [] };
+  page.on('pageerror', (e) => info.errors.push(`pageerror: ${e.message}`));
+  page.on('console', (m) => {
+    if (m.type() === 'error') info.errors.push(`console: ${m.text()}`);
+  });
+  watched.add(info);
+  return info;
+}
+
+async function saveArtifacts() {
+  if (!artifactsDir) return [];
+  mkdirSync(artifactsDir, { recursive: true });
+  const out = [];
+  for (const { name, page, errors } of watched) {
+    if (page.isClosed()) continue;
+    const base = join(artifactsDir, name);
+    try {
+      await page.screenshot({ path: base + '.png', fullPage: true, timeout: 5000 });
+      out.push(base + '.png');
+    } catch {}
+    try {
+      writeFileSync(base + '.html', await page.content());
+      out.push(base + '.html');
+    } catch {}
+    if (errors.length) {
+      writeFileSync(base + '.errors.txt', errors.join('\n') + '\n');
+      out.push(base + '.errors.txt');
+    }
+  }
+  return out;
+}
+
+function fail(err) {
+  emit({ error: String(err?.stack || err) });
+  process.exit(1);
+}
+
+/**
+ * main runs body, prints its result (or the error with the artifacts) and
+ * exits. Browsers are closed either way.
+ */
+export async function main(body) {
+  let code = 0;
+  try {
+    const result = await body();
+    emit({ result });
+  } catch (err) {
+    code = 1;
+    const artifacts = await saveArtifacts().catch(() => []);
+    const pageErrors = [...watched].flatMap((w) => w.errors.map((e) => `${w.name}: ${e}`));
+    emit({ error: String(err?.stack || err), artifacts, pageErrors });
+  } finally {
+    for (const e of [...open]) await e.ctx.closeAll();
+    lines?.close();
+  }
+  process.exit(code);
+}
+
+/**
+ * recordAlerts collects every text the app shows as a toast or an alert
+ * (role="alert") in any page of ctx, across reloads: a person would see
+ * them, so a flow that should go smoothly expects none.
+ */
+export async function recordAlerts(ctx) {
+  const alerts = [];
+  await ctx.exposeBinding('__betcodeAlert', ({ page }, text) => {
+    alerts.push({ url: page.url(), text });
+  });
+  await ctx.addInitScript(() => {
+    const seen = new WeakMap();
+    const check = () => {
+      for (const el of document.querySelectorAll('.toast, [role="alert"]')) {
+        const t = (el.textContent || '').trim();
+        if (t && seen.get(el) !== t) {
+          seen.set(el, t);
+          window.__betcodeAlert(t);
+        }
+      }
+    };
+    new MutationObserver(check).observe(document, { childList: true, subtree: true, characterData: true });
+  });
+  return alerts;
+}
