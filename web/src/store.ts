@@ -217,7 +217,10 @@ export async function loadMachines() {
   state.machines = ms || [];
   if (!state.machineId) {
     // On the agent there is exactly one machine; on a relay the current one is a good default.
-    const only = state.info?.role === 'agent' || state.machines.length === 1 ? state.machines[0] : undefined;
+    const only =
+      state.info?.role === 'agent' || state.machines.length === 1
+        ? state.machines[0]
+        : state.machines.find((m) => m.current);
     if (only) await useMachine(only.id, false);
   }
   state.machine = state.machines.find((m) => m.id === state.machineId) ?? state.machine;
@@ -313,7 +316,9 @@ function wsURL() {
 }
 
 export function connect() {
-  if (!state.token || ws) return;
+  // No machine yet (a relay user with several and none current): the
+  // machine picker comes first; choosing one connects.
+  if (!state.token || ws || !state.machineId) return;
   clearTimeout(retryTimer);
   state.conn = attempt ? 'retrying' : 'connecting';
   changed();
