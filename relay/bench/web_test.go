@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +26,10 @@ import (
 
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
+
+// deployRelayEnv is the relay's environment in deploy/: Dockerfile.relay
+// sets GODEBUG, k8s/relay.yaml GOGC.
+var deployRelayEnv = []string{"GODEBUG=adaptivestackstart=0", "GOGC=40"}
 
 // webAgent is the agent side the web benchmark needs: one machine with a
 // few sessions, whose session list (WatchSessions) and session streams
@@ -162,7 +167,14 @@ func BenchmarkWebSockets(b *testing.B) {
 		defer func(old int) { runtime.MemProfileRate = old }(runtime.MemProfileRate)
 		runtime.MemProfileRate = r
 	}
-	r := newRelay(b)
+	// The relay runs with the deploy/ settings (Dockerfile.relay's GODEBUG,
+	// relay.yaml's GOGC) unless BETCODE_BENCH_RELAY_ENV says otherwise
+	// ("GOGC=100" for Go's defaults).
+	env := deployRelayEnv
+	if e, ok := os.LookupEnv("BETCODE_BENCH_RELAY_ENV"); ok {
+		env = strings.Fields(e)
+	}
+	r := newRelay(b, env...)
 	mint := newCertMint(b, r.pki)
 	// The sockets watch BETCODE_BENCH_WEB_MACHINES machines (default 10):
 	// each socket holds two calls on its machine's tunnel, and one
@@ -170,7 +182,11 @@ func BenchmarkWebSockets(b *testing.B) {
 	machines := envInt("BETCODE_BENCH_WEB_MACHINES", 10)
 	cfgs := mint.machines(b, "web", machines)
 	srv := grpc.NewServer()
-	agent := newWebAgent(20)
+	// The sockets subscribe to BETCODE_BENCH_WEB_SESSIONS sessions (default
+	// 20) round robin: 20 over 10 machines makes 20 distinct streams that
+	// the sockets of one caller share; 1000 gives every socket a session
+	// (and so an upstream stream) of its own.
+	agent := newWebAgent(envInt("BETCODE_BENCH_WEB_SESSIONS", 20))
 	pb.RegisterAgentServiceServer(srv, agent)
 	pb.RegisterConfigServiceServer(srv, agent)
 	for _, cfg := range cfgs {
@@ -266,6 +282,7 @@ func BenchmarkWebSockets(b *testing.B) {
 		b.Log("heap profile (relay and browsers): /tmp/web-heap.prof")
 	}
 
+	b.Logf("relay environment: %q", env)
 	b.ReportMetric(float64(after.rssKiB-before.rssKiB)/float64(n), "rss-KiB/socket")
 	b.ReportMetric((after.heapInuse-before.heapInuse)/1024/float64(n), "heap-KiB/socket")
 	b.ReportMetric((after.stackInuse-before.stackInuse)/1024/float64(n), "stack-KiB/socket")

@@ -95,13 +95,12 @@ func Forward(ctx context.Context, stream io.ReadWriteCloser, w http.ResponseWrit
 	defer close(callDone)
 	// Request body → data frames.
 	go func() {
-		bp := bodyBufs.Get().(*[]byte)
-		defer bodyBufs.Put(bp)
-		buf := *bp
+		cr := newChunkReader(r.Body)
+		defer cr.close()
 		for {
-			n, err := r.Body.Read(buf)
-			if n > 0 {
-				if send(DataFrame(buf[:n], false)) != nil {
+			chunk, _, err := cr.read()
+			if len(chunk) > 0 {
+				if send(DataFrame(chunk, false)) != nil {
 					return
 				}
 			}
@@ -192,6 +191,58 @@ func Forward(ctx context.Context, stream io.ReadWriteCloser, w http.ResponseWrit
 // bodyBufs recycles the request-body read buffers: a fresh 64 KiB per
 // call made the relay's garbage collector run every few dozen calls.
 var bodyBufs = sync.Pool{New: func() any { b := make([]byte, ChunkBytes); return &b }}
+
+// quietChunk is the buffer a chunkReader waits on: big enough for a
+// typical event, small enough that thousands of open, quiet streams (a
+// browser following a session, a client's side of Converse) do not each
+// hold a ChunkBytes buffer while they wait.
+const quietChunk = 4 << 10
+
+// chunkReader reads a body in chunks of up to ChunkBytes. It waits for
+// data with a small buffer of its own and takes a ChunkBytes one from
+// bodyBufs only when a read filled the small one (more was waiting); it
+// gives that back once a read comes back short (nothing more was waiting),
+// before it waits again.
+type chunkReader struct {
+	r       io.Reader
+	small   []byte
+	big     *[]byte
+	release bool // the last read with big came back short
+}
+
+func newChunkReader(r io.Reader) *chunkReader {
+	return &chunkReader{r: r, small: make([]byte, quietChunk)}
+}
+
+// read returns the next chunk, valid until the next call; full says it
+// filled its buffer (more is likely waiting).
+func (c *chunkReader) read() (chunk []byte, full bool, err error) {
+	if c.release {
+		bodyBufs.Put(c.big)
+		c.big, c.release = nil, false
+	}
+	buf := c.small
+	if c.big != nil {
+		buf = *c.big
+	}
+	n, err := c.r.Read(buf)
+	full = n == len(buf)
+	switch {
+	case c.big == nil && full:
+		c.big = bodyBufs.Get().(*[]byte)
+	case c.big != nil && !full:
+		c.release = true
+	}
+	return buf[:n], full, err
+}
+
+// close gives back the large buffer, if it holds one.
+func (c *chunkReader) close() {
+	if c.big != nil {
+		bodyBufs.Put(c.big)
+		c.big = nil
+	}
+}
 
 func setTrailer(w http.ResponseWriter, k, v string) {
 	w.Header().Set(http.TrailerPrefix+k, v)

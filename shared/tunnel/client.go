@@ -301,13 +301,12 @@ func forwardH2(parent context.Context, cc http.RoundTripper, scheme, host string
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
 
-	bp := bodyBufs.Get().(*[]byte)
-	defer bodyBufs.Put(bp)
-	buf := *bp
+	cr := newChunkReader(resp.Body)
+	defer cr.close()
 	for {
-		n, err := resp.Body.Read(buf)
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
+		chunk, full, err := cr.read()
+		if len(chunk) > 0 {
+			if _, werr := w.Write(chunk); werr != nil {
 				return fmt.Errorf("write to client: %w", werr)
 			}
 			// A read that did not fill the buffer took everything that was
@@ -315,7 +314,7 @@ func forwardH2(parent context.Context, cc http.RoundTripper, scheme, host string
 			// (Holding bytes back for up to 500 µs, so that a unary
 			// answer's trailers would leave with its message, measured no
 			// better.)
-			if flusher != nil && n < len(buf) {
+			if flusher != nil && !full {
 				flusher.Flush()
 			}
 		}

@@ -32,8 +32,9 @@ type watchHub struct {
 	closed   bool       // no socket may join any more
 	sessions map[string]*hubSession
 	subs     map[*socket]struct{}
-	waiters  int              // sockets waiting for ready
-	rules    []PermissionRule // the machine's, for snapshots
+	waiters  int                     // sockets waiting for ready
+	feeds    map[string]*sessionFeed // by session id: the subscriptions' shared streams
+	rules    []PermissionRule        // the machine's, for snapshots
 }
 
 // hubSession is what a hub knows of one session.
@@ -57,7 +58,7 @@ func (h *Handler) join(s *socket, c caller, snap Event) error {
 		if hub == nil {
 			ctx, cancel := context.WithCancel(h.outgoing(h.ctx, c))
 			hub = &watchHub{h: h, key: key, machine: c.machine, ctx: ctx, cancel: cancel, ready: make(chan struct{}),
-				sessions: map[string]*hubSession{}, subs: map[*socket]struct{}{}}
+				sessions: map[string]*hubSession{}, subs: map[*socket]struct{}{}, feeds: map[string]*sessionFeed{}}
 			h.hubs[key] = hub
 			h.hubWG.Add(1)
 			go hub.run()

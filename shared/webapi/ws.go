@@ -43,8 +43,11 @@ const (
 )
 
 // socket is one WebSocket. Its goroutines: the reader (the ServeHTTP
-// call), the writer, the session-list watcher, one per subscription and one
-// per client action in flight; the reader owns them all and waits for them.
+// call), a writer only while messages wait (none while the socket is
+// idle), a pinger every ping interval, the closer once the socket ends, one
+// per subscription until it joins its session's shared stream
+// (sessionFeed), and one per client action in flight; the reader owns them
+// all and waits for them.
 type socket struct {
 	h       *Handler
 	c       *websocket.Conn
@@ -52,13 +55,23 @@ type socket struct {
 	ctx     context.Context // ends when the socket is done
 	cancel  context.CancelFunc
 	rpc     context.Context // ctx with the caller's credentials
-	out     chan []byte
 	machine string
 	hub     *watchHub // set once joined
 
 	closeMu     sync.Mutex // guards the two below
 	closeCode   websocket.StatusCode
 	closeReason string
+
+	qmu       sync.Mutex    // guards the queue: the fields below
+	queue     [][]byte      // messages waiting for the writer, oldest first
+	queued    int           // their bytes
+	overSince time.Time     // when the queue grew past sendQueue (zero: it is not)
+	writing   bool          // a writer runs
+	room      chan struct{} // closed when the writer takes a message (nil: nobody waits)
+	closing   bool          // the socket ends: nothing more is queued or started
+	pingTimer *time.Timer
+
+	writeMu sync.Mutex // held while writing queued messages, so they leave in order
 
 	mu   sync.Mutex // guards subs
 	subs map[string]*subscription
@@ -67,10 +80,20 @@ type socket struct {
 	inflight chan struct{}
 }
 
-// subscription is one session streamed to the socket.
+// subscription is one session streamed to the socket: first by its own
+// goroutine and stream, then, once caught up, by the session's feed.
 type subscription struct {
+	s      *socket
+	id     string
 	cancel context.CancelFunc
-	done   chan struct{}
+	done   chan struct{} // closed when its goroutine returned
+
+	// Set by the goroutine when it joined a feed (read after done); then
+	// guarded by feed.mu.
+	feed        *sessionFeed
+	skip        uint64 // the feed skips events up to here: the goroutine sent them
+	last        uint64 // replay_done goes out with the first event at or after last
+	pendingDone bool   // replay_done is still owed
 }
 
 // originOK reports whether a page of the request's Origin may open the
@@ -121,7 +144,7 @@ func (h *Handler) serveWS(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	stop := context.AfterFunc(h.ctx, cancel)
 	defer stop()
-	s := &socket{h: h, c: c, log: h.opts.Log, ctx: ctx, cancel: cancel, out: make(chan []byte, sendQueue),
+	s := &socket{h: h, c: c, log: h.opts.Log, ctx: ctx, cancel: cancel,
 		subs: map[string]*subscription{}, inflight: make(chan struct{}, maxInflight)}
 	s.run()
 }
@@ -136,8 +159,20 @@ func (s *socket) fail(code websocket.StatusCode, reason string) {
 	s.cancel()
 }
 
+// Bounds of a socket's queue. Producers that may wait (a subscription's
+// own replay, answers to the client) wait while sendQueue messages are
+// queued; shared producers (the session list, a session's feed) never wait
+// on one socket and may go past it, up to maxQueued messages and, past
+// sendQueue, maxQueuedBytes. A queue past sendQueue for longer than the
+// enqueue timeout, or past those bounds, closes the socket as too slow
+// (1013): nothing grows without bound.
+const (
+	maxQueued      = 16 * sendQueue // a stall of seconds in a fast turn (small deltas)
+	maxQueuedBytes = 4 << 20        // the memory bound for large messages
+)
+
 // send queues a message, waiting while the queue is full; a socket whose
-// queue stays full for enqueueTimeout is closed (1013) rather than
+// queue stays full for the enqueue timeout is closed (1013) rather than
 // buffering without bound. It reports false when the message was dropped
 // because ctx or the socket ended.
 func (s *socket) send(ctx context.Context, msg any) bool {
@@ -146,110 +181,203 @@ func (s *socket) send(ctx context.Context, msg any) bool {
 		s.log.Error("web: encode message", "err", err)
 		return false
 	}
-	select {
-	case s.out <- b:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-s.ctx.Done():
-		return false
-	default:
-	}
-	t := time.NewTimer(s.h.timing.enqueue)
-	defer t.Stop()
-	select {
-	case s.out <- b:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-s.ctx.Done():
-		return false
-	case <-t.C:
-		s.fail(websocket.StatusTryAgainLater, "too slow: messages piled up")
-		return false
+	var t *time.Timer
+	for {
+		s.qmu.Lock()
+		if s.closing {
+			s.qmu.Unlock()
+			return false
+		}
+		if len(s.queue) < sendQueue {
+			s.pushLocked(b)
+			s.qmu.Unlock()
+			return true
+		}
+		if s.room == nil {
+			s.room = make(chan struct{})
+		}
+		room := s.room
+		s.qmu.Unlock()
+		if t == nil {
+			t = time.NewTimer(s.h.timing.enqueue)
+			defer t.Stop()
+		}
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return false
+		case <-s.ctx.Done():
+			return false
+		case <-t.C:
+			s.fail(websocket.StatusTryAgainLater, "too slow: messages piled up")
+			return false
+		}
 	}
 }
 
-// trySend queues a message without waiting; a full queue closes the
-// socket as too slow.
+// trySend queues a message without waiting (sendShared).
 func (s *socket) trySend(msg any) {
 	b, err := json.Marshal(msg)
 	if err != nil {
 		return
 	}
-	s.trySendBytes(b)
+	s.sendShared(b)
 }
 
 // trySendBytes is trySend of an encoded message.
-func (s *socket) trySendBytes(b []byte) {
-	select {
-	case s.out <- b:
-	default:
-		s.fail(websocket.StatusTryAgainLater, "too slow: messages piled up")
+func (s *socket) trySendBytes(b []byte) { s.sendShared(b) }
+
+// sendShared queues an encoded message without waiting: the producer
+// serves other sockets too. A socket whose queue is past its bounds is
+// closed as too slow.
+func (s *socket) sendShared(b []byte) {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if s.closing {
+		return
+	}
+	n := len(s.queue)
+	switch {
+	case n >= maxQueued,
+		n >= sendQueue && s.queued+len(b) > maxQueuedBytes,
+		n >= sendQueue && !s.overSince.IsZero() && time.Since(s.overSince) > s.h.timing.enqueue:
+		s.closing = true
+		s.fail(websocket.StatusTryAgainLater, "too slow: messages piled up") // takes no lock of the queue's
+		return
+	}
+	s.pushLocked(b)
+}
+
+// pushLocked queues b and starts the writer if none runs. qmu is held and
+// the socket is not closing (so the reader's final wait has not begun: the
+// closer, counted in wg, is still to run).
+func (s *socket) pushLocked(b []byte) {
+	s.queue = append(s.queue, b)
+	s.queued += len(b)
+	if len(s.queue) > sendQueue && s.overSince.IsZero() {
+		s.overSince = time.Now()
+	}
+	if !s.writing {
+		s.writing = true
+		s.wg.Add(1)
+		go s.writeLoop()
 	}
 }
 
-// writeLoop writes queued messages and pings; when the socket ends it
-// closes the connection with the recorded code, which ends the reader.
+// popLocked takes the oldest queued message; nil when none. qmu is held.
+func (s *socket) popLocked() []byte {
+	if len(s.queue) == 0 {
+		return nil
+	}
+	b := s.queue[0]
+	s.queue[0] = nil
+	s.queue = s.queue[1:]
+	if len(s.queue) == 0 {
+		s.queue = nil // drop the backing array: an idle socket holds none
+	}
+	s.queued -= len(b)
+	if len(s.queue) <= sendQueue {
+		s.overSince = time.Time{}
+	}
+	if s.room != nil {
+		close(s.room)
+		s.room = nil
+	}
+	return b
+}
+
+// writeLoop writes queued messages until none is left, then ends: an idle
+// socket has no writer goroutine.
 func (s *socket) writeLoop() {
 	defer s.wg.Done()
-	t := time.NewTicker(s.h.timing.ping)
-	defer t.Stop()
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	for {
-		select {
-		case <-s.ctx.Done():
-			s.closeConn()
+		s.qmu.Lock()
+		var b []byte
+		if !s.closing {
+			b = s.popLocked()
+		}
+		if b == nil {
+			s.writing = false
+			s.qmu.Unlock()
 			return
-		case b := <-s.out:
-			// Not s.ctx: ending the socket must not abort a write (and
-			// with it the connection) before the close code is sent.
-			ctx, cancel := context.WithTimeout(context.Background(), s.h.timing.write)
-			err := s.c.Write(ctx, websocket.MessageText, b)
-			cancel()
-			if err != nil {
-				s.fail(websocket.StatusTryAgainLater, "write failed or too slow")
-				s.c.CloseNow()
-				return
-			}
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
-			err := s.c.Ping(ctx)
-			cancel()
-			if err != nil {
-				s.fail(websocket.StatusPolicyViolation, "no pong")
-				s.c.CloseNow()
-				return
-			}
+		}
+		s.qmu.Unlock()
+		// Not s.ctx: ending the socket must not abort a write (and with it
+		// the connection) before the close code is sent.
+		ctx, cancel := context.WithTimeout(context.Background(), s.h.timing.write)
+		err := s.c.Write(ctx, websocket.MessageText, b)
+		cancel()
+		if err != nil {
+			s.fail(websocket.StatusTryAgainLater, "write failed or too slow")
+			s.c.CloseNow()
+			return // writing stays set: nothing more is written
 		}
 	}
 }
 
-// closeConn flushes what is queued (best effort, briefly) and closes with
-// the recorded code.
+// schedulePing arms the next ping; the pinger runs only when it is due.
+func (s *socket) schedulePing() {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if s.closing {
+		return
+	}
+	s.pingTimer = time.AfterFunc(s.h.timing.ping, func() {
+		s.qmu.Lock()
+		if s.closing {
+			s.qmu.Unlock()
+			return
+		}
+		s.wg.Add(1)
+		s.qmu.Unlock()
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+		err := s.c.Ping(ctx)
+		cancel()
+		if err != nil {
+			s.fail(websocket.StatusPolicyViolation, "no pong")
+			s.c.CloseNow()
+			return
+		}
+		s.schedulePing()
+	})
+}
+
+// closeConn runs once the socket ended: it stops queueing, flushes what is
+// queued (best effort, briefly, after the write in progress) and closes
+// with the recorded code, which ends the reader.
 func (s *socket) closeConn() {
+	s.qmu.Lock()
+	s.closing = true
+	if s.pingTimer != nil {
+		s.pingTimer.Stop()
+	}
+	if s.room != nil {
+		close(s.room)
+		s.room = nil
+	}
+	s.qmu.Unlock()
 	s.closeMu.Lock()
 	if s.closeCode == 0 {
 		s.closeCode, s.closeReason = websocket.StatusGoingAway, "server shutting down"
 	}
 	code, reason := s.closeCode, s.closeReason
 	s.closeMu.Unlock()
-	if code == 0 {
-		code, reason = websocket.StatusGoingAway, "server shutting down"
-	}
 	if code != websocket.StatusTryAgainLater {
+		s.writeMu.Lock()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	flush:
 		for {
-			select {
-			case b := <-s.out:
-				if s.c.Write(ctx, websocket.MessageText, b) != nil {
-					break flush
-				}
-			default:
-				break flush
+			s.qmu.Lock()
+			b := s.popLocked()
+			s.qmu.Unlock()
+			if b == nil || s.c.Write(ctx, websocket.MessageText, b) != nil {
+				break
 			}
 		}
 		cancel()
+		s.writeMu.Unlock()
 	}
 	s.c.Close(code, reason)
 }
@@ -268,10 +396,16 @@ type hello struct {
 // run serves the socket until it ends, then stops and waits for every
 // goroutine it started.
 func (s *socket) run() {
+	// The closer always runs: the socket's ctx ends below at the latest.
 	s.wg.Add(1)
-	go s.writeLoop()
+	context.AfterFunc(s.ctx, func() {
+		defer s.wg.Done()
+		s.closeConn()
+	})
+	s.schedulePing()
 	defer func() {
 		s.cancel()
+		s.unsubscribeAll()
 		if s.hub != nil {
 			s.hub.leave(s)
 		}
@@ -301,13 +435,26 @@ func (s *socket) run() {
 	s.machine = hi.Machine
 	c := caller{token: hi.Token, machine: hi.Machine}
 	s.rpc = s.h.outgoing(s.ctx, c)
-	if !s.start(c) {
-		return
-	}
-	for _, sub := range hi.Subscriptions {
-		if sub.SessionID != "" {
-			s.subscribe(sub.SessionID, sub.AfterSequence)
+	// The hello's calls (the token check, the snapshot) run deep in gRPC.
+	// On a goroutine of their own, while the reader waits, they leave the
+	// reader's stack, which the socket keeps for its whole life, small.
+	started := make(chan bool, 1)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if !s.start(c) {
+			started <- false
+			return
 		}
+		for _, sub := range hi.Subscriptions {
+			if sub.SessionID != "" {
+				s.subscribe(sub.SessionID, sub.AfterSequence)
+			}
+		}
+		started <- true
+	}()
+	if !<-started {
+		return
 	}
 	for {
 		typ, data, err := s.c.Read(context.Background())
@@ -425,31 +572,70 @@ func (s *socket) subscribe(id string, after uint64) bool {
 		return false
 	}
 	ctx, cancel := context.WithCancel(s.rpc)
-	sub := &subscription{cancel: cancel, done: make(chan struct{})}
+	sub := &subscription{s: s, id: id, cancel: cancel, done: make(chan struct{})}
 	s.subs[id] = sub
 	s.wg.Add(1)
-	go s.stream(ctx, id, after, sub)
+	go s.stream(ctx, after, sub)
 	return true
 }
 
-// unsubscribe stops streaming a session and waits until it stopped.
+// unsubscribe stops streaming a session and waits until it stopped: no
+// message of it is queued after this returns.
 func (s *socket) unsubscribe(id string) {
 	s.mu.Lock()
 	sub := s.subs[id]
 	delete(s.subs, id)
 	s.mu.Unlock()
 	if sub != nil {
-		sub.cancel()
-		<-sub.done
+		sub.stop()
 	}
+}
+
+// unsubscribeAll stops every subscription (the socket ends).
+func (s *socket) unsubscribeAll() {
+	s.mu.Lock()
+	subs := s.subs
+	s.subs = map[string]*subscription{}
+	s.mu.Unlock()
+	for _, sub := range subs {
+		sub.stop()
+	}
+}
+
+// stop ends the subscription's goroutine, then leaves its feed.
+func (sub *subscription) stop() {
+	sub.cancel()
+	<-sub.done
+	if sub.feed != nil {
+		sub.feed.leave(sub)
+	}
+}
+
+// feedEnded ends a subscription whose feed's stream failed.
+func (s *socket) feedEnded(sub *subscription, err error) {
+	s.mu.Lock()
+	current := s.subs[sub.id] == sub
+	if current {
+		delete(s.subs, sub.id)
+	}
+	s.mu.Unlock()
+	sub.cancel()
+	if !current {
+		return // unsubscribed or replaced meanwhile
+	}
+	e := fromGRPC(err)
+	s.sendShared(mustMarshal(Event{"type": "subscription_ended", "sessionId": sub.id, "code": e.code, "message": e.message}))
 }
 
 // stream sends a session's events after a sequence, then replay_done, then
 // live events, until ctx ends or the stream fails (subscription_ended).
-func (s *socket) stream(ctx context.Context, id string, after uint64, sub *subscription) {
+// It reads its own stream only while it is behind the session's feed
+// (shared with the caller's other sockets) and hands over to the feed as
+// soon as it has caught up with it, then returns.
+func (s *socket) stream(ctx context.Context, after uint64, sub *subscription) {
 	defer s.wg.Done()
 	defer close(sub.done)
-	defer sub.cancel()
+	id := sub.id
 	ended := func(err error) {
 		if ctx.Err() != nil {
 			return
@@ -471,21 +657,39 @@ func (s *socket) stream(ctx context.Context, id string, after uint64, sub *subsc
 		ended(statusError(codes.OutOfRange, "INVALID_ARGUMENT", "afterSequence is past the session's last sequence"))
 		return
 	}
-	stream, err := s.h.follow(ctx, id, after)
-	if err != nil {
-		ended(err)
-		return
-	}
 	caughtUp := after >= last
 	if caughtUp && !s.send(ctx, Event{"type": "replay_done", "sessionId": id, "seq": last}) {
 		return
 	}
+	// Its own stream, opened only when the feed is ahead.
+	var own interface {
+		Recv() (*pb.AgentEvent, error)
+	}
+	ownCtx, ownCancel := context.WithCancel(ctx)
+	defer ownCancel()
+	sent := after
 	for {
-		ev, err := stream.Recv()
+		if ctx.Err() != nil {
+			return
+		}
+		if hub := s.hub; hub != nil && hub.tryJoin(sub, sent, last, !caughtUp) {
+			return // the feed streams it from here
+		}
+		if own == nil {
+			if own, err = s.h.follow(ownCtx, id, sent); err != nil {
+				ended(err)
+				return
+			}
+		}
+		ev, err := own.Recv()
 		if err != nil {
 			ended(err)
 			return
 		}
+		if ev.Sequence <= sent {
+			continue
+		}
+		sent = ev.Sequence
 		if e := eventOf(id, ev); e != nil && !s.send(ctx, e) {
 			return
 		}
