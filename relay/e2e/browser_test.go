@@ -595,6 +595,13 @@ type perfResult struct {
 		} `json:"longTasks"`
 		FramesDuringBurst int `json:"framesDuringBurst"`
 		WebSockets        int `json:"webSockets"`
+		TaskCPU           struct {
+			Tasks         int     `json:"tasks"`
+			HasThreadTime bool    `json:"hasThreadTime"`
+			WorstCPUMs    float64 `json:"worstCpuMs"`
+			WorstWallMs   float64 `json:"worstWallMs"`
+			OverBudgetCPU int     `json:"overBudgetCpu"`
+		} `json:"taskCPU"`
 	} `json:"burst"`
 }
 
@@ -738,6 +745,9 @@ func TestBrowserPerfThroughRelay(t *testing.T) {
 		len(grpcTTFT), fmtMs(medianOf(grpcTTFT)), fmtMs(medianOf(browserTTFT)), fmtMs(medianOf(browserGap)), fmtMsList(browserGap), maxTTFTGap, fmtMs(medianOf(paintGap)))
 	fmt.Fprintf(&rep, "1,000 deltas/s turn: %d deltas at %.0f/s at the gRPC client, rendered in %d ms; %d WebSocket frames; long tasks over 50 ms: %d (worst %s; observer supported: %v)\n",
 		deltas, rate, r.Burst.RenderMs, r.Burst.FramesDuringBurst, len(r.Burst.LongTasks), fmtMs(worst), r.Burst.LongTasksSupported)
+	tc := r.Burst.TaskCPU
+	fmt.Fprintf(&rep, "  main-thread tasks in the trace: %d; longest by the page's own CPU time %.1f ms (target <= %s), longest wall time %.1f ms; tasks over 50 ms of CPU: %d\n",
+		tc.Tasks, tc.WorstCPUMs, maxLongTask, tc.WorstWallMs, tc.OverBudgetCPU)
 	t.Log("\n" + rep.String())
 	outPath := os.Getenv("BETCODE_WEB_BENCH_OUT")
 	if outPath == "" {
@@ -761,8 +771,16 @@ func TestBrowserPerfThroughRelay(t *testing.T) {
 	if !r.Burst.LongTasksSupported {
 		t.Error("chromium does not report long tasks")
 	}
-	if len(r.Burst.LongTasks) > 0 {
-		t.Errorf("%d long tasks while streaming 1,000 deltas/s (worst %s), want none over %s", len(r.Burst.LongTasks), fmtMs(worst), maxLongTask)
+	// The 'longtask' observer's durations are wall time: on a loaded
+	// machine (CI runs the other packages' tests beside this one) they
+	// include the time the renderer waited for a CPU, so they are reported
+	// above, and the target is checked on each task's own thread time from
+	// the trace, which is the work the page asked of the CPU.
+	if tc.Tasks == 0 || !tc.HasThreadTime {
+		t.Errorf("the trace has %d main-thread tasks (thread time recorded: %v): cannot check the long-task target", tc.Tasks, tc.HasThreadTime)
+	}
+	if tc.OverBudgetCPU > 0 {
+		t.Errorf("%d main-thread tasks took over %s of CPU while streaming 1,000 deltas/s (longest %.1f ms)", tc.OverBudgetCPU, maxLongTask, tc.WorstCPUMs)
 	}
 }
 
