@@ -21,6 +21,7 @@ import (
 
 	"github.com/betcode-dev/betcode/relay/auth"
 	"github.com/betcode-dev/betcode/relay/store"
+	"github.com/betcode-dev/betcode/shared/webapi"
 )
 
 // BetCode error codes of /api/push answers.
@@ -102,7 +103,7 @@ func (s *Service) authed(h func(w http.ResponseWriter, r *http.Request, userID s
 			rec.writeJSON(w)
 			return
 		}
-		writeError(w, http.StatusUnauthorized, codeName(codes.Unauthenticated), "a bearer token is required")
+		writeError(w, http.StatusUnauthorized, webapi.CodeName(codes.Unauthenticated), "a bearer token is required")
 	}
 }
 
@@ -116,49 +117,6 @@ type refusal struct {
 func (r *refusal) Header() http.Header         { return r.header }
 func (r *refusal) Write(b []byte) (int, error) { return len(b), nil }
 func (r *refusal) WriteHeader(code int)        { r.code = code }
-
-// codeNames are the canonical gRPC code names, the web API's code when a
-// status carries no BetCode code.
-var codeNames = map[codes.Code]string{
-	codes.OK: "OK", codes.Canceled: "CANCELLED", codes.Unknown: "UNKNOWN", codes.InvalidArgument: "INVALID_ARGUMENT",
-	codes.DeadlineExceeded: "DEADLINE_EXCEEDED", codes.NotFound: "NOT_FOUND", codes.AlreadyExists: "ALREADY_EXISTS",
-	codes.PermissionDenied: "PERMISSION_DENIED", codes.ResourceExhausted: "RESOURCE_EXHAUSTED",
-	codes.FailedPrecondition: "FAILED_PRECONDITION", codes.Aborted: "ABORTED", codes.OutOfRange: "OUT_OF_RANGE",
-	codes.Unimplemented: "UNIMPLEMENTED", codes.Internal: "INTERNAL", codes.Unavailable: "UNAVAILABLE",
-	codes.DataLoss: "DATA_LOSS", codes.Unauthenticated: "UNAUTHENTICATED",
-}
-
-func codeName(c codes.Code) string {
-	if n, ok := codeNames[c]; ok {
-		return n
-	}
-	return "UNKNOWN"
-}
-
-// httpStatus maps a gRPC code to the web API's HTTP status.
-func httpStatus(c codes.Code) int {
-	switch c {
-	case codes.InvalidArgument, codes.OutOfRange:
-		return http.StatusBadRequest
-	case codes.Unauthenticated:
-		return http.StatusUnauthorized
-	case codes.PermissionDenied:
-		return http.StatusForbidden
-	case codes.NotFound:
-		return http.StatusNotFound
-	case codes.AlreadyExists, codes.Aborted, codes.FailedPrecondition:
-		return http.StatusConflict
-	case codes.ResourceExhausted:
-		return http.StatusTooManyRequests
-	case codes.Unimplemented:
-		return http.StatusNotImplemented
-	case codes.Unavailable:
-		return http.StatusServiceUnavailable
-	case codes.DeadlineExceeded:
-		return http.StatusGatewayTimeout
-	}
-	return http.StatusInternalServerError
-}
 
 // writeJSON answers the recorded refusal in the web API's form.
 func (r *refusal) writeJSON(w http.ResponseWriter) {
@@ -177,7 +135,7 @@ func (r *refusal) writeJSON(w http.ResponseWriter) {
 	if err != nil {
 		msg = get("Grpc-Message")
 	}
-	code := codeName(c)
+	code := webapi.CodeName(c)
 	if d := get("Grpc-Status-Details-Bin"); d != "" {
 		if b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(d, "=")); err == nil {
 			var st spb.Status
@@ -197,7 +155,7 @@ func (r *refusal) writeJSON(w http.ResponseWriter) {
 	if c == codes.OK {
 		c = codes.Unauthenticated // refused without a status: never let the call through
 	}
-	writeError(w, httpStatus(c), code, msg)
+	writeError(w, webapi.HTTPStatus(c), code, msg)
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
@@ -215,10 +173,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func (s *Service) storeError(w http.ResponseWriter, what string, err error) {
 	switch {
 	case errors.Is(err, store.ErrInvalid):
-		writeError(w, http.StatusBadRequest, codeName(codes.InvalidArgument), what+": "+err.Error())
+		writeError(w, http.StatusBadRequest, webapi.CodeName(codes.InvalidArgument), what+": "+err.Error())
 	default:
 		s.opt.Log.Error("push: "+what, "err", err)
-		writeError(w, http.StatusInternalServerError, codeName(codes.Internal), what+" failed")
+		writeError(w, http.StatusInternalServerError, webapi.CodeName(codes.Internal), what+" failed")
 	}
 }
 
@@ -284,7 +242,7 @@ func (s *Service) addSubscription(w http.ResponseWriter, r *http.Request, user s
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	bad := func(msg string) { writeError(w, http.StatusBadRequest, codeName(codes.InvalidArgument), msg) }
+	bad := func(msg string) { writeError(w, http.StatusBadRequest, webapi.CodeName(codes.InvalidArgument), msg) }
 	if err := validEndpoint(req.Endpoint); err != nil {
 		bad(err.Error())
 		return
@@ -343,7 +301,7 @@ func (s *Service) test(w http.ResponseWriter, r *http.Request, user string) {
 	}
 	ev := event{n: Notification{Type: KindTest, Title: "BetCode", Body: "Test notification: push works on this device.", Tag: "test", URL: "/"}}
 	if !s.start(KindTest, func(ctx context.Context) { s.deliver(ctx, []string{user}, ev) }) {
-		writeError(w, http.StatusServiceUnavailable, codeName(codes.Unavailable), "too many notifications pending; retry")
+		writeError(w, http.StatusServiceUnavailable, webapi.CodeName(codes.Unavailable), "too many notifications pending; retry")
 		return
 	}
 	writeJSON(w, http.StatusAccepted, map[string]any{})
@@ -355,10 +313,10 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		writeError(w, http.StatusRequestEntityTooLarge, codeName(codes.InvalidArgument), "request body over 64 KiB")
+		writeError(w, http.StatusRequestEntityTooLarge, webapi.CodeName(codes.InvalidArgument), "request body over 64 KiB")
 		return false
 	case err != nil:
-		writeError(w, http.StatusBadRequest, codeName(codes.InvalidArgument), "malformed JSON: "+err.Error())
+		writeError(w, http.StatusBadRequest, webapi.CodeName(codes.InvalidArgument), "malformed JSON: "+err.Error())
 		return false
 	}
 	return true

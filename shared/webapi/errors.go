@@ -22,8 +22,9 @@ type errorBody struct {
 	Code  string `json:"code"`
 }
 
-// httpStatus maps a gRPC code to the HTTP status of docs/web-api.md.
-func httpStatus(c codes.Code) int {
+// HTTPStatus maps a gRPC code to the HTTP status of docs/web-api.md; every
+// handler of the web API (this package's, relay/push's) answers with it.
+func HTTPStatus(c codes.Code) int {
 	switch c {
 	case codes.OK:
 		return http.StatusOK
@@ -65,7 +66,7 @@ func fromGRPC(err error) betcodeError {
 	if !ok {
 		return betcodeError{status: http.StatusInternalServerError, code: "INTERNAL", message: err.Error()}
 	}
-	e := betcodeError{status: httpStatus(st.Code()), code: codeName(st.Code()), message: st.Message()}
+	e := betcodeError{status: HTTPStatus(st.Code()), code: CodeName(st.Code()), message: st.Message()}
 	for _, d := range st.Details() {
 		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.Domain == errorDomain && ei.Reason != "" {
 			e.code, e.details = ei.Reason, ei.Metadata
@@ -75,8 +76,9 @@ func fromGRPC(err error) betcodeError {
 	return e
 }
 
-// codeName is a gRPC code's name as the spec spells it, e.g. NOT_FOUND.
-func codeName(c codes.Code) string {
+// CodeName is a gRPC code's name as the spec spells it, e.g. NOT_FOUND:
+// the web API's error code when no BetCode code is attached.
+func CodeName(c codes.Code) string {
 	switch c {
 	case codes.OK:
 		return "OK"
