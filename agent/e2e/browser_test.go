@@ -1,27 +1,20 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/betcode-dev/betcode/agent/internal/testenv"
 	"github.com/betcode-dev/betcode/agent/localtoken"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/browsertest"
 	"github.com/betcode-dev/betcode/shared/fakeapi"
 )
 
@@ -30,128 +23,6 @@ import (
 // --http-listen) with the real Claude CLI on the fake model API. The relay's
 // side, with the whole flow and the measurements, is relay/e2e/browser_test.go;
 // this is the same flow, shorter.
-
-func webE2EDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "web", "e2e")
-}
-
-// requireBrowser fails the test, with the command that installs them, when
-// node, chromium or web/e2e's node_modules are missing or stale.
-func requireBrowser(t *testing.T) {
-	t.Helper()
-	var missing []string
-	if _, err := exec.LookPath("node"); err != nil {
-		missing = append(missing, "node")
-	}
-	chromium := os.Getenv("BETCODE_CHROMIUM")
-	if chromium == "" {
-		chromium = "/usr/bin/chromium"
-	}
-	if _, err := os.Stat(chromium); err != nil {
-		missing = append(missing, chromium)
-	}
-	var pkg struct {
-		Dependencies map[string]string `json:"dependencies"`
-	}
-	var inst struct {
-		Version string `json:"version"`
-	}
-	b, err := os.ReadFile(filepath.Join(webE2EDir(), "package.json"))
-	if err == nil {
-		err = json.Unmarshal(b, &pkg)
-	}
-	if err == nil {
-		b, err = os.ReadFile(filepath.Join(webE2EDir(), "node_modules", "playwright-core", "package.json"))
-		if err == nil {
-			err = json.Unmarshal(b, &inst)
-		}
-	}
-	if want := pkg.Dependencies["playwright-core"]; err != nil || inst.Version != want {
-		missing = append(missing, fmt.Sprintf("playwright-core %s in web/e2e/node_modules", want))
-	}
-	if len(missing) > 0 {
-		// Never skipped: CI (CI=true) and developers run make test-deps.
-		t.Fatalf("the browser tests need %s: run `make test-deps` (apt-get install chromium; npm ci in web/e2e)",
-			strings.Join(missing, ", "))
-	}
-}
-
-// runBrowser runs node web/e2e/<script> (see web/e2e/lib/harness.mjs for
-// the protocol), answers its sync points with onWait and returns its result.
-func runBrowser(t *testing.T, script, baseURL, token string, params any, onWait func(string, map[string]any) any) json.RawMessage {
-	t.Helper()
-	requireBrowser(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
-	defer cancel()
-	p, err := json.Marshal(params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	artifacts := filepath.Join(t.TempDir(), "artifacts")
-	if dir := os.Getenv("BETCODE_E2E_ARTIFACTS"); dir != "" {
-		artifacts = filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_"))
-	}
-	cmd := exec.CommandContext(ctx, "node", script)
-	cmd.Dir = webE2EDir()
-	cmd.Env = append(os.Environ(), "BETCODE_BASE_URL="+baseURL, "BETCODE_TOKEN="+token,
-		"BETCODE_E2E="+string(p), "BETCODE_ARTIFACTS="+artifacts)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the browser is node's child
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var result json.RawMessage
-	var failure []byte
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		line := sc.Bytes()
-		var msg struct {
-			Log    *string         `json:"log"`
-			Wait   *string         `json:"wait"`
-			Result json.RawMessage `json:"result"`
-			Error  *string         `json:"error"`
-		}
-		if err := json.Unmarshal(line, &msg); err != nil {
-			t.Logf("%s: %s", script, line)
-			continue
-		}
-		switch {
-		case msg.Log != nil:
-			t.Logf("%s %5.1fs: %s", script, time.Since(start).Seconds(), line)
-		case msg.Wait != nil:
-			var all map[string]any
-			_ = json.Unmarshal(line, &all)
-			b, _ := json.Marshal(onWait(*msg.Wait, all))
-			if _, err := stdin.Write(append(b, '\n')); err != nil {
-				t.Errorf("%s: answer %s: %v", script, *msg.Wait, err)
-			}
-		case msg.Result != nil:
-			result = msg.Result
-		case msg.Error != nil:
-			failure = slices.Clone(line)
-		}
-	}
-	stdin.Close()
-	if err := cmd.Wait(); err != nil || failure != nil || result == nil {
-		t.Fatalf("%s failed after %s (%v):\n%s\nstderr:\n%s", script, time.Since(start).Round(time.Millisecond), err, failure, stderr.String())
-	}
-	t.Logf("%s done in %s", script, time.Since(start).Round(time.Millisecond))
-	return result
-}
 
 // freeAddr returns a loopback address nothing listens on.
 func freeAddr(t *testing.T) string {
@@ -170,7 +41,7 @@ func freeAddr(t *testing.T) string {
 // disk), a second tab, and a reload mid-stream that renders the scripted
 // reply exactly.
 func TestBrowserFlowThroughAgent(t *testing.T) {
-	requireBrowser(t)
+	browsertest.Require(t)
 	fake := testenv.FakeAPI(t)
 	addr := freeAddr(t)
 	agent := testenv.StartAgent(t, testenv.AgentOptions{APIURL: fake.URL(), Args: []string{"--http-listen", addr}})
@@ -186,12 +57,12 @@ func TestBrowserFlowThroughAgent(t *testing.T) {
 	}
 	steps := []string{"start", "secondTab", "permission", "reload"}
 	fake.Enqueue(fakeapi.Reply{Text: startReply})
-	out := runBrowser(t, "flow.mjs", "http://"+addr+"/", tok, map[string]any{
+	out := browsertest.Run(t, browsertest.Options{Script: "flow.mjs", BaseURL: "http://" + addr + "/", Token: tok, Params: map[string]any{
 		"machineOptional": true, "cwd": cwd, "steps": steps,
 		"start":      map[string]any{"prompt": "say hello", "want": startReply},
 		"permission": map[string]any{"prompt": runTool, "want": fakeapi.ToolResultPrefix + "done"},
 		"reload":     map[string]any{"prompt": "stream while I reload", "reloadAfter": "r10", "want": reload.FullText()},
-	}, func(name string, _ map[string]any) any {
+	}, OnWait: func(name string, _ map[string]any) any {
 		switch name {
 		case "permission-done":
 			return map[string]any{"fileExists": toolFileExists(t, cwd)}
@@ -200,7 +71,7 @@ func TestBrowserFlowThroughAgent(t *testing.T) {
 			return map[string]any{}
 		}
 		return map[string]any{"error": "unknown sync point " + name}
-	})
+	}})
 	var r struct {
 		Steps []string `json:"steps"`
 		Start struct {

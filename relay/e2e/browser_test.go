@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -19,12 +18,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/betcode-dev/betcode/relay/pki"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/browsertest"
 	"github.com/betcode-dev/betcode/shared/fakeapi"
 )
 
@@ -32,170 +31,6 @@ import (
 // web/e2e/*.mjs) against a real relay, a real agent and the real Claude CLI
 // on the fake model API. The scripts print JSON lines; sync points let the
 // test script the fake model and look at the machine between steps.
-
-// browserWait answers a script's sync point: the answer is written back
-// as one JSON line.
-type browserWait func(name string, msg map[string]any) any
-
-// browserOpts is one run of a script.
-type browserOpts struct {
-	script  string // file in web/e2e
-	baseURL string
-	token   string
-	params  any
-	onWait  browserWait
-	timeout time.Duration // default 150s
-	// chromiumArgs are more browser flags (see web/e2e/lib/harness.mjs).
-	chromiumArgs []string
-}
-
-// webE2EDir is web/e2e of the repository.
-func webE2EDir() string { return filepath.Join(repoRoot(), "web", "e2e") }
-
-// requireBrowser fails the test, with the command that installs them, when
-// node, chromium or web/e2e's node_modules are missing or stale.
-func requireBrowser(t *testing.T) {
-	t.Helper()
-	var missing []string
-	if _, err := exec.LookPath("node"); err != nil {
-		missing = append(missing, "node")
-	}
-	chromium := os.Getenv("BETCODE_CHROMIUM")
-	if chromium == "" {
-		chromium = "/usr/bin/chromium"
-	}
-	if _, err := os.Stat(chromium); err != nil {
-		missing = append(missing, chromium)
-	}
-	if err := nodeModulesFresh(webE2EDir()); err != nil {
-		missing = append(missing, err.Error())
-	}
-	if len(missing) > 0 {
-		// Never skipped: CI (CI=true) and developers run make test-deps.
-		t.Fatalf("the browser tests need %s: run `make test-deps` (apt-get install chromium; npm ci in web/e2e)",
-			strings.Join(missing, ", "))
-	}
-}
-
-// nodeModulesFresh checks that dir/node_modules holds the playwright-core
-// version dir/package.json pins.
-func nodeModulesFresh(dir string) error {
-	var pkg struct {
-		Dependencies map[string]string `json:"dependencies"`
-	}
-	var inst struct {
-		Version string `json:"version"`
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "package.json"))
-	if err == nil {
-		err = json.Unmarshal(b, &pkg)
-	}
-	if err != nil {
-		return fmt.Errorf("web/e2e/package.json (%v)", err)
-	}
-	b, err = os.ReadFile(filepath.Join(dir, "node_modules", "playwright-core", "package.json"))
-	if err == nil {
-		err = json.Unmarshal(b, &inst)
-	}
-	if err != nil {
-		return errors.New("web/e2e/node_modules")
-	}
-	if want := pkg.Dependencies["playwright-core"]; inst.Version != want {
-		return fmt.Errorf("playwright-core %s in web/e2e/node_modules (have %s)", want, inst.Version)
-	}
-	return nil
-}
-
-// runBrowser runs node web/e2e/<script>, answers its sync points and
-// returns its result; a failed script fails the test with its error, its
-// page errors and where its screenshot and DOM were saved.
-func runBrowser(t *testing.T, o browserOpts) json.RawMessage {
-	t.Helper()
-	requireBrowser(t)
-	if o.timeout == 0 {
-		o.timeout = 150 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
-	defer cancel()
-	params, err := json.Marshal(o.params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	artifacts := filepath.Join(t.TempDir(), "artifacts")
-	if dir := os.Getenv("BETCODE_E2E_ARTIFACTS"); dir != "" {
-		artifacts = filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_"))
-	}
-	cmd := exec.CommandContext(ctx, "node", o.script)
-	cmd.Dir = webE2EDir()
-	cmd.Env = append(os.Environ(), "BETCODE_BASE_URL="+o.baseURL, "BETCODE_TOKEN="+o.token,
-		"BETCODE_E2E="+string(params), "BETCODE_ARTIFACTS="+artifacts, "BETCODE_CHROMIUM_ARGS="+strings.Join(o.chromiumArgs, "\n"))
-	// The browser is node's child: end the whole process group.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var result json.RawMessage
-	var failure string
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		line := sc.Bytes()
-		var msg map[string]any
-		if err := json.Unmarshal(line, &msg); err != nil {
-			t.Logf("%s: %s", o.script, line)
-			continue
-		}
-		switch {
-		case msg["log"] != nil:
-			t.Logf("%s %5.1fs: %s", o.script, time.Since(start).Seconds(), line)
-		case msg["wait"] != nil:
-			name, _ := msg["wait"].(string)
-			var answer any = map[string]any{}
-			if o.onWait != nil {
-				answer = o.onWait(name, msg)
-			}
-			b, _ := json.Marshal(answer)
-			if _, err := stdin.Write(append(b, '\n')); err != nil {
-				t.Errorf("%s: answer %s: %v", o.script, name, err)
-			}
-		case msg["result"] != nil:
-			var r struct {
-				Result json.RawMessage `json:"result"`
-			}
-			_ = json.Unmarshal(line, &r)
-			result = r.Result
-		case msg["error"] != nil:
-			failure = string(line)
-		}
-	}
-	stdin.Close()
-	err = cmd.Wait()
-	if failure != "" || err != nil || result == nil {
-		var f struct {
-			Error      string   `json:"error"`
-			Artifacts  []string `json:"artifacts"`
-			PageErrors []string `json:"pageErrors"`
-		}
-		_ = json.Unmarshal([]byte(failure), &f)
-		t.Fatalf("%s failed after %s (%v):\n%s\npage errors: %q\nartifacts: %q\nstderr:\n%s", o.script,
-			time.Since(start).Round(time.Millisecond), err, f.Error, f.PageErrors, f.Artifacts, stderr.String())
-	}
-	t.Logf("%s done in %s", o.script, time.Since(start).Round(time.Millisecond))
-	return result
-}
 
 // stop answers a sync point that the test cannot honour: the script fails.
 func browserStop(format string, args ...any) map[string]any {
@@ -412,7 +247,7 @@ func (f flowScript) check(t *testing.T, r flowResult, steps []string) {
 
 // flowWaits answers flow.mjs's sync points for a session in cwd on a
 // machine reached through api.
-func flowWaits(t *testing.T, ctx context.Context, fake *fakeapi.Server, api pb.AgentServiceClient, cwd string, f flowScript) browserWait {
+func flowWaits(t *testing.T, ctx context.Context, fake *fakeapi.Server, api pb.AgentServiceClient, cwd string, f flowScript) browsertest.Wait {
 	return func(name string, _ map[string]any) any {
 		switch name {
 		case "permission-done":
@@ -445,7 +280,7 @@ var allFlowSteps = []string{"start", "secondTab", "permission", "question", "can
 // log in, pick the machine, start a session, approve a permission prompt,
 // answer a question, cancel a turn, reload mid-stream, a second tab.
 func TestBrowserFlowThroughRelay(t *testing.T) {
-	requireBrowser(t)
+	browsertest.Require(t)
 	w := newWorld(t, "")
 	m1 := w.startAgent("m1", w.addr)
 	ctx := ctxT(t, 4*time.Minute)
@@ -453,10 +288,10 @@ func TestBrowserFlowThroughRelay(t *testing.T) {
 	ctx = onMachine(ctx, "m1")
 	f := newFlowScript()
 	w.api.Enqueue(fakeapi.Reply{Text: f.startReply})
-	out := runBrowser(t, browserOpts{
-		script: "flow.mjs", baseURL: w.webURL(), token: w.userToken("alice"), chromiumArgs: w.trustRelay(),
-		params: f.params("name-m1", m1.project, allFlowSteps),
-		onWait: flowWaits(t, ctx, w.api, api, m1.project, f),
+	out := browsertest.Run(t, browsertest.Options{
+		Script: "flow.mjs", BaseURL: w.webURL(), Token: w.userToken("alice"), ChromiumArgs: w.trustRelay(),
+		Params: f.params("name-m1", m1.project, allFlowSteps),
+		OnWait: flowWaits(t, ctx, w.api, api, m1.project, f),
 	})
 	var r flowResult
 	if err := json.Unmarshal(out, &r); err != nil {
@@ -634,7 +469,7 @@ func epochTime(ms float64) time.Time { return time.UnixMicro(int64(ms * 1000)) }
 // $BETCODE_WEB_BENCH_OUT (default web-bench.out in the repository root),
 // which docs/benchmarks.md quotes.
 func TestBrowserPerfThroughRelay(t *testing.T) {
-	requireBrowser(t)
+	browsertest.Require(t)
 	w := newWorld(t, "")
 	m1 := w.startAgent("m1", w.addr)
 	ctx := onMachine(ctxT(t, 4*time.Minute), "m1")
@@ -670,11 +505,11 @@ func TestBrowserPerfThroughRelay(t *testing.T) {
 		_, _, err := fol.next(ctx, from, isTurnComplete)
 		return err
 	}
-	out := runBrowser(t, browserOpts{
-		script: "perf.mjs", baseURL: w.webURL(), token: w.userToken("alice"), chromiumArgs: w.trustRelay(),
-		params: map[string]any{"machine": "name-m1", "sessionName": name, "warmupWant": warmup,
+	out := browsertest.Run(t, browsertest.Options{
+		Script: "perf.mjs", BaseURL: w.webURL(), Token: w.userToken("alice"), ChromiumArgs: w.trustRelay(),
+		Params: map[string]any{"machine": "name-m1", "sessionName": name, "warmupWant": warmup,
 			"ttftTurns": ttftTurns, "markerPrefix": "ttft"},
-		onWait: func(wait string, msg map[string]any) any {
+		OnWait: func(wait string, msg map[string]any) any {
 			switch wait {
 			case "warmup":
 				if err := turn("warm up", fakeapi.Reply{Text: warmup}, ""); err != nil {
@@ -819,7 +654,7 @@ func chromiumVersion() string {
 // BETCODE_SCREENSHOTS_DIR=docs/screenshots; otherwise they go to a
 // temporary directory and only their taking is tested.
 func TestBrowserScreenshots(t *testing.T) {
-	requireBrowser(t)
+	browsertest.Require(t)
 	begin := time.Now()
 	w := newWorld(t, "")
 	ws := w.startAgent("workstation", w.addr)
@@ -864,9 +699,9 @@ func TestBrowserScreenshots(t *testing.T) {
 		params["outDir"], params["sizes"], params["schemes"] = t.TempDir(), []string{"phone"}, []string{"light"}
 		looks = 6
 	}
-	out := runBrowser(t, browserOpts{
-		script: "screenshots.mjs", baseURL: w.webURL(), token: w.userToken("alice"), chromiumArgs: w.trustRelay(),
-		params: params,
+	out := browsertest.Run(t, browsertest.Options{
+		Script: "screenshots.mjs", BaseURL: w.webURL(), Token: w.userToken("alice"), ChromiumArgs: w.trustRelay(),
+		Params: params,
 	})
 	var r struct {
 		Shots  []string `json:"shots"`
