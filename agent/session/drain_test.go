@@ -44,6 +44,11 @@ func TestDrainRefusesNewTurnsAndWaitsForRunningOnes(t *testing.T) {
 			t.Errorf("%s during the drain: %v, want ErrDraining", name, err)
 		}
 	}
+	// The short turn ends on its own (events, not a timer: a loaded
+	// machine may take a while); the hanging one does not.
+	if err := short.Stream(ctx, StreamOptions{UntilIdle: true}, func(*pb.AgentEvent) error { return nil }); err != nil {
+		t.Fatalf("wait for the short turn: %v", err)
+	}
 	brief, cancelBrief := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancelBrief()
 	if err := m.WaitTurns(brief); !errors.Is(err, context.DeadlineExceeded) {
