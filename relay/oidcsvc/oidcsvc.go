@@ -8,6 +8,10 @@
 //
 // Both RPCs are open (they are how a client gets a token); the relay's
 // per-address limits apply to them.
+//
+// For the web app, which cannot reach the provider itself, Handler runs
+// the device flow on the relay (POST /api/oidc/device and .../poll, see
+// device.go) and ends it with the same exchange.
 package oidcsvc
 
 import (
@@ -57,7 +61,9 @@ type Service struct {
 	ops   *admin.Ops
 	audit func(store.AuditEvent)
 	log   *slog.Logger
+	now   func() time.Time
 	v     *verifier
+	flows flows // the web device flows in progress
 }
 
 // Options are a Service's collaborators.
@@ -91,6 +97,7 @@ func New(cfg Config, o Options) (*Service, error) {
 	if now == nil {
 		now = time.Now
 	}
+	s.now = now
 	if cfg.Enabled() {
 		s.cfg = cfg.withDefaults()
 		s.v = newVerifier(s.cfg, now)
@@ -116,40 +123,51 @@ func (s *Service) ExchangeOIDCToken(ctx context.Context, req *pb.ExchangeOIDCTok
 	if id, ok := auth.FromContext(ctx); ok {
 		remote = id.Remote
 	}
+	secret, t, user, err := s.exchange(ctx, req.GetIdToken(), req.GetTokenName(), remote)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.ExchangeOIDCTokenResponse{Token: secret, Info: tokenPB(&t), UserId: user}, nil
+}
+
+// exchange verifies the ID token raw, maps it to its user, adds them to
+// the teams its groups name and creates a client token named name (default
+// DefaultTokenName) for them. Refusals are audited with remote; errors are
+// gRPC statuses. Both ExchangeOIDCToken and the web device flow use it.
+func (s *Service) exchange(ctx context.Context, raw, name, remote string) (string, store.Token, string, error) {
+	var none store.Token
 	refuse := func(target string, err error) error {
 		s.audit(store.AuditEvent{Action: ActionRefused, Target: target, Remote: remote, Outcome: admin.OutcomeDenied, Detail: status.Convert(err).Message()})
 		return err
 	}
-	raw := req.GetIdToken()
 	switch {
 	case raw == "":
-		return nil, status.Error(codes.InvalidArgument, "id_token: required")
+		return "", none, "", status.Error(codes.InvalidArgument, "id_token: required")
 	case len(raw) > maxIDTokenBytes:
-		return nil, refuse("", status.Errorf(codes.InvalidArgument, "id_token: %d bytes is too long (at most %d)", len(raw), maxIDTokenBytes))
+		return "", none, "", refuse("", status.Errorf(codes.InvalidArgument, "id_token: %d bytes is too long (at most %d)", len(raw), maxIDTokenBytes))
 	}
 	payload, err := s.v.verify(ctx, raw)
 	if errors.Is(err, errDiscovery) {
 		s.log.Warn("oidc: cannot reach the identity provider", "issuer", s.cfg.Issuer, "err", err)
-		return nil, status.Errorf(codes.Unavailable, "the relay cannot reach its identity provider (%s); try again later", s.cfg.Issuer)
+		return "", none, "", status.Errorf(codes.Unavailable, "the relay cannot reach its identity provider (%s); try again later", s.cfg.Issuer)
 	}
 	if err != nil {
-		return nil, refuse("", status.Errorf(codes.Unauthenticated, "the ID token was refused: %v", err))
+		return "", none, "", refuse("", status.Errorf(codes.Unauthenticated, "the ID token was refused: %v", err))
 	}
 	c, err := ParseClaims(payload, s.cfg.GroupsClaim)
 	if err != nil {
-		return nil, refuse("", status.Errorf(codes.PermissionDenied, "the ID token's claims cannot be used: %v", err))
+		return "", none, "", refuse("", status.Errorf(codes.PermissionDenied, "the ID token's claims cannot be used: %v", err))
 	}
 	users, err := s.store.ListUsers(ctx)
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "list users: %v", err)
+		return "", none, "", status.Errorf(codes.Internal, "list users: %v", err)
 	}
 	u, err := MatchUser(c, users)
 	if err != nil {
-		return nil, refuse(u.ID, err)
+		return "", none, "", refuse(u.ID, err)
 	}
 	via := "OIDC from " + s.cfg.Issuer
 	s.joinTeams(ctx, u.ID, c.Groups, via)
-	name := req.GetTokenName()
 	if name == "" {
 		name = DefaultTokenName
 	}
@@ -157,10 +175,10 @@ func (s *Service) ExchangeOIDCToken(ctx context.Context, req *pb.ExchangeOIDCTok
 	// apply (an enabled user, a valid name and lifetime).
 	secret, t, err := s.ops.CreateToken(ctx, admin.Actor{UserID: u.ID, Remote: remote, Via: via}, u.ID, name, s.cfg.TokenTTL)
 	if err != nil {
-		return nil, err
+		return "", none, "", err
 	}
 	s.log.Info("oidc: signed in", "user", u.ID, "token_id", t.ID, "remote", remote)
-	return &pb.ExchangeOIDCTokenResponse{Token: secret, Info: tokenPB(&t), UserId: u.ID}, nil
+	return secret, t, u.ID, nil
 }
 
 // joinTeams adds user as a member to each team groups names that they are

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
 )
 
 // errDiscovery marks a failure to reach or read the identity provider's
@@ -31,6 +32,7 @@ type verifier struct {
 
 	mu      sync.Mutex
 	v       *oidc.IDTokenVerifier
+	ep      oauth2.Endpoint // the provider's, with DeviceAuthURL if it has one
 	lastErr error
 	lastTry time.Time
 }
@@ -66,8 +68,20 @@ func (v *verifier) get(ctx context.Context) (*oidc.IDTokenVerifier, error) {
 		return nil, v.lastErr
 	}
 	v.lastErr = nil
+	v.ep = p.Endpoint()
 	v.v = p.VerifierContext(oidc.ClientContext(context.Background(), v.client), &oidc.Config{ClientID: v.clientID, Now: v.now})
 	return v.v, nil
+}
+
+// endpoint returns the provider's OAuth 2.0 endpoints, discovering the
+// issuer if need be.
+func (v *verifier) endpoint(ctx context.Context) (oauth2.Endpoint, error) {
+	if _, err := v.get(ctx); err != nil {
+		return oauth2.Endpoint{}, err
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.ep, nil
 }
 
 // verify checks raw's signature (with the issuer's keys), issuer, audience

@@ -341,9 +341,13 @@ func Run(ctx context.Context, cfg Config) error {
 
 	// The web API and app: the gateway reaches machines through the very
 	// handler below (auth.Middleware over the router), in-process.
+	var oidcWeb http.Handler // single sign-on in the web app, if configured
+	if cfg.OIDC.Enabled() {
+		oidcWeb = oidcSvc.Handler()
+	}
 	web, err := newWebServer(webOptions{
 		Config: cfg.Web, Authenticate: authn.Middleware, Route: rt, Log: lg, Registerer: reg,
-		Push: pushSvc.Handler(), PushInfo: pushSvc.Info,
+		Push: pushSvc.Handler(), PushInfo: pushSvc.Info, OIDC: oidcWeb,
 	})
 	if err != nil {
 		return err

@@ -111,6 +111,9 @@ type webOptions struct {
 	// it. Both nil: no Web Push.
 	Push     http.Handler
 	PushInfo func() (bool, string)
+	// OIDC serves /api/oidc/... (relay/oidcsvc's web sign-in); nil: no
+	// single sign-on in the web app.
+	OIDC http.Handler
 }
 
 func newWebServer(opt webOptions) (*webServer, error) {
@@ -122,7 +125,7 @@ func newWebServer(opt webOptions) (*webServer, error) {
 	s.gateway, err = webapi.New(webapi.Options{
 		Conn: s.path.conn(), Role: webapi.RoleRelay, Version: Version, Static: opt.Config.Static,
 		AllowedOrigins: opt.Config.Origins, Log: opt.Log, Registerer: opt.Registerer,
-		Push: opt.Push, PushInfo: opt.PushInfo,
+		Push: opt.Push, PushInfo: opt.PushInfo, OIDC: opt.OIDC,
 	})
 	if err != nil {
 		s.path.close()

@@ -60,6 +60,9 @@ type Options struct {
 	// PushInfo tells /api/info whether push is enabled and the VAPID public
 	// key; nil: disabled.
 	PushInfo func() (enabled bool, vapidPublicKey string)
+	// OIDC serves /api/oidc/... (the relay's web sign-in, relay/oidcsvc);
+	// nil answers them 404. /api/info reports "oidc": true when it is set.
+	OIDC http.Handler
 	// LocalMachine is the machine an agent lists as its only one (and
 	// sends in the WebSocket snapshot); ignored on the relay.
 	LocalMachine *Machine
@@ -146,6 +149,7 @@ func New(opts Options) (*Handler, error) {
 	}
 	h.mux.Handle("/api/push", h.instrument("/api/push", http.HandlerFunc(h.push)))
 	h.mux.Handle("/api/push/", h.instrument("/api/push/", http.HandlerFunc(h.push)))
+	h.mux.Handle("/api/oidc/", h.instrument("/api/oidc/", http.HandlerFunc(h.oidc)))
 	h.mux.Handle("/api/", h.instrument("/api/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "NOT_FOUND", "no such API resource: "+r.Method+" "+r.URL.Path)
 	})))
@@ -179,4 +183,18 @@ func (h *Handler) push(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.opts.Push.ServeHTTP(w, r)
+}
+
+func (h *Handler) oidc(w http.ResponseWriter, r *http.Request) {
+	if h.opts.OIDC == nil {
+		writeError(w, http.StatusNotFound, "NOT_FOUND", "this server has no single sign-on; log in with a token")
+		return
+	}
+	h.opts.OIDC.ServeHTTP(w, r)
+}
+
+// oidcRoutes are the operations Options.OIDC serves (relay only).
+var oidcRoutes = []route{
+	{Method: http.MethodPost, Pattern: "/api/oidc/device"},
+	{Method: http.MethodPost, Pattern: "/api/oidc/device/poll"},
 }

@@ -16,7 +16,7 @@ func (h *Handler) health(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (h *Handler) info(w http.ResponseWriter, _ *http.Request) {
-	out := map[string]any{"role": h.opts.Role, "version": h.opts.Version, "push": false}
+	out := map[string]any{"role": h.opts.Role, "version": h.opts.Version, "push": false, "oidc": h.opts.OIDC != nil}
 	if h.opts.PushInfo != nil {
 		if on, key := h.opts.PushInfo(); on {
 			out["push"], out["vapidPublicKey"] = true, key

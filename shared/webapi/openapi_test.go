@@ -36,7 +36,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	served := map[string]bool{}
-	for _, r := range append(h.routes(), pushRoutes...) {
+	for _, r := range slices.Concat(h.routes(), pushRoutes, oidcRoutes) {
 		served[r.Method+" "+r.Pattern] = true
 	}
 	for _, k := range slices.Sorted(maps.Keys(served)) {

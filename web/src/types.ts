@@ -1,6 +1,6 @@
 // Types of docs/web-api.md (the contract between this app and shared/webapi).
 
-export interface Info { role: 'agent' | 'relay'; version: string; push: boolean; vapidPublicKey?: string }
+export interface Info { role: 'agent' | 'relay'; version: string; push: boolean; vapidPublicKey?: string; oidc?: boolean }
 export interface Me { userId: string; displayName: string }
 export interface Machine { id: string; name: string; online: boolean; current: boolean; lastSeen?: string; owner?: string }
 

@@ -10,6 +10,7 @@ import { frameBegin } from '../src/frame';
 import { advance, BLOCK, newMd, parseChunks, tailSrc } from '../src/mdstream';
 import { addAsk, buildAnswers, choose, parseAnswered, type Ask } from '../src/questions';
 import { groupQuestion, type Item, type QuestionItem } from '../src/store';
+import { delay, pollSSO, type DevicePoll } from '../src/sso';
 
 test('markdown escapes raw HTML', () => {
   const h = renderMarkdown('hi <script>alert(1)</script> <img src=x onerror=alert(1)>\n\n<div onclick="x()">block</div>');
@@ -151,4 +152,29 @@ test('one huge line is cut at a space', () => {
   assert.ok(s.chunks.length > 3);
   assert.ok(s.chunks.slice(1).every((c) => c.cont));
   assert.equal(s.chunks.map((c) => c.src).join('') + tailSrc(s, text), text);
+});
+
+test('single sign-on polls at the interval, slows down, and returns the token', async () => {
+  const waits: number[] = [];
+  const answers: DevicePoll[] = [{ status: 'pending', interval: 5 }, { status: 'slow_down' }, { status: 'slow_down', interval: 12 }, { token: 'bct_x', userId: 'alice' }];
+  const flows: string[] = [];
+  const token = await pollSSO(
+    { flow: 'f1', userCode: 'ABCD-EFGH', verificationUri: 'https://idp/device', interval: 5, expiresIn: 600 },
+    undefined,
+    async (flow) => (flows.push(flow), answers.shift()!),
+    async (ms) => void waits.push(ms),
+  );
+  assert.equal(token, 'bct_x');
+  assert.deepEqual(waits, [5000, 5000, 10000, 12000]);
+  assert.deepEqual(flows, ['f1', 'f1', 'f1', 'f1']);
+});
+
+test('single sign-on stops on the relay refusing and on cancel', async () => {
+  const d = { flow: 'f', userCode: 'C', verificationUri: 'u', interval: 1, expiresIn: 60 };
+  const denied = Object.assign(new Error('denied'), { status: 403, code: 'ACCESS_DENIED' });
+  await assert.rejects(pollSSO(d, undefined, async () => Promise.reject(denied), async () => {}), denied);
+  const ac = new AbortController();
+  const p = pollSSO(d, ac.signal, async () => ({ status: 'pending' }), delay);
+  ac.abort();
+  await assert.rejects(p, { name: 'AbortError' });
 });
