@@ -307,6 +307,8 @@ type testServer struct {
 	fake *fakeAgent
 	h    *Handler
 	srv  *httptest.Server
+	// feeds is signalled when a subscription joins or leaves a shared feed.
+	feeds chan struct{}
 }
 
 func newTestServer(t *testing.T, opts Options) *testServer {
@@ -336,6 +338,13 @@ func newTestServer(t *testing.T, opts Options) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	feeds := make(chan struct{}, 1)
+	h.timing.feedChanged = func() {
+		select {
+		case feeds <- struct{}{}:
+		default:
+		}
+	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() {
 		h.Close()
@@ -344,5 +353,5 @@ func newTestServer(t *testing.T, opts Options) *testServer {
 		gs.Stop()
 		<-served
 	})
-	return &testServer{fake: fake, h: h, srv: srv}
+	return &testServer{fake: fake, h: h, srv: srv, feeds: feeds}
 }

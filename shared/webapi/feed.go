@@ -66,6 +66,9 @@ func (hub *watchHub) tryJoin(sub *subscription, lastSent, last uint64, pending b
 	}
 	sub.feed, sub.skip, sub.last, sub.pendingDone = f, lastSent, last, pending
 	f.subs[sub] = struct{}{}
+	if fn := hub.h.timing.feedChanged; fn != nil {
+		fn()
+	}
 	return true
 }
 
@@ -83,6 +86,9 @@ func (f *sessionFeed) leave(sub *subscription) {
 	}
 	f.mu.Unlock()
 	f.hub.mu.Unlock()
+	if fn := f.hub.h.timing.feedChanged; fn != nil {
+		fn()
+	}
 	if last {
 		f.cancel()
 	}

@@ -50,6 +50,20 @@ func readSession(t *testing.T, w *testWS, id string, after, until uint64) {
 
 // feedSubs is the number of subscriptions of the session's shared feed
 // (-1: no feed).
+// waitFeedSubs waits, on the handler's feed events, until session id's
+// shared feed has n subscriptions.
+func waitFeedSubs(t *testing.T, ts *testServer, id string, n int) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for feedSubs(ts, id) != n {
+		select {
+		case <-ts.feeds:
+		case <-deadline:
+			t.Fatalf("%d subscriptions on the shared feed of %s, want %d", feedSubs(ts, id), id, n)
+		}
+	}
+}
+
 func feedSubs(ts *testServer, id string) int {
 	ts.h.hubsMu.Lock()
 	defer ts.h.hubsMu.Unlock()
@@ -89,7 +103,7 @@ func TestWebSocketsShareSessionStream(t *testing.T) {
 		for i := range events {
 			ts.fake.appendEvent("s1", textEvent(fmt.Sprint(i)))
 			if i%16 == 0 {
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // pacing: events keep arriving while the sockets subscribe
 			}
 		}
 	})
@@ -101,13 +115,7 @@ func TestWebSocketsShareSessionStream(t *testing.T) {
 	}
 	wg.Wait()
 	// Caught up, every subscription rides the one feed.
-	deadline := time.Now().Add(5 * time.Second)
-	for feedSubs(ts, "s1") != sockets {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d subscriptions on the shared feed, want %d", feedSubs(ts, "s1"), sockets)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFeedSubs(t, ts, "s1", sockets)
 	ts.fake.appendEvent("s1", textEvent("live"))
 	for _, ws := range wss {
 		ws.expect(Event{"type": "lead_output", "seq": 4 + events, "text": "live"})
@@ -141,13 +149,7 @@ func TestWebSocketSlowClientSharedFeed(t *testing.T) {
 	slow, _ := ts.hello(t, map[string]any{"subscriptions": []map[string]any{{"sessionId": "s1"}}})
 	fast.expect(Event{"type": "replay_done", "seq": 0})
 	slow.expect(Event{"type": "replay_done", "seq": 0})
-	deadline := time.Now().Add(5 * time.Second)
-	for feedSubs(ts, "s1") != 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the two subscriptions did not join one feed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFeedSubs(t, ts, "s1", 2)
 	big := strings.Repeat("x", 64<<10)
 	// The producer keeps pace with the fast client; the slow one reads
 	// nothing until the end.
@@ -192,11 +194,5 @@ func TestWebSocketLongReplayIsPaced(t *testing.T) {
 	ws.expect(Event{"type": "replay_done", "seq": events})
 	ts.fake.appendEvent("s1", textEvent("live"))
 	ws.expect(Event{"type": "lead_output", "seq": events + 1})
-	deadline := time.Now().Add(5 * time.Second)
-	for feedSubs(ts, "s1") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the caught-up subscription did not move to a feed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFeedSubs(t, ts, "s1", 1)
 }

@@ -33,6 +33,9 @@ const (
 // timing is the WebSocket's timing; tests shorten it.
 type timing struct {
 	hello, ping, write, enqueue time.Duration
+	// feedChanged, when set (tests), is called after a subscription joins
+	// or leaves a shared feed; it must not block.
+	feedChanged func()
 }
 
 var defaultTiming = timing{hello: helloTimeout, ping: pingInterval, write: writeTimeout, enqueue: enqueueTimeout}
