@@ -11,7 +11,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 
@@ -21,6 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/mtls"
 )
 
 // DialOptions configure Dial.
@@ -65,7 +65,7 @@ func Dial(addr string, o DialOptions) (*grpc.ClientConn, error) {
 			cfg.RootCAs = pool
 		}
 		creds = credentials.NewTLS(cfg)
-	} else if !strings.HasPrefix(target, "unix://") && !IsLoopback(target) {
+	} else if !strings.HasPrefix(target, "unix://") && !mtls.LoopbackAddr(target) {
 		return nil, errors.New("refusing to talk to " + addr + " without TLS off loopback: pass a CA file")
 	}
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))}
@@ -107,20 +107,6 @@ func Dial(addr string, o DialOptions) (*grpc.ClientConn, error) {
 
 // MachineMetadata names the target machine of a call through a relay.
 const MachineMetadata = "x-betcode-machine-id"
-
-// IsLoopback reports whether hostport names this machine: localhost or a
-// loopback IP.
-func IsLoopback(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
 
 // bearer sends a token with every call.
 type bearer struct {

@@ -34,6 +34,7 @@ import (
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 	"github.com/betcode-dev/betcode/shared/claudecli/versions"
 	"github.com/betcode-dev/betcode/shared/healthdetail"
+	"github.com/betcode-dev/betcode/shared/mtls"
 )
 
 // Config is the daemon's configuration.
@@ -391,9 +392,7 @@ func listen(addr string, cfg Config) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	ip := net.ParseIP(host)
-	loopback := host == "localhost" || (ip != nil && ip.IsLoopback())
-	if cfg.TLSCert == "" && !loopback {
+	if cfg.TLSCert == "" && !mtls.LoopbackHost(host) {
 		l.Close()
 		return nil, fmt.Errorf("refusing to serve %s without TLS off loopback: set --tls-cert and --tls-key, or listen on 127.0.0.1", addr)
 	}

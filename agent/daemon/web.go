@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/betcode-dev/betcode/agent/config"
+	"github.com/betcode-dev/betcode/shared/mtls"
 	"github.com/betcode-dev/betcode/shared/webapi"
 	"github.com/betcode-dev/betcode/shared/webui"
 )
@@ -44,9 +45,7 @@ func webConfigError(cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("--http-listen %q: want host:port: %w", cfg.HTTPListen, err)
 	}
-	ip := net.ParseIP(host)
-	loopback := host == "localhost" || (ip != nil && ip.IsLoopback())
-	if !loopback && cfg.HTTPTLSCert == "" && !cfg.HTTPInsecure {
+	if !mtls.LoopbackHost(host) && cfg.HTTPTLSCert == "" && !cfg.HTTPInsecure {
 		return fmt.Errorf("refusing to serve the web app on %s without TLS off loopback: set --http-tls-cert and --http-tls-key, or --http-insecure to send tokens in clear, or listen on 127.0.0.1", cfg.HTTPListen)
 	}
 	return nil

@@ -3,13 +3,13 @@ package oidcsvc
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/betcode-dev/betcode/relay/admin"
+	"github.com/betcode-dev/betcode/shared/mtls"
 )
 
 // Defaults of Config.
@@ -128,16 +128,8 @@ func CheckIssuer(issuer string) error {
 		return fmt.Errorf("%q: want an issuer URL like https://idp.example.com/realms/eng", issuer)
 	case u.Scheme == "https":
 		return nil
-	case u.Scheme == "http" && isLoopback(u.Hostname()):
+	case u.Scheme == "http" && mtls.LoopbackHost(u.Hostname()):
 		return nil
 	}
 	return fmt.Errorf("%q: want https (http only on loopback)", issuer)
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/betcode-dev/betcode/relay/auth"
 	"github.com/betcode-dev/betcode/relay/store"
+	"github.com/betcode-dev/betcode/shared/mtls"
 	"github.com/betcode-dev/betcode/shared/webapi"
 )
 
@@ -226,8 +226,7 @@ func validEndpoint(endpoint string) error {
 	if u.Scheme == "https" {
 		return nil
 	}
-	host := u.Hostname()
-	if ip := net.ParseIP(host); u.Scheme == "http" && (host == "localhost" || ip != nil && ip.IsLoopback()) {
+	if u.Scheme == "http" && mtls.LoopbackHost(u.Hostname()) {
 		return nil
 	}
 	return errors.New("endpoint must be an https URL")

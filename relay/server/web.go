@@ -162,7 +162,7 @@ func (s *webServer) listen(certFile, keyFile string, handshakeTimeout time.Durat
 		ErrorLog:          log.New(&handshakeLog{s.log}, "", 0),
 		ConnContext:       s.guards.connContext(handshakeTimeout, false),
 	}
-	if !loopback(s.cfg.Listen) {
+	if !mtls.LoopbackAddr(s.cfg.Listen) {
 		cfg, err := mtls.ServerConfig(certFile, keyFile, "", mtls.VerifyClientCertIfGiven)
 		if err != nil {
 			ln.Close()
@@ -205,17 +205,3 @@ func (s *webServer) shutdown(ctx context.Context) {
 
 // close ends the in-memory path, and with it any gateway call left.
 func (s *webServer) close() { s.path.close() }
-
-// loopback reports whether addr's host is a loopback address (or
-// localhost): the web listener then serves plain HTTP.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}

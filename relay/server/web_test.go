@@ -356,16 +356,6 @@ func TestWebOwnListener(t *testing.T) {
 	}
 }
 
-func TestLoopback(t *testing.T) {
-	for addr, want := range map[string]bool{
-		"127.0.0.1:80": true, "[::1]:80": true, "localhost:80": true, ":80": false, "0.0.0.0:80": false, "10.0.0.1:80": false,
-	} {
-		if got := loopback(addr); got != want {
-			t.Errorf("loopback(%q) = %v; want %v", addr, got, want)
-		}
-	}
-}
-
 func TestValidateWeb(t *testing.T) {
 	for _, tt := range []struct {
 		cfg     WebConfig

@@ -323,3 +323,20 @@ func TestMachineIDFromPeer(t *testing.T) {
 		})
 	}
 }
+
+func TestLoopback(t *testing.T) {
+	for _, tt := range []struct {
+		addr string
+		want bool
+	}{
+		{"127.0.0.1:7819", true}, {"[::1]:443", true}, {"localhost:80", true}, {"127.8.9.10:1", true},
+		{"0.0.0.0:7819", false}, {"192.168.1.2:80", false}, {"example.com:443", false}, {"127.0.0.1", false}, {"", false}, {":80", false},
+	} {
+		if got := LoopbackAddr(tt.addr); got != tt.want {
+			t.Errorf("LoopbackAddr(%q) = %v, want %v", tt.addr, got, tt.want)
+		}
+	}
+	if !LoopbackHost("::1") || LoopbackHost("10.0.0.1") {
+		t.Error("LoopbackHost")
+	}
+}

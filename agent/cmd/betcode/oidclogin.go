@@ -16,6 +16,7 @@ import (
 
 	"github.com/betcode-dev/betcode/agent/client"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/mtls"
 )
 
 // idpTimeout bounds each request to the identity provider (discovery, the
@@ -146,16 +147,8 @@ func checkIssuer(issuer string) error {
 		return fmt.Errorf("issuer %q is not a URL", issuer)
 	case u.Scheme == "https":
 		return nil
-	case u.Scheme == "http" && client.IsLoopback(u.Host+portIfNone(u)):
+	case u.Scheme == "http" && mtls.LoopbackHost(u.Hostname()):
 		return nil
 	}
 	return fmt.Errorf("issuer %q: refusing to sign in without https", issuer)
-}
-
-// portIfNone makes u.Host a host:port for client.IsLoopback.
-func portIfNone(u *url.URL) string {
-	if u.Port() == "" {
-		return ":80"
-	}
-	return ""
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/betcode-dev/betcode/agent/daemon"
 	"github.com/betcode-dev/betcode/agent/localtoken"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/mtls"
 )
 
 var version = "0.1.0-dev"
@@ -138,7 +139,7 @@ func (g *globals) agentToken(addr string) (string, error) {
 	if tok := g.v.GetString("agent-token"); tok != "" {
 		return tok, nil
 	}
-	if !client.IsLoopback(addr) {
+	if !mtls.LoopbackAddr(addr) {
 		return "", nil
 	}
 	tok, err := localtoken.Read(g.v.GetString("agent-data-dir"))
