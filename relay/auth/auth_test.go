@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/betcode-dev/betcode/relay/pki"
+	"github.com/betcode-dev/betcode/relay/store/storetest"
 )
 
 func readCert(t *testing.T, path string) *x509.Certificate {
@@ -48,7 +49,7 @@ func TestMiddlewareTrustsForwardingOnlyFromRelays(t *testing.T) {
 	}
 	st := openStore(t)
 	a := New(st, Options{})
-	good := addToken(t, st, "bob")
+	good := storetest.UserToken(t, st, "bob")
 	forwarded := http.Header{ForwardedByHeader: {"10.0.0.1:8443"}, UserHeader: {"alice"}}
 	withToken := http.Header{ForwardedByHeader: {"10.0.0.1:8443"}, UserHeader: {"alice"}, "Authorization": {"Bearer " + good}}
 	tests := []struct {

@@ -2,7 +2,6 @@ package auth
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/betcode-dev/betcode/relay/store"
 	"github.com/betcode-dev/betcode/relay/store/sqlite"
+	"github.com/betcode-dev/betcode/relay/store/storetest"
 	"github.com/betcode-dev/betcode/shared/authtoken"
 )
 
@@ -25,23 +25,6 @@ func openStoreTB(t testing.TB) store.Store {
 	}
 	t.Cleanup(func() { st.Close() })
 	return st
-}
-
-// addToken creates user (once) and a token of theirs.
-func addToken(t testing.TB, st store.Store, user string) string {
-	t.Helper()
-	if err := st.CreateUser(t.Context(), store.User{ID: user}); err != nil && !errors.Is(err, store.ErrExists) {
-		t.Fatal(err)
-	}
-	tok, err := authtoken.New(authtoken.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := authtoken.Hash(tok)
-	if err := st.CreateToken(t.Context(), store.Token{ID: authtoken.ID(h), UserID: user, Hash: h}); err != nil {
-		t.Fatal(err)
-	}
-	return tok
 }
 
 func tokenID(tok string) string { return authtoken.ID(authtoken.Hash(tok)) }
@@ -77,7 +60,7 @@ func TestRevocationEndsOpenCallInTrailers(t *testing.T) {
 	st := openStore(t)
 	a := New(st, Options{})
 	runAuth(t, a)
-	tok := addToken(t, st, "alice")
+	tok := storetest.UserToken(t, st, "alice")
 	started := make(chan struct{})
 	h := a.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
@@ -115,7 +98,7 @@ func TestCanReach(t *testing.T) {
 	st := openStore(t)
 	ctx := t.Context()
 	for _, u := range []string{"alice", "bob", "carol"} {
-		addToken(t, st, u)
+		storetest.UserToken(t, st, u)
 	}
 	if err := st.CreateTeam(ctx, store.Team{ID: "eng"}); err != nil {
 		t.Fatal(err)

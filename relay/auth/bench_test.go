@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/betcode-dev/betcode/relay/store"
+	"github.com/betcode-dev/betcode/relay/store/storetest"
 )
 
 // BenchmarkAuthorize is what authentication and authorization add to one
@@ -31,7 +32,7 @@ func BenchmarkAuthorize(b *testing.B) {
 	}
 	toks := make([]string, tokens)
 	for i := range toks {
-		toks[i] = addToken(b, st, fmt.Sprintf("user-%04d", i%users))
+		toks[i] = storetest.UserToken(b, st, fmt.Sprintf("user-%04d", i%users))
 	}
 	a := New(st, Options{})
 	h := a.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

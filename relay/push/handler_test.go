@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/betcode-dev/betcode/relay/internal/grpcerr"
+	"github.com/betcode-dev/betcode/relay/store/storetest"
 	"github.com/betcode-dev/betcode/shared/authtoken"
 )
 
@@ -49,7 +50,7 @@ func TestHandler(t *testing.T) {
 	backends(t, func(t *testing.T, open opener) {
 		e := newEnv(t, open)
 		h := e.svc.Handler()
-		bob := mintToken(t, e.st, "bob")
+		bob := storetest.UserToken(t, e.st, "bob")
 		ps := e.push.Subscribe(t)
 		defer noSecretsLogged(t, ps)
 		unknown, err := authtoken.New(authtoken.Client)

@@ -18,7 +18,7 @@ import (
 	"github.com/betcode-dev/betcode/relay/store"
 	"github.com/betcode-dev/betcode/relay/store/postgres"
 	"github.com/betcode-dev/betcode/relay/store/sqlite"
-	"github.com/betcode-dev/betcode/shared/authtoken"
+	"github.com/betcode-dev/betcode/relay/store/storetest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -153,7 +153,7 @@ func newEnv(t *testing.T, open opener) *env {
 	e.svc = e.service(t, st, "mailto:ops@example.com")
 	e.done = make(chan string, 100)
 	e.svc.delivered = func(kind string) { e.done <- kind }
-	e.token = mintToken(t, st, "alice")
+	e.token = storetest.UserToken(t, st, "alice")
 	return e
 }
 
@@ -195,20 +195,6 @@ func noServiceGoroutines(t *testing.T) {
 		}
 		t.Errorf("goroutines of the push service outlived Close:\n%s", strings.Join(leaked, "\n\n"))
 	})
-}
-
-// mintToken creates a client token for user.
-func mintToken(t *testing.T, st store.Store, user string) string {
-	t.Helper()
-	tok, err := authtoken.New(authtoken.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := authtoken.Hash(tok)
-	if err := st.CreateToken(t.Context(), store.Token{ID: authtoken.ID(h), UserID: user, Hash: h}); err != nil {
-		t.Fatal(err)
-	}
-	return tok
 }
 
 // subscribe makes a pushtest subscription and stores it for user.

@@ -25,8 +25,7 @@ import (
 
 	"github.com/betcode-dev/betcode/relay/limits"
 	"github.com/betcode-dev/betcode/relay/pki"
-	"github.com/betcode-dev/betcode/relay/store"
-	"github.com/betcode-dev/betcode/shared/authtoken"
+	"github.com/betcode-dev/betcode/relay/store/storetest"
 	"github.com/betcode-dev/betcode/shared/mtls"
 )
 
@@ -112,18 +111,7 @@ func (r *webRelay) token(t *testing.T, user string) string {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if err := st.CreateUser(ctx, store.User{ID: user}); err != nil && !errors.Is(err, store.ErrExists) {
-		t.Fatal(err)
-	}
-	tok, err := authtoken.New(authtoken.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := authtoken.Hash(tok)
-	if err := st.CreateToken(ctx, store.Token{ID: authtoken.ID(h), UserID: user, Name: "test", Hash: h}); err != nil {
-		t.Fatal(err)
-	}
-	return tok
+	return storetest.UserToken(t, st, user)
 }
 
 // get sends one HTTP/1.1 request on c and reads the answer.
