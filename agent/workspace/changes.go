@@ -36,13 +36,9 @@ const bigFile = 512 << 20
 // working directory, with each file's line counts against HEAD (against the
 // empty tree before the first commit).
 func (s *Service) GetChanges(ctx context.Context, req *pb.GetChangesRequest) (*pb.GetChangesResponse, error) {
-	dir, err := s.workingDirectory(ctx, req.SessionId, req.WorkingDirectory)
+	_, root, ok, err := s.workTree(ctx, req.SessionId, req.WorkingDirectory)
 	if err != nil {
 		return nil, err
-	}
-	root, ok, err := s.git.workTree(ctx, dir)
-	if err != nil {
-		return nil, s.gitErr(err)
 	}
 	if !ok {
 		return &pb.GetChangesResponse{}, nil
@@ -206,13 +202,9 @@ func countLines(ctx context.Context, path string, buf []byte) (lines uint32, bin
 // file against an empty one). The path must be relative to the work tree's
 // top and stay inside it, symlinks followed.
 func (s *Service) GetFileDiff(ctx context.Context, req *pb.GetFileDiffRequest) (*pb.GetFileDiffResponse, error) {
-	dir, err := s.workingDirectory(ctx, req.SessionId, req.WorkingDirectory)
+	dir, root, ok, err := s.workTree(ctx, req.SessionId, req.WorkingDirectory)
 	if err != nil {
 		return nil, err
-	}
-	root, ok, err := s.git.workTree(ctx, dir)
-	if err != nil {
-		return nil, s.gitErr(err)
 	}
 	if !ok {
 		return nil, server.Status(codes.InvalidArgument, server.CodeInvalidArgument, dir+" is not in a git work tree")

@@ -129,6 +129,19 @@ func (s *Service) expand(p string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
+// workTree resolves the session's (or the given) working directory and the
+// top of the git work tree holding it; ok is false outside one. Errors are
+// gRPC statuses.
+func (s *Service) workTree(ctx context.Context, sessionID, wd string) (dir, root string, ok bool, err error) {
+	if dir, err = s.workingDirectory(ctx, sessionID, wd); err != nil {
+		return "", "", false, err
+	}
+	if root, ok, err = s.git.workTree(ctx, dir); err != nil {
+		return "", "", false, s.gitErr(err)
+	}
+	return dir, root, ok, nil
+}
+
 // workingDirectory is the directory a GetChanges or GetFileDiff request
 // names: its session's, else its working_directory.
 func (s *Service) workingDirectory(ctx context.Context, sessionID, dir string) (string, error) {

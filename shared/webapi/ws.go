@@ -495,15 +495,7 @@ func (s *socket) start(c caller) bool {
 	// Every socket checks its own token, also when it joins a stream
 	// another socket of the same caller opened.
 	if err := s.h.checkToken(s.rpc); err != nil {
-		e := fromGRPC(err)
-		if e.status == http.StatusUnauthorized {
-			s.unauthenticated(e.message)
-			return false
-		}
-		if s.ctx.Err() == nil {
-			s.send(s.ctx, Event{"type": "error", "code": e.code, "message": e.message})
-			s.fail(websocket.StatusInternalError, "token check failed")
-		}
+		s.refuseStart(err, "token check failed")
 		return false
 	}
 	snap := Event{"type": "snapshot"}
@@ -511,18 +503,24 @@ func (s *socket) start(c caller) bool {
 		snap["machine"] = m
 	}
 	if err := s.h.join(s, c, snap); err != nil {
-		e := fromGRPC(err)
-		if e.status == http.StatusUnauthorized {
-			s.unauthenticated(e.message)
-			return false
-		}
-		if s.ctx.Err() == nil {
-			s.send(s.ctx, Event{"type": "error", "code": e.code, "message": e.message})
-			s.fail(websocket.StatusInternalError, "snapshot failed")
-		}
+		s.refuseStart(err, "snapshot failed")
 		return false
 	}
 	return true
+}
+
+// refuseStart ends a socket whose start failed with err: 4401 for a refused
+// token, else an error message and 1011 with reason.
+func (s *socket) refuseStart(err error, reason string) {
+	e := fromGRPC(err)
+	if e.status == http.StatusUnauthorized {
+		s.unauthenticated(e.message)
+		return
+	}
+	if s.ctx.Err() == nil {
+		s.send(s.ctx, Event{"type": "error", "code": e.code, "message": e.message})
+		s.fail(websocket.StatusInternalError, reason)
+	}
 }
 
 // machineInfo is the snapshot's machine: the agent's own, or on the relay
