@@ -72,26 +72,7 @@ func TestBrowserFlowThroughAgent(t *testing.T) {
 		}
 		return map[string]any{"error": "unknown sync point " + name}
 	}})
-	var r struct {
-		Steps []string `json:"steps"`
-		Start struct {
-			Text []string `json:"text"`
-		} `json:"start"`
-		Permission struct {
-			PromptText string `json:"promptText"`
-			FileOnDisk bool   `json:"fileOnDisk"`
-		} `json:"permission"`
-		Reload struct {
-			Before []string `json:"before"`
-			After  []string `json:"after"`
-		} `json:"reload"`
-		Alerts []struct {
-			URL  string `json:"url"`
-			Text string `json:"text"`
-		} `json:"alerts"`
-		AssistantTexts     []string `json:"assistantTexts"`
-		Tab2AssistantTexts []string `json:"tab2AssistantTexts"`
-	}
+	var r browsertest.FlowResult
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatal(err)
 	}

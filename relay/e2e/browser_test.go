@@ -100,50 +100,6 @@ func prefixedDeltas(prefix string, n int) []string {
 	return out
 }
 
-// flowResult is what flow.mjs reports.
-type flowResult struct {
-	Steps              []string `json:"steps"`
-	MachinePicked      bool     `json:"machinePicked"`
-	SessionURL         string   `json:"sessionURL"`
-	SecondTabNeededLog bool     `json:"secondTabNeededLogin"`
-	Start              struct {
-		Text    []string `json:"text"`
-		ReplyMs int      `json:"replyMs"`
-	} `json:"start"`
-	Permission struct {
-		PromptText string `json:"promptText"`
-		SeenInTab2 bool   `json:"seenInTab2"`
-		FileOnDisk bool   `json:"fileOnDisk"`
-		ToolCards  int    `json:"toolCards"`
-	} `json:"permission"`
-	Question struct {
-		Texts             []string `json:"texts"`
-		Reply             string   `json:"reply"`
-		SubmitButtonsLeft int      `json:"submitButtonsLeft"`
-	} `json:"question"`
-	Cancel struct {
-		StopReason       string `json:"stopReason"`
-		AgentEndedMs     int    `json:"agentEndedMs"`
-		StopGoneMs       int    `json:"stopGoneMs"`
-		StopStillEnabled bool   `json:"stopStillEnabled"`
-		LastText         string `json:"lastText"`
-	} `json:"cancel"`
-	Reload struct {
-		AfterReloadMs int      `json:"afterReloadMs"`
-		Before        []string `json:"before"`
-		After         []string `json:"after"`
-		Tab2          []string `json:"tab2"`
-	} `json:"reload"`
-	Alerts []struct {
-		URL  string `json:"url"`
-		Text string `json:"text"`
-	} `json:"alerts"`
-	AssistantTexts     []string `json:"assistantTexts"`
-	ToolCards          int      `json:"toolCards"`
-	Tab2AssistantTexts []string `json:"tab2AssistantTexts"`
-	Tab2ToolCards      int      `json:"tab2ToolCards"`
-}
-
 // flowScript is the conversation flow.mjs has, with the texts the fake
 // model answers.
 type flowScript struct {
@@ -172,7 +128,7 @@ func (f flowScript) params(machine, cwd string, steps []string) map[string]any {
 }
 
 // check asserts what every run of flow.mjs must show.
-func (f flowScript) check(t *testing.T, r flowResult, steps []string) {
+func (f flowScript) check(t *testing.T, r browsertest.FlowResult, steps []string) {
 	t.Helper()
 	if !slices.Equal(r.Steps, steps) {
 		t.Errorf("steps done %q, want %q", r.Steps, steps)
@@ -293,7 +249,7 @@ func TestBrowserFlowThroughRelay(t *testing.T) {
 		Params: f.params("name-m1", m1.project, allFlowSteps),
 		OnWait: flowWaits(t, ctx, w.api, api, m1.project, f),
 	})
-	var r flowResult
+	var r browsertest.FlowResult
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatal(err)
 	}

@@ -193,3 +193,48 @@ func Run(t testing.TB, o Options) json.RawMessage {
 	t.Logf("%s done in %s", o.Script, time.Since(start).Round(time.Millisecond))
 	return result
 }
+
+// FlowResult is what web/e2e/flow.mjs reports: the steps it did and what
+// the page showed at each.
+type FlowResult struct {
+	Steps              []string `json:"steps"`
+	MachinePicked      bool     `json:"machinePicked"`
+	SessionURL         string   `json:"sessionURL"`
+	SecondTabNeededLog bool     `json:"secondTabNeededLogin"`
+	Start              struct {
+		Text    []string `json:"text"`
+		ReplyMs int      `json:"replyMs"`
+	} `json:"start"`
+	Permission struct {
+		PromptText string `json:"promptText"`
+		SeenInTab2 bool   `json:"seenInTab2"`
+		FileOnDisk bool   `json:"fileOnDisk"`
+		ToolCards  int    `json:"toolCards"`
+	} `json:"permission"`
+	Question struct {
+		Texts             []string `json:"texts"`
+		Reply             string   `json:"reply"`
+		SubmitButtonsLeft int      `json:"submitButtonsLeft"`
+	} `json:"question"`
+	Cancel struct {
+		StopReason       string `json:"stopReason"`
+		AgentEndedMs     int    `json:"agentEndedMs"`
+		StopGoneMs       int    `json:"stopGoneMs"`
+		StopStillEnabled bool   `json:"stopStillEnabled"`
+		LastText         string `json:"lastText"`
+	} `json:"cancel"`
+	Reload struct {
+		AfterReloadMs int      `json:"afterReloadMs"`
+		Before        []string `json:"before"`
+		After         []string `json:"after"`
+		Tab2          []string `json:"tab2"`
+	} `json:"reload"`
+	Alerts []struct {
+		URL  string `json:"url"`
+		Text string `json:"text"`
+	} `json:"alerts"`
+	AssistantTexts     []string `json:"assistantTexts"`
+	ToolCards          int      `json:"toolCards"`
+	Tab2AssistantTexts []string `json:"tab2AssistantTexts"`
+	Tab2ToolCards      int      `json:"tab2ToolCards"`
+}
