@@ -66,7 +66,9 @@ func TestMetricsMoveAndPassPromtool(t *testing.T) {
 	if v, _ := promtest.Value(text, "betcode_relay_open_streams"); v != 0 {
 		t.Errorf("open streams after every call ended = %v, want 0", v)
 	}
-	if v, ok := promtest.Value(text, "betcode_relay_buffer_messages"); !ok || v != 0 {
-		t.Errorf("buffer messages = %v (found %v), want 0", v, ok)
+	for _, class := range []string{"connected", "offline"} {
+		if v, ok := promtest.Value(text, "betcode_relay_buffer_messages", "machine_class", class); !ok || v != 0 {
+			t.Errorf("buffer messages of %s machines = %v (found %v), want 0", class, v, ok)
+		}
 	}
 }

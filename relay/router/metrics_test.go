@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/betcode-dev/betcode/relay/store"
 )
 
 // TestCallMetricsCodeAndBytes: a forwarded call is counted with the code
@@ -98,17 +100,20 @@ func TestCallMetricsAllocations(t *testing.T) {
 }
 
 type bufferStats struct {
-	n      int
-	oldest time.Time
-	err    error
+	connected, offline store.BufferStat
+	liveSince          *time.Time
+	err                error
 }
 
-func (b bufferStats) BufferStats(context.Context, time.Time) (int, time.Time, error) {
-	return b.n, b.oldest, b.err
+func (b bufferStats) BufferStats(_ context.Context, _, liveSince time.Time) (store.BufferStat, store.BufferStat, error) {
+	if b.liveSince != nil {
+		*b.liveSince = liveSince
+	}
+	return b.connected, b.offline, b.err
 }
 
-// TestBufferCollector: depth and oldest age when the store answers; only
-// stats_up 0 when it does not.
+// TestBufferCollector: depth and oldest age per machine class when the
+// store answers; only stats_up 0 when it does not.
 func TestBufferCollector(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	tests := []struct {
@@ -117,35 +122,54 @@ func TestBufferCollector(t *testing.T) {
 		want string
 	}{
 		{"empty", bufferStats{}, `
-betcode_relay_buffer_messages 0
-betcode_relay_buffer_oldest_message_age_seconds 0
+betcode_relay_buffer_messages{machine_class="connected"} 0
+betcode_relay_buffer_messages{machine_class="offline"} 0
+betcode_relay_buffer_oldest_message_age_seconds{machine_class="connected"} 0
+betcode_relay_buffer_oldest_message_age_seconds{machine_class="offline"} 0
 betcode_relay_buffer_stats_up 1
 `},
-		{"waiting", bufferStats{n: 7, oldest: now.Add(-90 * time.Second)}, `
-betcode_relay_buffer_messages 7
-betcode_relay_buffer_oldest_message_age_seconds 90
+		{"waiting", bufferStats{
+			connected: store.BufferStat{Messages: 2, Oldest: now.Add(-5 * time.Second)},
+			offline:   store.BufferStat{Messages: 7, Oldest: now.Add(-90 * time.Second)},
+		}, `
+betcode_relay_buffer_messages{machine_class="connected"} 2
+betcode_relay_buffer_messages{machine_class="offline"} 7
+betcode_relay_buffer_oldest_message_age_seconds{machine_class="connected"} 5
+betcode_relay_buffer_oldest_message_age_seconds{machine_class="offline"} 90
 betcode_relay_buffer_stats_up 1
 `},
 		{"store down", bufferStats{err: errors.New("down")}, `
 betcode_relay_buffer_stats_up 0
 `},
 	}
+	help := map[string]string{
+		"betcode_relay_buffer_messages":                   "Messages waiting in the offline buffer for their machines, by machine class (connected, offline); all replicas.",
+		"betcode_relay_buffer_oldest_message_age_seconds": "Age of the oldest unexpired message in the offline buffer by machine class; 0 when there is none.",
+		"betcode_relay_buffer_stats_up":                   "1 if the last scrape could read the buffer's statistics from the store, else 0.",
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			var liveSince time.Time
+			tc.st.liveSince = &liveSince
 			c := NewBufferCollector(tc.st)
 			c.Now = func() time.Time { return now }
+			c.PresenceTTL = 15 * time.Second
 			var b strings.Builder
+			seen := map[string]bool{}
 			for l := range strings.Lines(strings.TrimPrefix(tc.want, "\n")) {
 				name, _, _ := strings.Cut(l, " ")
-				help := map[string]string{
-					"betcode_relay_buffer_messages":                   "Messages waiting in the offline buffer for their machines (all machines, all replicas).",
-					"betcode_relay_buffer_oldest_message_age_seconds": "Age of the oldest unexpired message in the offline buffer; 0 when it is empty.",
-					"betcode_relay_buffer_stats_up":                   "1 if the last scrape could read the buffer's statistics from the store, else 0.",
-				}[name]
-				b.WriteString("# HELP " + name + " " + help + "\n# TYPE " + name + " gauge\n" + l)
+				name, _, _ = strings.Cut(name, "{")
+				if !seen[name] {
+					seen[name] = true
+					b.WriteString("# HELP " + name + " " + help[name] + "\n# TYPE " + name + " gauge\n")
+				}
+				b.WriteString(l)
 			}
 			if err := testutil.CollectAndCompare(c, strings.NewReader(b.String())); err != nil {
 				t.Error(err)
+			}
+			if want := now.Add(-15 * time.Second); !liveSince.Equal(want) {
+				t.Errorf("collector asked for machines live since %v; want %v (now - PresenceTTL)", liveSince, want)
 			}
 		})
 	}

@@ -235,7 +235,9 @@ func Run(ctx context.Context, cfg Config) error {
 		Name: "betcode_relay_connected_machines", Help: "Machines with a live tunnel to this replica.",
 	}, func() float64 { return float64(tunnels.Len()) }))
 	if bs, ok := st.(router.BufferStats); ok {
-		reg.MustRegister(router.NewBufferCollector(bs))
+		bc := router.NewBufferCollector(bs)
+		bc.PresenceTTL = 3 * cfg.HeartbeatInterval // as presenceTTL below
+		reg.MustRegister(bc)
 	}
 
 	// A machine's recorded replica is live for three heartbeats: a replica

@@ -131,6 +131,13 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
+// BufferStat is the offline buffer's depth for one class of machines and
+// the arrival time of its oldest unexpired message (zero if none).
+type BufferStat struct {
+	Messages int
+	Oldest   time.Time
+}
+
 // Store is the relay's persistent state. Implementations are safe for
 // concurrent use.
 type Store interface {

@@ -236,21 +236,43 @@ func sumDeleted(rows *sql.Rows) (map[string]rules.Usage, error) {
 	return freed, rows.Err()
 }
 
-// BufferStats returns how many messages the buffer holds across every
-// machine and when its oldest unexpired one arrived (zero if none).
-func (s *Store) BufferStats(ctx context.Context, now time.Time) (messages int, oldest time.Time, err error) {
+// BufferStats returns the buffer's depth and oldest unexpired message
+// (zero if none) for machines that hold a tunnel (their recorded replica
+// refreshed at or after liveSince) and for offline ones.
+func (s *Store) BufferStats(ctx context.Context, now, liveSince time.Time) (connected, offline store.BufferStat, err error) {
 	if err := s.live(); err != nil {
-		return 0, time.Time{}, err
+		return connected, offline, err
 	}
-	var n int64
-	var at sql.NullInt64
-	err = s.rdb.QueryRowContext(ctx, `SELECT (SELECT coalesce(sum(messages), 0) FROM machine_buffer_usage),
-		(SELECT created_at FROM buffered_messages WHERE expires_at > ? ORDER BY id LIMIT 1)`, unixNano(now)).Scan(&n, &at)
+	rows, err := s.rdb.QueryContext(ctx, `SELECT live, coalesce(sum(n), 0), min(at) FROM (
+		SELECT coalesce(m.replica <> '' AND m.last_seen >= ?2, 0) AS live, u.messages AS n, NULL AS at
+			FROM machine_buffer_usage u LEFT JOIN machines m ON m.id = u.machine_id
+		UNION ALL
+		SELECT coalesce(m.replica <> '' AND m.last_seen >= ?2, 0), 0, b.created_at
+			FROM buffered_messages b LEFT JOIN machines m ON m.id = b.machine_id WHERE b.expires_at > ?1
+	) GROUP BY live`, unixNano(now), unixNano(liveSince))
 	if err != nil {
-		return 0, time.Time{}, fmt.Errorf("buffer stats: %w", err)
+		return connected, offline, fmt.Errorf("buffer stats: %w", err)
 	}
-	if at.Valid {
-		oldest = fromUnixNano(at.Int64)
+	defer rows.Close()
+	for rows.Next() {
+		var live bool
+		var n int64
+		var at sql.NullInt64
+		if err := rows.Scan(&live, &n, &at); err != nil {
+			return connected, offline, fmt.Errorf("buffer stats: %w", err)
+		}
+		st := store.BufferStat{Messages: int(n)}
+		if at.Valid {
+			st.Oldest = fromUnixNano(at.Int64)
+		}
+		if live {
+			connected = st
+		} else {
+			offline = st
+		}
 	}
-	return int(n), oldest, nil
+	if err := rows.Err(); err != nil {
+		return connected, offline, fmt.Errorf("buffer stats: %w", err)
+	}
+	return connected, offline, nil
 }

@@ -475,32 +475,55 @@ func testTTL(t *testing.T, open Open) {
 	}
 }
 
-// testBufferStats: the buffer's depth over every machine (expired
-// messages count until purged) and its oldest unexpired message.
+// testBufferStats: the buffer's depth per machine class (expired messages
+// count until purged) and each class's oldest unexpired message. A machine
+// is connected while its recorded replica was refreshed at or after
+// liveSince; one never registered counts as offline.
 func testBufferStats(t *testing.T, open Open) {
 	ctx := t.Context()
 	s, ok := open(t).(interface {
-		BufferStats(ctx context.Context, now time.Time) (int, time.Time, error)
+		BufferStats(ctx context.Context, now, liveSince time.Time) (connected, offline store.BufferStat, err error)
 	})
 	if !ok {
 		t.Fatal("the store has no BufferStats method (the relay's buffer metrics need it)")
 	}
 	now := time.Now()
-	if n, oldest, err := s.BufferStats(ctx, now); err != nil || n != 0 || !oldest.IsZero() {
-		t.Fatalf("BufferStats of an empty buffer = %d, %v, %v; want 0, zero time", n, oldest, err)
+	liveSince := now.Add(-30 * time.Second)
+	if c, o, err := s.BufferStats(ctx, now, liveSince); err != nil || c != (store.BufferStat{}) || o != (store.BufferStat{}) {
+		t.Fatalf("BufferStats of an empty buffer = %+v, %+v, %v; want zeros", c, o, err)
 	}
 	st := s.(store.Store)
+	for _, m := range []struct {
+		id   string
+		seen time.Time
+	}{{"live", now}, {"stale", now.Add(-time.Minute)}} {
+		if err := st.UpsertMachine(ctx, machine(m.id, "u1")); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SetMachineReplica(ctx, m.id, "replica-a", m.seen); err != nil {
+			t.Fatal(err)
+		}
+	}
 	lim := store.Limits{TTL: time.Hour}
 	expired := message("m1", "old", "old")
 	expired.CreatedAt = now.Add(-2 * time.Hour)
 	enqueue(t, st, expired, lim)
-	live := message("m2", "a", "a")
-	live.CreatedAt = now.Add(-10 * time.Minute)
-	enqueue(t, st, live, lim)
+	offlineOldest := message("stale", "a", "a")
+	offlineOldest.CreatedAt = now.Add(-10 * time.Minute)
+	enqueue(t, st, offlineOldest, lim)
 	enqueue(t, st, message("m1", "new", "new"), lim)
-	n, oldest, err := s.BufferStats(ctx, now)
-	if err != nil || n != 3 || !sameTime(oldest, live.CreatedAt) {
-		t.Errorf("BufferStats = %d, %v, %v; want 3, %v", n, oldest, err, live.CreatedAt)
+	liveOldest := message("live", "b", "b")
+	liveOldest.CreatedAt = now.Add(-3 * time.Second)
+	enqueue(t, st, liveOldest, lim)
+	c, o, err := s.BufferStats(ctx, now, liveSince)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Messages != 1 || !sameTime(c.Oldest, liveOldest.CreatedAt) {
+		t.Errorf("connected = %+v; want 1 message, oldest %v", c, liveOldest.CreatedAt)
+	}
+	if o.Messages != 3 || !sameTime(o.Oldest, offlineOldest.CreatedAt) {
+		t.Errorf("offline = %+v; want 3 messages (the expired one counts until purged), oldest %v", o, offlineOldest.CreatedAt)
 	}
 }
 
