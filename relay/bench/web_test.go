@@ -28,7 +28,7 @@ import (
 )
 
 // deployRelayEnv is the relay's environment in deploy/: Dockerfile.relay
-// sets GODEBUG, k8s/relay.yaml GOGC.
+// sets GODEBUG, the Helm chart GOGC.
 var deployRelayEnv = []string{"GODEBUG=adaptivestackstart=0", "GOGC=40"}
 
 // webAgent is the agent side the web benchmark needs: one machine with a
@@ -87,7 +87,8 @@ func (a *webAgent) GetPermissions(context.Context, *pb.GetPermissionsRequest) (*
 
 // webBrowsers opens WebSockets to the relay's public port, each saying hello
 // and subscribing to one session, and reports when each saw its replay_done
-// (the session stream is open end to end).
+// (the session stream is open end to end) and the pong to one application
+// ping (the web app sends one every 25 s).
 type webBrowsers struct {
 	r     *relayProc
 	tls   *tls.Config
@@ -130,6 +131,12 @@ func (w *webBrowsers) open(ctx context.Context, machine, session string) error {
 		json.Unmarshal(data, &m)
 		switch m.Type {
 		case "replay_done":
+			// As the web app does every 25 s, an application ping (the
+			// relay handles one message): then idle.
+			if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"ping"}`)); err != nil {
+				return err
+			}
+		case "pong":
 			// Keep reading (and so answering pings) until closed.
 			go func() {
 				for {

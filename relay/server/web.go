@@ -77,6 +77,7 @@ func webFront(web http.Handler) http.Handler {
 		if cg := guardFrom(r.Context()); cg != nil {
 			defer cg.begin()()
 			c.connID = cg.id
+			w = handOffWriter{ResponseWriter: w, g: cg}
 		}
 		// Only another replica may send these (relay/auth); the gateway
 		// does not pass them on, and they are dropped here already.

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,16 +21,20 @@ import (
 // with its first message, through the gateway's own calls on the in-memory
 // connection rather than on the browser's. So relay/auth's timer does not
 // close a connection outright once it has served the web app: the
-// connection stays while a web request (a WebSocket included) is in flight
-// or one ended less than the timeout ago, and for good once a gateway call
-// made on its behalf authenticated. A connection that has done neither
-// within the timeout is closed exactly as before.
+// connection stays while a web request is in flight or one ended less
+// than the timeout ago, and for good once a gateway call made on its
+// behalf authenticated. A connection that has done neither within the
+// timeout is closed exactly as before. A WebSocket's connection leaves the
+// guard when it is upgraded (handOff): the gateway serves the socket on a
+// goroutine of its own once the upgrade request returned, and the socket
+// owns the connection, closing it unless its hello authenticates within
+// 10 s.
 type connGuard struct {
 	conn    net.Conn // the real connection
 	timeout time.Duration
 	now     func() time.Time
 	after   func(time.Duration, func()) (stop func() bool)
-	id      uint64 // in the guards registry once it served a web request
+	id      uint64 // its id in the guards registry, once it served a web request
 	reg     *guards
 
 	mu       sync.Mutex
@@ -36,15 +42,17 @@ type connGuard struct {
 	web      bool // it served a web request
 	active   int  // web requests in flight
 	lastDone time.Time
-	waiting  bool // the timeout passed while requests were in flight
-	closed   bool
+	waiting  bool        // the timeout passed while requests were in flight
+	closed   bool        // closed or handed off: the guard is done
 	stop     func() bool // the pending check's timer
-	once     sync.Once   // registers it
+	once     sync.Once   // gives it an id
 }
 
-// guards knows the connections that served a web request by id, so that a
-// gateway call arriving on the in-memory connection can mark the browser's
-// connection authenticated.
+// guards knows the connections serving a web request by id, so that a
+// gateway call arriving on the in-memory connection (made for a request in
+// flight) can mark the browser's connection authenticated. A connection is
+// registered only while it serves one: nothing is left behind when it ends
+// (net/http tells a ConnContext hook nothing about the end).
 type guards struct {
 	next atomic.Uint64
 	m    sync.Map // id -> *connGuard
@@ -82,9 +90,6 @@ func (g *guards) connContext(timeout time.Duration, withAuth bool) func(context.
 	return func(ctx context.Context, c net.Conn) context.Context {
 		cg := g.newGuard(c, timeout)
 		ctx = context.WithValue(ctx, guardKey{}, cg)
-		// Unregistered when net/http ends the connection (it cancels the
-		// connection's context).
-		context.AfterFunc(ctx, cg.forget)
 		if !withAuth {
 			cg.mu.Lock()
 			cg.arm(timeout)
@@ -109,8 +114,10 @@ func (g *guards) newGuard(c net.Conn, timeout time.Duration) *connGuard {
 	}}
 }
 
-// forget removes the guard from the registry and stops its timer.
-func (cg *connGuard) forget() {
+// handOff ends the guard's part: a request took the connection over (a
+// WebSocket upgrade hijacked it). Its timer stops, it leaves the registry,
+// and relay/auth's timer no longer closes the connection through it.
+func (cg *connGuard) handOff() {
 	cg.mu.Lock()
 	defer cg.mu.Unlock()
 	cg.closed = true
@@ -123,24 +130,24 @@ func (cg *connGuard) forget() {
 }
 
 // begin records a web request on the connection; the returned func ends it.
+// The connection is in the registry while it serves one.
 func (cg *connGuard) begin() func() {
-	cg.once.Do(func() {
-		cg.mu.Lock()
-		defer cg.mu.Unlock()
-		cg.id = cg.reg.next.Add(1)
-		if !cg.closed {
-			cg.reg.m.Store(cg.id, cg)
-		}
-	})
+	cg.once.Do(func() { cg.id = cg.reg.next.Add(1) })
 	cg.mu.Lock()
 	cg.web = true
 	cg.active++
+	if cg.active == 1 && !cg.closed {
+		cg.reg.m.Store(cg.id, cg)
+	}
 	cg.mu.Unlock()
 	return func() {
 		cg.mu.Lock()
 		defer cg.mu.Unlock()
 		cg.active--
 		cg.lastDone = cg.now()
+		if cg.active == 0 {
+			cg.reg.m.Delete(cg.id)
+		}
 		if cg.active == 0 && cg.waiting && !cg.authed && !cg.closed {
 			cg.waiting = false
 			cg.arm(cg.timeout)
@@ -200,4 +207,23 @@ type guardedConn struct {
 func (c guardedConn) Close() error {
 	c.g.check()
 	return nil
+}
+
+// handOffWriter is a web request's ResponseWriter: a request that hijacks
+// the connection (a WebSocket upgrade) hands it off from the guard.
+type handOffWriter struct {
+	http.ResponseWriter
+	g *connGuard
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w handOffWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Hijack implements http.Hijacker.
+func (w handOffWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil {
+		w.g.handOff()
+	}
+	return c, brw, err
 }

@@ -69,7 +69,7 @@ func TestConnGuard(t *testing.T) {
 			g.check()
 		}, true},
 		{"a web request in flight at the timeout keeps it", func(t *testing.T, g *connGuard, clk *guardClock) {
-			g.begin() // a WebSocket, say, still open
+			g.begin() // a slow download, say
 			g.check()
 		}, false},
 		{"closed a timeout after its last web request ended", func(t *testing.T, g *connGuard, clk *guardClock) {
@@ -100,16 +100,30 @@ func TestConnGuard(t *testing.T) {
 			clk.now = clk.now.Add(time.Hour)
 			g.check()
 		}, false},
-		{"a connection that ended stays unregistered", func(t *testing.T, g *connGuard, clk *guardClock) {
-			g.begin()()
+		{"registered only while a web request runs", func(t *testing.T, g *connGuard, clk *guardClock) {
+			end := g.begin()
 			if g.reg.get(g.id) != g {
-				t.Fatal("not registered after a web request")
+				t.Fatal("not registered during a web request")
 			}
-			g.forget()
+			end()
 			if g.reg.Len() != 0 {
-				t.Fatal("still registered after the connection ended")
+				t.Fatal("still registered after the web request ended")
 			}
+			clk.now = clk.now.Add(time.Hour)
 			g.check()
+		}, true},
+		{"a WebSocket upgrade hands it off for good", func(t *testing.T, g *connGuard, clk *guardClock) {
+			end := g.begin()
+			g.handOff()
+			if g.reg.Len() != 0 {
+				t.Fatal("still registered after the hand-off")
+			}
+			end() // the upgrade request returns; the socket goes on
+			if clk.pending != nil {
+				t.Fatal("a check is armed after the hand-off")
+			}
+			clk.now = clk.now.Add(time.Hour)
+			g.check() // relay/auth's timer
 		}, false},
 	}
 	for _, tt := range tests {

@@ -45,8 +45,9 @@ const (
 	closeUnauthenticated websocket.StatusCode = 4401
 )
 
-// socket is one WebSocket. Its goroutines: the reader (the ServeHTTP
-// call), a writer only while messages wait (none while the socket is
+// socket is one WebSocket. Its goroutines: the reader (started by
+// serveWS, which returns), one at a time running what the reader read
+// (aside), a writer only while messages wait (none while the socket is
 // idle), a pinger every ping interval, the closer once the socket ends, one
 // per subscription until it joins its session's shared stream
 // (sessionFeed), and one per client action in flight; the reader owns them
@@ -130,26 +131,34 @@ func (h *Handler) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	h.wg.Add(1)
 	h.mu.Unlock()
-	defer h.wg.Done()
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	c, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{
 		InsecureSkipVerify: true, // originOK checked it
 		CompressionMode:    websocket.CompressionDisabled,
 	})
 	if err != nil {
+		h.wg.Done()
 		return // Accept answered
 	}
 	c.SetReadLimit(MaxBodyBytes)
 	h.metrics.sockets.Inc()
-	defer h.metrics.sockets.Dec()
 	// The socket's calls keep the request's values (the relay puts the
 	// browser's address there for audit and rate limits) but end with the
-	// handler, not with the request.
+	// socket (or the handler's Close), not with the request.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	stop := context.AfterFunc(h.ctx, cancel)
-	defer stop()
 	s := &socket{h: h, c: c, log: h.opts.Log, ctx: ctx, cancel: cancel,
 		subs: map[string]*subscription{}, inflight: make(chan struct{}, maxInflight)}
-	s.run()
+	// The socket is served by a goroutine of its own (counted in h.wg, so
+	// Close still waits for it), and this handler returns: net/http then
+	// drops what it keeps per connection while a handler runs (its
+	// connection state, the upgrade request, the handler goroutine's
+	// stack), which an idle socket would otherwise hold for its life.
+	go func() {
+		defer h.wg.Done()
+		defer h.metrics.sockets.Dec()
+		defer stop()
+		s.run()
+	}()
 }
 
 // fail ends the socket with code; the first reason wins.
@@ -425,38 +434,14 @@ func (s *socket) run() {
 		s.readFailed(err)
 		return
 	}
-	var hi hello
-	if typ != websocket.MessageText || json.Unmarshal(data, &hi) != nil || hi.Type != "hello" {
-		s.send(s.ctx, Event{"type": "error", "code": "INVALID_ARGUMENT", "message": "the first message must be {\"type\":\"hello\",\"token\":...}"})
-		s.fail(websocket.StatusPolicyViolation, "hello expected")
-		return
-	}
-	if hi.Token == "" {
-		s.unauthenticated("hello needs a token")
-		return
-	}
-	s.machine = hi.Machine
-	c := caller{token: hi.Token, machine: hi.Machine}
-	s.rpc = s.h.outgoing(s.ctx, c)
-	// The hello's calls (the token check, the snapshot) run deep in gRPC.
-	// On a goroutine of their own, while the reader waits, they leave the
-	// reader's stack, which the socket keeps for its whole life, small.
-	started := make(chan bool, 1)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		if !s.start(c) {
-			started <- false
-			return
-		}
-		for _, sub := range hi.Subscriptions {
-			if sub.SessionID != "" {
-				s.subscribe(sub.SessionID, sub.AfterSequence)
-			}
-		}
-		started <- true
-	}()
-	if !<-started {
+	// The hello's work (decoding it, the token check, the snapshot) and
+	// every later message's run deep in encoding/json and gRPC. Done on the
+	// reader, they would grow its stack (kept for the socket's whole life)
+	// to 8 KiB and more, which the runtime cannot shrink while the reader
+	// waits below them; aside runs them on goroutines of their own.
+	ok := false
+	aside(func() { ok = s.hello(typ, data) })
+	if !ok {
 		return
 	}
 	for {
@@ -469,8 +454,47 @@ func (s *socket) run() {
 			s.send(s.ctx, Event{"type": "error", "code": "INVALID_ARGUMENT", "message": "send JSON text messages"})
 			continue
 		}
-		s.handle(data)
+		aside(func() { s.handle(data) })
 	}
+}
+
+// aside runs f on a new goroutine and waits for it: the reader's way of
+// keeping deep calls off its own stack. f's goroutine ends before aside
+// returns.
+func aside(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	<-done
+}
+
+// hello acts on the first client message; false means the socket was
+// failed.
+func (s *socket) hello(typ websocket.MessageType, data []byte) bool {
+	var hi hello
+	if typ != websocket.MessageText || json.Unmarshal(data, &hi) != nil || hi.Type != "hello" {
+		s.send(s.ctx, Event{"type": "error", "code": "INVALID_ARGUMENT", "message": "the first message must be {\"type\":\"hello\",\"token\":...}"})
+		s.fail(websocket.StatusPolicyViolation, "hello expected")
+		return false
+	}
+	if hi.Token == "" {
+		s.unauthenticated("hello needs a token")
+		return false
+	}
+	s.machine = hi.Machine
+	c := caller{token: hi.Token, machine: hi.Machine}
+	s.rpc = s.h.outgoing(s.ctx, c)
+	if !s.start(c) {
+		return false
+	}
+	for _, sub := range hi.Subscriptions {
+		if sub.SessionID != "" {
+			s.subscribe(sub.SessionID, sub.AfterSequence)
+		}
+	}
+	return true
 }
 
 // readFailed ends the socket after the reader failed.
@@ -564,7 +588,7 @@ func contains(l []string, s string) bool {
 }
 
 // subscribe starts (or restarts) streaming a session. Only the reader
-// calls it.
+// calls it (through aside: one call at a time).
 func (s *socket) subscribe(id string, after uint64) bool {
 	s.unsubscribe(id)
 	s.mu.Lock()
