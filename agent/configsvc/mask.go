@@ -83,3 +83,15 @@ func rawValue(in *pb.Settings, path string) (string, any, error) {
 	}
 	return key, in.GetPermissions().GetAsk(), nil
 }
+
+// secretMask replaces the value of a secret setting that is set.
+const secretMask = "********"
+
+// masked is v, or secretMask when k is a secret and v is set: a secret
+// never leaves the agent.
+func masked(k config.Key, v any) any {
+	if s, ok := v.(string); k.Secret && ok && s != "" {
+		return secretMask
+	}
+	return v
+}

@@ -166,7 +166,7 @@ func (s *Service) agentSettings() (*pb.Settings, error) {
 	}
 	for _, k := range config.Keys {
 		st := s.settings[k.Name]
-		j := config.JSON(st.Value)
+		j := masked(k, config.JSON(st.Value))
 		extra[k.Name] = j
 		pv, err := structpb.NewValue(j)
 		if err != nil {

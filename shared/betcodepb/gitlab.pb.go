@@ -233,8 +233,11 @@ type GitLabProject struct {
 	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
 	// Local checkout used to find the project and GitLab instance.
 	WorkingDirectory string `protobuf:"bytes,2,opt,name=working_directory,json=workingDirectory,proto3" json:"working_directory,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Session whose working directory names the project, when project and
+	// working_directory are empty.
+	SessionId     string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GitLabProject) Reset() {
@@ -277,6 +280,13 @@ func (x *GitLabProject) GetProject() string {
 func (x *GitLabProject) GetWorkingDirectory() string {
 	if x != nil {
 		return x.WorkingDirectory
+	}
+	return ""
+}
+
+func (x *GitLabProject) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
 	}
 	return ""
 }
@@ -1236,7 +1246,11 @@ type GetJobLogResponse struct {
 	// Offset to pass to continue reading.
 	NextOffset uint64 `protobuf:"varint,2,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
 	// True when the job has finished and the log is complete.
-	Complete      bool `protobuf:"varint,3,opt,name=complete,proto3" json:"complete,omitempty"`
+	Complete bool `protobuf:"varint,3,opt,name=complete,proto3" json:"complete,omitempty"`
+	// Size of the whole log in bytes when it was read. A log larger than one
+	// response comes in chunks: next_offset < total_bytes means there is more
+	// to read from next_offset.
+	TotalBytes    uint64 `protobuf:"varint,4,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1290,6 +1304,13 @@ func (x *GetJobLogResponse) GetComplete() bool {
 		return x.Complete
 	}
 	return false
+}
+
+func (x *GetJobLogResponse) GetTotalBytes() uint64 {
+	if x != nil {
+		return x.TotalBytes
+	}
+	return 0
 }
 
 // ListIssuesRequest filters and pages issues.
@@ -1597,10 +1618,12 @@ var File_betcode_v1_gitlab_proto protoreflect.FileDescriptor
 const file_betcode_v1_gitlab_proto_rawDesc = "" +
 	"\n" +
 	"\x17betcode/v1/gitlab.proto\x12\n" +
-	"betcode.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"V\n" +
+	"betcode.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"u\n" +
 	"\rGitLabProject\x12\x18\n" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12+\n" +
-	"\x11working_directory\x18\x02 \x01(\tR\x10workingDirectory\"\xc0\x01\n" +
+	"\x11working_directory\x18\x02 \x01(\tR\x10workingDirectory\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x03 \x01(\tR\tsessionId\"\xc0\x01\n" +
 	"\x0eListMrsRequest\x123\n" +
 	"\aproject\x18\x01 \x01(\v2\x19.betcode.v1.GitLabProjectR\aproject\x123\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1d.betcode.v1.MergeRequestStateR\x05state\x12\x16\n" +
@@ -1682,12 +1705,14 @@ const file_betcode_v1_gitlab_proto_rawDesc = "" +
 	"\x06job_id\x18\x02 \x01(\x04R\x05jobId\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x04R\x06offset\x12\x1d\n" +
 	"\n" +
-	"tail_lines\x18\x04 \x01(\rR\ttailLines\"j\n" +
+	"tail_lines\x18\x04 \x01(\rR\ttailLines\"\x8b\x01\n" +
 	"\x11GetJobLogResponse\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12\x1f\n" +
 	"\vnext_offset\x18\x02 \x01(\x04R\n" +
 	"nextOffset\x12\x1a\n" +
-	"\bcomplete\x18\x03 \x01(\bR\bcomplete\"\xd8\x01\n" +
+	"\bcomplete\x18\x03 \x01(\bR\bcomplete\x12\x1f\n" +
+	"\vtotal_bytes\x18\x04 \x01(\x04R\n" +
+	"totalBytes\"\xd8\x01\n" +
 	"\x11ListIssuesRequest\x123\n" +
 	"\aproject\x18\x01 \x01(\v2\x19.betcode.v1.GitLabProjectR\aproject\x12,\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x16.betcode.v1.IssueStateR\x05state\x12\x16\n" +
