@@ -31,13 +31,13 @@ const LegacyPermissionFormat = "legacy_permission_format"
 
 // DefaultFlags are the agent's feature flags. Stages follow the spec's table
 // where the spec names the flag; Enabled says whether this agent serves it
-// (WorktreeService and SubagentService are not served by betcode-agent yet).
+// (SubagentService is not served by betcode-agent yet).
 var DefaultFlags = []Flag{
 	{Name: "streaming_deltas", Description: "Real-time text streaming", Stage: pb.FeatureStage_STABLE, Since: "0.1.0", Enabled: true},
 	{Name: "permission_bridge", Description: "Permission request forwarding", Stage: pb.FeatureStage_STABLE, Since: "0.1.0", Enabled: true},
 	{Name: "session_persistence", Description: "SQLite message storage", Stage: pb.FeatureStage_STABLE, Since: "0.1.0", Enabled: true},
 	{Name: "context_compaction", Description: "Session context compression (CompactSession, auto-compaction)", Stage: pb.FeatureStage_BETA, Since: "0.2.0", Enabled: true},
-	{Name: "worktree_management", Description: "Git worktree operations (WorktreeService)", Stage: pb.FeatureStage_BETA, Since: "0.2.0"},
+	{Name: "worktree_management", Description: "Git worktree operations (WorktreeService)", Stage: pb.FeatureStage_BETA, Since: "0.2.0", Enabled: true},
 	{Name: "subagent_orchestration", Description: "Multi-agent DAG execution (SubagentService)", Stage: pb.FeatureStage_ALPHA, Since: "0.2.0"},
 	{
 		Name: LegacyPermissionFormat, Description: "PermissionResponse without a decision, taken as DENY",

@@ -129,8 +129,23 @@ type WorktreeInfo struct {
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// Session currently running in it, if any.
 	ActiveSessionId string `protobuf:"bytes,6,opt,name=active_session_id,json=activeSessionId,proto3" json:"active_session_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The main working tree of the repository (not removable). (Added in
+	// 0.5.0, as are the fields below.)
+	IsMain bool `protobuf:"varint,7,opt,name=is_main,json=isMain,proto3" json:"is_main,omitempty"`
+	// Locked with `git worktree lock`: not removable until unlocked.
+	Locked bool `protobuf:"varint,8,opt,name=locked,proto3" json:"locked,omitempty"`
+	// The reason given to `git worktree lock`, if any.
+	LockReason string `protobuf:"bytes,9,opt,name=lock_reason,json=lockReason,proto3" json:"lock_reason,omitempty"`
+	// Commit checked out (full hash; empty in a repository with no commit).
+	Head string `protobuf:"bytes,10,opt,name=head,proto3" json:"head,omitempty"`
+	// HEAD is detached (no branch checked out; branch is empty).
+	Detached bool `protobuf:"varint,11,opt,name=detached,proto3" json:"detached,omitempty"`
+	// Its directory is gone: `git worktree prune` would drop it.
+	Prunable bool `protobuf:"varint,12,opt,name=prunable,proto3" json:"prunable,omitempty"`
+	// The repository's main working tree (or bare repository) path.
+	RepoPath      string `protobuf:"bytes,13,opt,name=repo_path,json=repoPath,proto3" json:"repo_path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorktreeInfo) Reset() {
@@ -201,6 +216,55 @@ func (x *WorktreeInfo) GetCreatedAt() *timestamppb.Timestamp {
 func (x *WorktreeInfo) GetActiveSessionId() string {
 	if x != nil {
 		return x.ActiveSessionId
+	}
+	return ""
+}
+
+func (x *WorktreeInfo) GetIsMain() bool {
+	if x != nil {
+		return x.IsMain
+	}
+	return false
+}
+
+func (x *WorktreeInfo) GetLocked() bool {
+	if x != nil {
+		return x.Locked
+	}
+	return false
+}
+
+func (x *WorktreeInfo) GetLockReason() string {
+	if x != nil {
+		return x.LockReason
+	}
+	return ""
+}
+
+func (x *WorktreeInfo) GetHead() string {
+	if x != nil {
+		return x.Head
+	}
+	return ""
+}
+
+func (x *WorktreeInfo) GetDetached() bool {
+	if x != nil {
+		return x.Detached
+	}
+	return false
+}
+
+func (x *WorktreeInfo) GetPrunable() bool {
+	if x != nil {
+		return x.Prunable
+	}
+	return false
+}
+
+func (x *WorktreeInfo) GetRepoPath() string {
+	if x != nil {
+		return x.RepoPath
 	}
 	return ""
 }
@@ -291,7 +355,11 @@ func (x *CreateWorktreeRequest) GetCreateBranch() bool {
 type SwitchWorktreeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Worktree to make active.
-	WorktreeId    string `protobuf:"bytes,1,opt,name=worktree_id,json=worktreeId,proto3" json:"worktree_id,omitempty"`
+	WorktreeId string `protobuf:"bytes,1,opt,name=worktree_id,json=worktreeId,proto3" json:"worktree_id,omitempty"`
+	// Session whose working directory moves to the worktree (required). A
+	// session with a running turn is refused (SESSION_ACTIVE); an idle one's
+	// next turn runs in the worktree. (Added in 0.5.0.)
+	SessionId     string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -333,6 +401,13 @@ func (x *SwitchWorktreeRequest) GetWorktreeId() string {
 	return ""
 }
 
+func (x *SwitchWorktreeRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
 // SwitchWorktreeResponse reports the new and previous worktree.
 type SwitchWorktreeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -340,8 +415,10 @@ type SwitchWorktreeResponse struct {
 	Worktree *WorktreeInfo `protobuf:"bytes,1,opt,name=worktree,proto3" json:"worktree,omitempty"`
 	// The worktree active before the switch (empty if none).
 	PreviousWorktreeId string `protobuf:"bytes,2,opt,name=previous_worktree_id,json=previousWorktreeId,proto3" json:"previous_worktree_id,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The session's working directory before the switch. (Added in 0.5.0.)
+	PreviousWorkingDirectory string `protobuf:"bytes,3,opt,name=previous_working_directory,json=previousWorkingDirectory,proto3" json:"previous_working_directory,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *SwitchWorktreeResponse) Reset() {
@@ -384,6 +461,13 @@ func (x *SwitchWorktreeResponse) GetWorktree() *WorktreeInfo {
 func (x *SwitchWorktreeResponse) GetPreviousWorktreeId() string {
 	if x != nil {
 		return x.PreviousWorktreeId
+	}
+	return ""
+}
+
+func (x *SwitchWorktreeResponse) GetPreviousWorkingDirectory() string {
+	if x != nil {
+		return x.PreviousWorkingDirectory
 	}
 	return ""
 }
@@ -507,7 +591,7 @@ const file_betcode_v1_worktree_proto_rawDesc = "" +
 	"\x14ListWorktreesRequest\x12\x1b\n" +
 	"\trepo_path\x18\x01 \x01(\tR\brepoPath\"O\n" +
 	"\x15ListWorktreesResponse\x126\n" +
-	"\tworktrees\x18\x01 \x03(\v2\x18.betcode.v1.WorktreeInfoR\tworktrees\"\xc5\x01\n" +
+	"\tworktrees\x18\x01 \x03(\v2\x18.betcode.v1.WorktreeInfoR\tworktrees\"\x80\x03\n" +
 	"\fWorktreeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -515,19 +599,31 @@ const file_betcode_v1_worktree_proto_rawDesc = "" +
 	"\x06branch\x18\x04 \x01(\tR\x06branch\x129\n" +
 	"\n" +
 	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12*\n" +
-	"\x11active_session_id\x18\x06 \x01(\tR\x0factiveSessionId\"\x99\x01\n" +
+	"\x11active_session_id\x18\x06 \x01(\tR\x0factiveSessionId\x12\x17\n" +
+	"\ais_main\x18\a \x01(\bR\x06isMain\x12\x16\n" +
+	"\x06locked\x18\b \x01(\bR\x06locked\x12\x1f\n" +
+	"\vlock_reason\x18\t \x01(\tR\n" +
+	"lockReason\x12\x12\n" +
+	"\x04head\x18\n" +
+	" \x01(\tR\x04head\x12\x1a\n" +
+	"\bdetached\x18\v \x01(\bR\bdetached\x12\x1a\n" +
+	"\bprunable\x18\f \x01(\bR\bprunable\x12\x1b\n" +
+	"\trepo_path\x18\r \x01(\tR\brepoPath\"\x99\x01\n" +
 	"\x15CreateWorktreeRequest\x12\x1b\n" +
 	"\trepo_path\x18\x01 \x01(\tR\brepoPath\x12\x16\n" +
 	"\x06branch\x18\x02 \x01(\tR\x06branch\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x12\n" +
 	"\x04path\x18\x04 \x01(\tR\x04path\x12#\n" +
-	"\rcreate_branch\x18\x05 \x01(\bR\fcreateBranch\"8\n" +
+	"\rcreate_branch\x18\x05 \x01(\bR\fcreateBranch\"W\n" +
 	"\x15SwitchWorktreeRequest\x12\x1f\n" +
 	"\vworktree_id\x18\x01 \x01(\tR\n" +
-	"worktreeId\"\x80\x01\n" +
+	"worktreeId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\"\xbe\x01\n" +
 	"\x16SwitchWorktreeResponse\x124\n" +
 	"\bworktree\x18\x01 \x01(\v2\x18.betcode.v1.WorktreeInfoR\bworktree\x120\n" +
-	"\x14previous_worktree_id\x18\x02 \x01(\tR\x12previousWorktreeId\"N\n" +
+	"\x14previous_worktree_id\x18\x02 \x01(\tR\x12previousWorktreeId\x12<\n" +
+	"\x1aprevious_working_directory\x18\x03 \x01(\tR\x18previousWorkingDirectory\"N\n" +
 	"\x15RemoveWorktreeRequest\x12\x1f\n" +
 	"\vworktree_id\x18\x01 \x01(\tR\n" +
 	"worktreeId\x12\x14\n" +
