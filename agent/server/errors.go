@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/betcode-dev/betcode/agent/claude"
+	"github.com/betcode-dev/betcode/agent/provider"
 	"github.com/betcode-dev/betcode/agent/session"
 )
 
@@ -82,7 +83,16 @@ func toStatus(err error) error {
 	var lock *session.NoInputLockError
 	var pool *session.PoolExhaustedError
 	var crash *session.CrashLoopError
+	var unsup *provider.UnsupportedError
+	var missing *provider.NotInstalledError
+	var unconf *provider.NotConfiguredError
 	switch {
+	case errors.As(err, &unsup):
+		return Status(codes.InvalidArgument, "BETCODE-2002", "BETCODE-2002: "+unsup.Error())
+	case errors.As(err, &missing):
+		return Status(codes.InvalidArgument, "BETCODE-2002", "BETCODE-2002: "+missing.Error())
+	case errors.As(err, &unconf):
+		return Status(codes.Unavailable, "BETCODE-2030", "BETCODE-2030: "+unconf.Error())
 	case errors.As(err, &lock):
 		return StatusWith(codes.PermissionDenied, CodeNoInputLock, lock.Error(), map[string]string{"holder_client_id": lock.Holder})
 	case errors.As(err, &pool):

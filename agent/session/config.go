@@ -3,10 +3,14 @@ package session
 import (
 	"errors"
 
+	"github.com/betcode-dev/betcode/agent/claude"
 	"github.com/betcode-dev/betcode/agent/eventlog"
 	"github.com/betcode-dev/betcode/agent/permission"
+	"github.com/betcode-dev/betcode/agent/provider"
 	"log/slog"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 const defaultPermissionTimeout = 5 * time.Minute
@@ -44,6 +48,12 @@ type Config struct {
 	Metrics *Metrics
 	// LogMetrics, if set, instruments the event log's commits.
 	LogMetrics *eventlog.Metrics
+	// Tracer, if set, gives every CLI turn a span (trace.go), a child of
+	// the call that sent its message.
+	Tracer trace.Tracer
+	// Providers are the providers sessions can run [Claude Code from
+	// ClaudeBin only].
+	Providers *provider.Registry
 }
 
 func (c *Config) setDefaults() {
@@ -85,6 +95,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Providers == nil {
+		c.Providers = provider.NewRegistry(&claude.Provider{Bin: c.ClaudeBin})
 	}
 }
 

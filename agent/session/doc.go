@@ -1,5 +1,7 @@
 // Package session owns the agent's conversations: for each session it runs
-// the Claude Code CLI when needed, translates its output to AgentEvents,
+// the session's provider (package provider; the Claude Code CLI is the one
+// whose output it can read so far) when needed, translates its output to
+// AgentEvents,
 // gives every event the next per-session sequence number, persists it to the
 // event log and, only once it is durable, fans it out to every watching
 // client.

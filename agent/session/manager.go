@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,6 +53,9 @@ type Manager struct {
 	// under startMu; a repeat waits for the channel to close.
 	startMu  sync.Mutex
 	starting map[string]chan struct{}
+
+	// worktrees resolves worktree ids (worktree.go); nil: none managed.
+	worktrees Worktrees
 }
 
 // Open opens (or creates) the event log at dbPath and returns a Manager.
@@ -141,6 +146,10 @@ func (m *Manager) onCommit(evs []eventlog.Event) {
 
 // CreateRequest describes a new session.
 type CreateRequest struct {
+	// ID, when set, is the new session's id: a UUID no session has (see
+	// NewSessionID), so that the caller can announce the session before
+	// it exists. Empty: a fresh one.
+	ID               string
 	WorkingDirectory string
 	Model            string
 	WorktreeID       string
@@ -152,6 +161,14 @@ type CreateRequest struct {
 	// CreatedBy is the user who asked for the session ("" for local
 	// clients).
 	CreatedBy string
+	// Provider runs the session (UNSPECIFIED: Claude Code). One given
+	// explicitly must be registered and able to run here.
+	Provider pb.SessionProvider
+	// Env is extra environment for the session's provider process.
+	Env map[string]string
+	// ProviderConfig is provider-specific configuration, checked when the
+	// provider starts.
+	ProviderConfig map[string]string
 	// PermissionMode is a Claude Code permission mode: "" or "default",
 	// "acceptEdits" (the CLI's --permission-mode), "plan" (as PlanMode) or
 	// "bypassPermissions" (the agent allows every tool call no rule
@@ -178,7 +195,11 @@ func applyPermissionMode(req *CreateRequest, meta *eventlog.Session) error {
 // Create makes a new session and announces it with a SessionInfo event. The
 // CLI starts with the first message.
 func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Session, error) {
-	dir := req.WorkingDirectory
+	dir, wt, err := m.resolveWorktree(ctx, req.WorkingDirectory, req.WorktreeID)
+	if err != nil {
+		return nil, err
+	}
+	req.WorktreeID = wt
 	if dir == "" {
 		dir = m.cfg.DefaultDir
 	}
@@ -196,9 +217,13 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Session, erro
 	if model == "" {
 		model = m.DefaultModel()
 	}
+	id, err := m.newID(ctx, req.ID)
+	if err != nil {
+		return nil, err
+	}
 	now := m.cfg.Now()
 	meta := eventlog.Session{
-		ID: uuid.NewString(), Model: model, WorkingDirectory: dir, WorktreeID: req.WorktreeID,
+		ID: id, Model: model, WorkingDirectory: dir, WorktreeID: req.WorktreeID,
 		Status: StatusIdle, CreatedAt: now, UpdatedAt: now, Metadata: map[string]string{},
 		Name: name, CreatedBy: req.CreatedBy,
 	}
@@ -206,6 +231,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Session, erro
 		meta.Metadata[k] = v
 	}
 	if err := applyPermissionMode(&req, &meta); err != nil {
+		return nil, err
+	}
+	if err := m.applyProvider(ctx, req, &meta); err != nil {
 		return nil, err
 	}
 	if len(req.AllowedTools) > 0 {
@@ -232,6 +260,23 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Session, erro
 	m.mu.Unlock()
 	s.emit(ctx, &pb.AgentEvent{Event: &pb.AgentEvent_SessionInfo{SessionInfo: s.info(false)}})
 	return s, nil
+}
+
+// newID returns id, checked to be a UUID no session has, or a fresh one.
+func (m *Manager) newID(ctx context.Context, id string) (string, error) {
+	if id == "" {
+		return uuid.NewString(), nil
+	}
+	if _, err := uuid.Parse(id); err != nil {
+		return "", invalidf("session id %q is not a UUID", id)
+	}
+	if _, err := m.log.GetSession(ctx, id); !errors.Is(err, eventlog.ErrNotFound) {
+		if err != nil {
+			return "", fmt.Errorf("check session id: %w", err)
+		}
+		return "", invalidf("session %s already exists", id)
+	}
+	return id, nil
 }
 
 // Get returns a session, loading it from the log when it is not in memory.
@@ -335,8 +380,9 @@ func (m *Manager) SlowConsumer(lastSeq uint64) error {
 func NewSessionID() string { return uuid.NewString() }
 
 // claudeEnv is the extra environment of a CLI: defaults the agent's own
-// environment does not override, then the configured variables.
-func (m *Manager) claudeEnv() []string {
+// environment does not override, then the configured variables, then the
+// session's own (CreateRequest.Env).
+func (m *Manager) claudeEnv(meta eventlog.Session) []string {
 	var env []string
 	for _, kv := range m.cfg.ClaudeEnvDefaults {
 		k, _, _ := strings.Cut(kv, "=")
@@ -344,5 +390,11 @@ func (m *Manager) claudeEnv() []string {
 			env = append(env, kv)
 		}
 	}
-	return append(env, m.cfg.ClaudeEnv...)
+	env = append(env, m.cfg.ClaudeEnv...)
+	for _, k := range slices.Sorted(maps.Keys(meta.Metadata)) {
+		if name, ok := strings.CutPrefix(k, metaEnvPrefix); ok {
+			env = append(env, name+"="+meta.Metadata[k])
+		}
+	}
+	return env
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/betcode-dev/betcode/agent/bridge"
 	"github.com/betcode-dev/betcode/agent/claude"
 	"github.com/betcode-dev/betcode/agent/permission"
+	"github.com/betcode-dev/betcode/agent/provider"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
@@ -99,7 +100,7 @@ func (s *Session) loadGrants(ctx context.Context) error {
 
 // canUseTool decides a can_use_tool request by rule, or records it as open.
 // It reports whether the user must be asked (false when a rule decided).
-func (s *Session) canUseTool(ctx context.Context, p *claude.Process, env *claude.Envelope, req *claude.ControlRequest) (ask bool) {
+func (s *Session) canUseTool(ctx context.Context, p provider.Conversation, env *claude.Envelope, req *claude.ControlRequest) (ask bool) {
 	pend := &pending{tool: req.ToolName, input: req.Input, toolUseID: req.ToolUseID, question: req.ToolName == "AskUserQuestion"}
 	if !pend.question {
 		var input map[string]any
@@ -113,11 +114,11 @@ func (s *Session) canUseTool(ctx context.Context, p *claude.Process, env *claude
 			entry := LogEntry{RequestID: env.RequestID, Tool: req.ToolName, Input: req.Input, Source: source, Rule: d.Rule.String() + " (" + d.Rule.Source + ")", Reason: d.Reason}
 			if d.Behavior == permission.Allow {
 				entry.Decision = "allow"
-				_ = p.SendControlSuccess(env.RequestID, allowResponse(req.Input))
+				_ = p.Answer(env.RequestID, allowAnswer(req.Input))
 			} else {
 				entry.Decision = "deny"
 				entry.Reason = "denied by rule " + d.Rule.String()
-				_ = p.SendControlSuccess(env.RequestID, map[string]any{"behavior": "deny", "message": "Denied by the BetCode permission rule " + d.Rule.String() + "."})
+				_ = p.Answer(env.RequestID, provider.Answer{Decision: provider.Deny, Message: "Denied by the BetCode permission rule " + d.Rule.String() + "."})
 			}
 			s.m.cfg.Logger.Info("session: permission decided by rule", "session_id", s.id, "tool", req.ToolName, "decision", entry.Decision, "rule", entry.Rule)
 			s.logDecision(ctx, entry)
@@ -127,7 +128,7 @@ func (s *Session) canUseTool(ctx context.Context, p *claude.Process, env *claude
 	if !pend.question && s.permissionMode() == PermissionModeBypass {
 		// The session's mode allows what no rule decided (rules that deny
 		// still deny): nobody is asked.
-		_ = p.SendControlSuccess(env.RequestID, allowResponse(req.Input))
+		_ = p.Answer(env.RequestID, allowAnswer(req.Input))
 		s.logDecision(ctx, LogEntry{RequestID: env.RequestID, Tool: req.ToolName, Input: req.Input, Decision: "allow",
 			Source: "mode", Rule: "permission mode " + PermissionModeBypass, Reason: "allowed by the session's permission mode"})
 		return false
@@ -145,23 +146,19 @@ func (s *Session) canUseTool(ctx context.Context, p *claude.Process, env *claude
 	return true
 }
 
-func allowResponse(input json.RawMessage) map[string]any {
-	resp := map[string]any{"behavior": "allow"}
-	if len(input) > 0 {
-		resp["updatedInput"] = input
-	}
-	return resp
+func allowAnswer(input json.RawMessage) provider.Answer {
+	return provider.Answer{Decision: provider.Allow, Input: input}
 }
 
 // expire denies a request nobody answered in time.
-func (s *Session) expire(requestID string, p *claude.Process) {
+func (s *Session) expire(requestID string, p provider.Conversation) {
 	pend := s.takePending(requestID)
 	if pend == nil {
 		return
 	}
 	t := pend.timeout
 	msg := fmt.Sprintf("No answer within %s; the request was denied.", t)
-	_ = p.SendControlSuccess(requestID, map[string]any{"behavior": "deny", "message": msg})
+	_ = p.Answer(requestID, provider.Answer{Decision: provider.Deny, Message: msg})
 	ctx := context.Background()
 	ev := bridge.ErrorEvent(CodePermissionTimeout, fmt.Sprintf("Permission request for %s timed out after %s and was denied", pend.tool, t), false)
 	ev.GetError().Details = map[string]string{"request_id": requestID, "session_id": s.id}
@@ -311,7 +308,7 @@ func (s *Session) Respond(ctx context.Context, r *pb.PermissionResponse) error {
 			msg = "The user denied this tool call: " + msg
 		}
 		entry.Decision, entry.Reason = "deny", msg
-		if err := p.SendControlSuccess(requestID, map[string]any{"behavior": "deny", "message": msg}); err != nil {
+		if err := p.Answer(requestID, provider.Answer{Decision: provider.Deny, Message: msg}); err != nil {
 			return fmt.Errorf("answer claude: %w", err)
 		}
 		s.logDecision(ctx, entry)
@@ -337,7 +334,7 @@ func (s *Session) Respond(ctx context.Context, r *pb.PermissionResponse) error {
 			return err
 		}
 	}
-	if err := p.SendControlSuccess(requestID, allowResponse(run)); err != nil {
+	if err := p.Answer(requestID, allowAnswer(run)); err != nil {
 		return fmt.Errorf("answer claude: %w", err)
 	}
 	s.logDecision(ctx, entry)
@@ -399,7 +396,11 @@ func (s *Session) AnswerQuestion(ctx context.Context, questionID string, answers
 		return ErrStale
 	}
 	input["answers"] = answers
-	if err := p.SendControlSuccess(questionID, map[string]any{"behavior": "allow", "updatedInput": input}); err != nil {
+	answered, err := json.Marshal(input)
+	if err != nil {
+		return fmt.Errorf("encode answers: %w", err)
+	}
+	if err := p.Answer(questionID, provider.Answer{Decision: provider.Allow, Input: answered}); err != nil {
 		return fmt.Errorf("answer claude: %w", err)
 	}
 	s.logDecision(ctx, LogEntry{RequestID: questionID, Tool: pend.tool, Input: pend.input, Decision: "allow", Source: "user", Reason: "answered"})

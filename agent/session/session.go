@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +21,7 @@ import (
 	"github.com/betcode-dev/betcode/agent/claude"
 	"github.com/betcode-dev/betcode/agent/eventlog"
 	"github.com/betcode-dev/betcode/agent/permission"
+	"github.com/betcode-dev/betcode/agent/provider"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
@@ -69,7 +69,7 @@ type Session struct {
 	// session is busy while they differ.
 	sentTurns, doneTurns int
 	resetAt              uint64 // publishing this sequence settles every turn (crash)
-	proc                 *claude.Process
+	proc                 provider.Conversation
 	perms                map[string]*pending // open can_use_tool requests by request id
 	eng                  *permission.Engine  // agent rules + this session's grants
 	engBase              *permission.Engine  // the agent rules eng was built from
@@ -86,6 +86,7 @@ type Session struct {
 	// than one (the CLI merges messages queued during a turn into one).
 	tcWeight    map[*pb.AgentEvent]int
 	lastCompact *compactMeta // figures of Claude's last /compact
+	turns       turnTrace    // open turn spans (trace.go); under mu
 
 	compactMu sync.Mutex // one compaction at a time
 
@@ -246,6 +247,7 @@ func (s *Session) publishUpTo(seq uint64) {
 		if ev.Sequence == s.resetAt {
 			s.doneTurns = s.sentTurns
 		}
+		s.traceLocked(ev, s.doneTurns-done)
 		if s.doneTurns != done {
 			s.m.turnsEnded()
 		}
@@ -351,10 +353,11 @@ func (s *Session) sendLocked(ctx context.Context, msg Message, content claude.Us
 	if err := s.ensureProcessLocked(ctx); err != nil {
 		return eventlog.Event{}, err
 	}
-	if err := s.proc.SendUser(content, uuid.NewString()); err != nil {
+	if err := s.proc.SendTurn(provider.Turn{ID: uuid.NewString(), Text: content.Text, Blocks: content.Blocks}); err != nil {
 		return eventlog.Event{}, fmt.Errorf("send message to claude: %w", err)
 	}
 	s.sentTurns++
+	s.startTurnSpanLocked(ctx)
 	s.lastUsed = s.m.cfg.Now()
 	s.cancelRequested = false
 	s.meta.Status = StatusActive
@@ -414,10 +417,19 @@ func (s *Session) ensureProcessLocked(ctx context.Context) error {
 		s.m.releaseSlot()
 		return ErrClosed
 	}
-	opts := claude.Options{
-		Bin: s.m.cfg.ClaudeBin, Dir: s.meta.WorkingDirectory, Model: s.meta.Model,
-		SessionID: s.id, Resume: s.meta.ClaudeStarted, Env: s.m.claudeEnv(),
+	prov, err := s.m.cfg.Providers.Lookup(ProviderOf(s.meta))
+	if err != nil {
+		s.m.procs.Done()
+		s.m.releaseSlot()
+		return err
+	}
+	opts := provider.Options{
+		SessionID: s.id, Dir: s.meta.WorkingDirectory, Model: s.meta.Model,
+		Env: s.m.claudeEnv(s.meta), Config: providerConfig(s.meta),
 		Logger: s.m.cfg.Logger.With("session_id", s.id),
+	}
+	if s.meta.ClaudeStarted {
+		opts.ResumeID = s.id
 	}
 	if v := s.meta.Metadata[metaAllowedTools]; v != "" {
 		opts.AllowedTools = splitList(v)
@@ -428,30 +440,42 @@ func (s *Session) ensureProcessLocked(ctx context.Context) error {
 	if s.meta.Metadata[metaPlanMode] == "true" && !s.meta.ClaudeStarted {
 		opts.PermissionMode = PermissionModePlan
 	}
-	p, err := claude.Start(ctx, opts)
+	p, err := prov.Start(ctx, opts)
 	if err != nil {
 		s.m.procs.Done()
 		s.m.releaseSlot()
 		return err
 	}
-	if _, err := p.Initialize(); err != nil {
-		p.Kill()
-		go func() { _ = p.Conn.Drain(context.Background()); _ = p.Wait() }()
+	out, ok := p.(claudeStream)
+	if !ok {
+		// Only Claude Code's output can be read so far (see claudeStream).
+		_ = p.Kill()
+		_ = p.Wait()
 		s.m.procs.Done()
 		s.m.releaseSlot()
-		return fmt.Errorf("initialize claude: %w", err)
+		return &provider.NotConfiguredError{Kind: prov.Kind(), Configure: "this agent cannot read its output yet"}
 	}
 	s.proc = p
 	resumed := s.meta.ClaudeStarted
 	restart := s.crashes
 	s.m.cfg.Metrics.started(restart > 0)
 	s.readerDone = make(chan struct{})
-	go s.readLoop(p, resumed, restart, s.readerDone)
+	go s.readLoop(p, out, resumed, restart, s.readerDone)
 	return nil
 }
 
+// claudeStream is the output side of a Claude Code conversation
+// (*claude.Process): the part of the session manager that is not yet
+// provider-agnostic. A provider whose Conversation does not implement it
+// cannot run sessions until its output is translated here too.
+type claudeStream interface {
+	Next() (*claude.Envelope, error)
+	BadLines() int64
+	SendControlError(requestID, msg string) error
+}
+
 // readLoop turns the CLI's output into events until it exits.
-func (s *Session) readLoop(p *claude.Process, resumed bool, restart int, done chan struct{}) {
+func (s *Session) readLoop(p provider.Conversation, out claudeStream, resumed bool, restart int, done chan struct{}) {
 	defer s.m.procs.Done()
 	defer close(done)
 	defer s.m.releaseSlot()
@@ -472,7 +496,7 @@ func (s *Session) readLoop(p *claude.Process, resumed bool, restart int, done ch
 		s.emit(ctx, &pb.AgentEvent{Event: &pb.AgentEvent_SessionInfo{SessionInfo: info}})
 	}
 	for {
-		env, err := p.Next()
+		env, err := out.Next()
 		lastOutput.Store(time.Now().UnixNano())
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
@@ -480,14 +504,14 @@ func (s *Session) readLoop(p *claude.Process, resumed bool, restart int, done ch
 			}
 			break
 		}
-		s.handle(ctx, p, env)
+		s.handle(ctx, p, out, env)
 	}
 	waitErr := p.Wait()
 	s.mu.Lock()
 	s.proc = nil
 	s.mu.Unlock()
 	s.clearPending()
-	if bad := p.BadLines(); bad > 0 {
+	if bad := out.BadLines(); bad > 0 {
 		log.Warn("session: claude wrote malformed lines", "bad_lines", bad)
 	}
 	if s.deleted.Load() {
@@ -522,7 +546,7 @@ func (s *Session) readLoop(p *claude.Process, resumed bool, restart int, done ch
 	if tail != "" {
 		msg += ": " + lastLine(tail)
 	}
-	log.Warn("session: claude crashed mid-turn", "err", waitErr, "stderr", tail, "hung", hung.Load())
+	log.WarnContext(s.turnContext(ctx), "session: claude crashed mid-turn", "err", waitErr, "stderr", tail, "hung", hung.Load())
 	s.mu.Lock()
 	s.crashes++
 	s.lastCrash = s.m.cfg.Now()
@@ -585,7 +609,7 @@ func lastLine(s string) string {
 }
 
 // handle processes one CLI line.
-func (s *Session) handle(ctx context.Context, p *claude.Process, env *claude.Envelope) {
+func (s *Session) handle(ctx context.Context, p provider.Conversation, out claudeStream, env *claude.Envelope) {
 	switch env.Type {
 	case claude.TypeSystem:
 		if env.Subtype == "compact_boundary" {
@@ -603,11 +627,11 @@ func (s *Session) handle(ctx context.Context, p *claude.Process, env *claude.Env
 	case claude.TypeControlRequest:
 		var req claude.ControlRequest
 		if err := json.Unmarshal(env.Request, &req); err != nil {
-			_ = p.SendControlError(env.RequestID, "malformed control request")
+			_ = out.SendControlError(env.RequestID, "malformed control request")
 			return
 		}
 		if req.Subtype != "can_use_tool" {
-			_ = p.SendControlError(env.RequestID, "unsupported control request subtype: "+req.Subtype)
+			_ = out.SendControlError(env.RequestID, "unsupported control request subtype: "+req.Subtype)
 			return
 		}
 		if !s.canUseTool(ctx, p, env, &req) {
@@ -723,7 +747,7 @@ func (s *Session) Cancel(ctx context.Context) (bool, error) {
 	if !busy || p == nil {
 		return false, nil
 	}
-	if _, err := p.Interrupt(); err != nil {
+	if err := p.InterruptTurn(); err != nil {
 		return true, fmt.Errorf("interrupt claude: %w", err)
 	}
 	// If the CLI does not end the turn, SIGINT ends the process (it exits
@@ -734,7 +758,7 @@ func (s *Session) Cancel(ctx context.Context) (bool, error) {
 		s.mu.Unlock()
 		if stuck {
 			s.m.cfg.Logger.Warn("session: interrupt unanswered; sending SIGINT", "session_id", s.id)
-			_ = p.Signal(os.Interrupt)
+			_ = p.ForceInterrupt()
 		}
 	})
 	return true, nil

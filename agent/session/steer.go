@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/betcode-dev/betcode/agent/claude"
+	"github.com/betcode-dev/betcode/agent/provider"
 )
 
 // NoInputLockError refuses a message from a client that does not hold the
@@ -113,7 +113,7 @@ func (s *Session) waitRestartBackoff(ctx context.Context) error {
 
 // watchHang kills the CLI when a turn runs with no output for HangTimeout
 // while nobody is being asked anything. It returns a stop function.
-func (s *Session) watchHang(p *claude.Process, lastOutput *atomic.Int64, hung *atomic.Bool) func() {
+func (s *Session) watchHang(p provider.Conversation, lastOutput *atomic.Int64, hung *atomic.Bool) func() {
 	d := s.m.cfg.HangTimeout
 	if d <= 0 {
 		return func() {}

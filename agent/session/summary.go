@@ -22,7 +22,7 @@ func Summary(meta eventlog.Session) *pb.SessionSummary {
 		TotalCostUsd: meta.TotalCostUSD, CreatedAt: timestamppb.New(meta.CreatedAt), UpdatedAt: timestamppb.New(meta.UpdatedAt),
 		LastMessagePreview: meta.LastMessagePreview,
 		Name:               meta.Name, CreatedBy: meta.CreatedBy, LastStopReason: meta.LastStopReason,
-		AgentStatus: pb.AgentStatus_IDLE,
+		AgentStatus: pb.AgentStatus_IDLE, Provider: ProviderOf(meta),
 	}
 }
 

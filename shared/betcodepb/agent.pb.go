@@ -368,7 +368,11 @@ type StartConversation struct {
 	// Worktree to run in; overrides working_directory when set.
 	WorktreeId string `protobuf:"bytes,6,opt,name=worktree_id,json=worktreeId,proto3" json:"worktree_id,omitempty"`
 	// Free-form client metadata stored with the session.
-	Metadata      map[string]string `protobuf:"bytes,7,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Metadata map[string]string `protobuf:"bytes,7,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Provider that runs a new session (UNSPECIFIED: Claude Code). A
+	// provider the agent does not support or cannot run fails the call with
+	// BETCODE-2002 / BETCODE-2030 (see SessionService). (Added in 0.5.0.)
+	Provider      SessionProvider `protobuf:"varint,8,opt,name=provider,proto3,enum=betcode.v1.SessionProvider" json:"provider,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -450,6 +454,13 @@ func (x *StartConversation) GetMetadata() map[string]string {
 		return x.Metadata
 	}
 	return nil
+}
+
+func (x *StartConversation) GetProvider() SessionProvider {
+	if x != nil {
+		return x.Provider
+	}
+	return SessionProvider_SESSION_PROVIDER_UNSPECIFIED
 }
 
 // UserMessage is a user prompt that starts a turn.
@@ -2372,8 +2383,11 @@ type SessionSummary struct {
 	// The reason the last turn ended ("end_turn", "cancelled", "error", ...);
 	// empty before the first turn ends. (Added in 0.4.0.)
 	LastStopReason string `protobuf:"bytes,17,opt,name=last_stop_reason,json=lastStopReason,proto3" json:"last_stop_reason,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Provider running the session (CLAUDE_CODE for sessions stored before
+	// providers existed). (Added in 0.5.0.)
+	Provider      SessionProvider `protobuf:"varint,18,opt,name=provider,proto3,enum=betcode.v1.SessionProvider" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionSummary) Reset() {
@@ -2523,6 +2537,13 @@ func (x *SessionSummary) GetLastStopReason() string {
 		return x.LastStopReason
 	}
 	return ""
+}
+
+func (x *SessionSummary) GetProvider() SessionProvider {
+	if x != nil {
+		return x.Provider
+	}
+	return SessionProvider_SESSION_PROVIDER_UNSPECIFIED
 }
 
 // ResumeSessionRequest selects the session and replay start point.
@@ -3553,8 +3574,11 @@ type StartSessionRequest struct {
 	// Client-chosen unique key: a repeat with the same key returns the
 	// session the first call created and starts nothing.
 	IdempotencyKey string `protobuf:"bytes,7,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Provider that runs the session (UNSPECIFIED: Claude Code).
+	// (Added in 0.5.0.)
+	Provider      SessionProvider `protobuf:"varint,8,opt,name=provider,proto3,enum=betcode.v1.SessionProvider" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartSessionRequest) Reset() {
@@ -3634,6 +3658,13 @@ func (x *StartSessionRequest) GetIdempotencyKey() string {
 		return x.IdempotencyKey
 	}
 	return ""
+}
+
+func (x *StartSessionRequest) GetProvider() SessionProvider {
+	if x != nil {
+		return x.Provider
+	}
+	return SessionProvider_SESSION_PROVIDER_UNSPECIFIED
 }
 
 // StartSessionResponse describes the created session.
@@ -4186,7 +4217,7 @@ var File_betcode_v1_agent_proto protoreflect.FileDescriptor
 const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"\x16betcode/v1/agent.proto\x12\n" +
-	"betcode.v1\x1a\x18betcode/v1/version.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcd\x02\n" +
+	"betcode.v1\x1a\x18betcode/v1/session.proto\x1a\x18betcode/v1/version.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcd\x02\n" +
 	"\fAgentRequest\x125\n" +
 	"\x05start\x18\x01 \x01(\v2\x1d.betcode.v1.StartConversationH\x00R\x05start\x123\n" +
 	"\amessage\x18\x02 \x01(\v2\x17.betcode.v1.UserMessageH\x00R\amessage\x12@\n" +
@@ -4195,7 +4226,7 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"permission\x12O\n" +
 	"\x11question_response\x18\x04 \x01(\v2 .betcode.v1.UserQuestionResponseH\x00R\x10questionResponse\x123\n" +
 	"\x06cancel\x18\x05 \x01(\v2\x19.betcode.v1.CancelRequestH\x00R\x06cancelB\t\n" +
-	"\arequest\"\xde\x02\n" +
+	"\arequest\"\x97\x03\n" +
 	"\x11StartConversation\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12+\n" +
@@ -4205,7 +4236,8 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\tplan_mode\x18\x05 \x01(\bR\bplanMode\x12\x1f\n" +
 	"\vworktree_id\x18\x06 \x01(\tR\n" +
 	"worktreeId\x12G\n" +
-	"\bmetadata\x18\a \x03(\v2+.betcode.v1.StartConversation.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\a \x03(\v2+.betcode.v1.StartConversation.MetadataEntryR\bmetadata\x127\n" +
+	"\bprovider\x18\b \x01(\x0e2\x1b.betcode.v1.SessionProviderR\bprovider\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"a\n" +
@@ -4354,7 +4386,7 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\x06offset\x18\x04 \x01(\rR\x06offset\"d\n" +
 	"\x14ListSessionsResponse\x126\n" +
 	"\bsessions\x18\x01 \x03(\v2\x1a.betcode.v1.SessionSummaryR\bsessions\x12\x14\n" +
-	"\x05total\x18\x02 \x01(\rR\x05total\"\xaf\x05\n" +
+	"\x05total\x18\x02 \x01(\rR\x05total\"\xe8\x05\n" +
 	"\x0eSessionSummary\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12+\n" +
@@ -4377,7 +4409,8 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\fagent_status\x18\x0f \x01(\x0e2\x17.betcode.v1.AgentStatusR\vagentStatus\x12\x1d\n" +
 	"\n" +
 	"created_by\x18\x10 \x01(\tR\tcreatedBy\x12(\n" +
-	"\x10last_stop_reason\x18\x11 \x01(\tR\x0elastStopReason\"Z\n" +
+	"\x10last_stop_reason\x18\x11 \x01(\tR\x0elastStopReason\x127\n" +
+	"\bprovider\x18\x12 \x01(\x0e2\x1b.betcode.v1.SessionProviderR\bprovider\"Z\n" +
 	"\x14ResumeSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
@@ -4448,7 +4481,7 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"u\n" +
 	"\x14AdoptSessionResponse\x124\n" +
 	"\asession\x18\x01 \x01(\v2\x1a.betcode.v1.SessionSummaryR\asession\x12'\n" +
-	"\x0fimported_events\x18\x02 \x01(\rR\x0eimportedEvents\"\x96\x02\n" +
+	"\x0fimported_events\x18\x02 \x01(\rR\x0eimportedEvents\"\xcf\x02\n" +
 	"\x13StartSessionRequest\x12+\n" +
 	"\x11working_directory\x18\x01 \x01(\tR\x10workingDirectory\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x12\n" +
@@ -4456,7 +4489,8 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\amessage\x18\x04 \x01(\v2\x17.betcode.v1.UserMessageR\amessage\x12'\n" +
 	"\x0fpermission_mode\x18\x05 \x01(\tR\x0epermissionMode\x12#\n" +
 	"\rallowed_tools\x18\x06 \x03(\tR\fallowedTools\x12'\n" +
-	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\"\x86\x01\n" +
+	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\x127\n" +
+	"\bprovider\x18\b \x01(\x0e2\x1b.betcode.v1.SessionProviderR\bprovider\"\x86\x01\n" +
 	"\x14StartSessionResponse\x124\n" +
 	"\asession\x18\x01 \x01(\v2\x1a.betcode.v1.SessionSummaryR\asession\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x04R\bsequence\x12\x1c\n" +
@@ -4608,9 +4642,10 @@ var file_betcode_v1_agent_proto_goTypes = []any{
 	nil,                               // 58: betcode.v1.StartConversation.MetadataEntry
 	nil,                               // 59: betcode.v1.UserQuestionResponse.AnswersEntry
 	nil,                               // 60: betcode.v1.ErrorEvent.DetailsEntry
-	(*structpb.Struct)(nil),           // 61: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),     // 62: google.protobuf.Timestamp
-	(*DeprecationWarning)(nil),        // 63: betcode.v1.DeprecationWarning
+	(SessionProvider)(0),              // 61: betcode.v1.SessionProvider
+	(*structpb.Struct)(nil),           // 62: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),     // 63: google.protobuf.Timestamp
+	(*DeprecationWarning)(nil),        // 64: betcode.v1.DeprecationWarning
 }
 var file_betcode_v1_agent_proto_depIdxs = []int32{
 	4,  // 0: betcode.v1.AgentRequest.start:type_name -> betcode.v1.StartConversation
@@ -4619,89 +4654,92 @@ var file_betcode_v1_agent_proto_depIdxs = []int32{
 	8,  // 3: betcode.v1.AgentRequest.question_response:type_name -> betcode.v1.UserQuestionResponse
 	9,  // 4: betcode.v1.AgentRequest.cancel:type_name -> betcode.v1.CancelRequest
 	58, // 5: betcode.v1.StartConversation.metadata:type_name -> betcode.v1.StartConversation.MetadataEntry
-	6,  // 6: betcode.v1.UserMessage.attachments:type_name -> betcode.v1.Attachment
-	0,  // 7: betcode.v1.PermissionResponse.decision:type_name -> betcode.v1.PermissionDecision
-	61, // 8: betcode.v1.PermissionResponse.updated_input:type_name -> google.protobuf.Struct
-	59, // 9: betcode.v1.UserQuestionResponse.answers:type_name -> betcode.v1.UserQuestionResponse.AnswersEntry
-	62, // 10: betcode.v1.AgentEvent.timestamp:type_name -> google.protobuf.Timestamp
-	13, // 11: betcode.v1.AgentEvent.text_delta:type_name -> betcode.v1.TextDelta
-	14, // 12: betcode.v1.AgentEvent.tool_call_start:type_name -> betcode.v1.ToolCallStart
-	15, // 13: betcode.v1.AgentEvent.tool_call_result:type_name -> betcode.v1.ToolCallResult
-	16, // 14: betcode.v1.AgentEvent.permission_request:type_name -> betcode.v1.PermissionRequest
-	17, // 15: betcode.v1.AgentEvent.user_question:type_name -> betcode.v1.UserQuestion
-	19, // 16: betcode.v1.AgentEvent.todo_update:type_name -> betcode.v1.TodoUpdate
-	21, // 17: betcode.v1.AgentEvent.status_change:type_name -> betcode.v1.StatusChange
-	22, // 18: betcode.v1.AgentEvent.session_info:type_name -> betcode.v1.SessionInfo
-	23, // 19: betcode.v1.AgentEvent.error:type_name -> betcode.v1.ErrorEvent
-	24, // 20: betcode.v1.AgentEvent.usage:type_name -> betcode.v1.UsageReport
-	25, // 21: betcode.v1.AgentEvent.plan_mode:type_name -> betcode.v1.PlanModeChange
-	26, // 22: betcode.v1.AgentEvent.turn_complete:type_name -> betcode.v1.TurnComplete
-	63, // 23: betcode.v1.AgentEvent.deprecation_warning:type_name -> betcode.v1.DeprecationWarning
-	11, // 24: betcode.v1.AgentEvent.user_input:type_name -> betcode.v1.UserInputEvent
-	12, // 25: betcode.v1.UserInputEvent.attachments:type_name -> betcode.v1.AttachmentInfo
-	61, // 26: betcode.v1.ToolCallStart.input:type_name -> google.protobuf.Struct
-	61, // 27: betcode.v1.PermissionRequest.input:type_name -> google.protobuf.Struct
-	61, // 28: betcode.v1.PermissionRequest.suggestions:type_name -> google.protobuf.Struct
-	18, // 29: betcode.v1.UserQuestion.options:type_name -> betcode.v1.QuestionOption
-	20, // 30: betcode.v1.TodoUpdate.items:type_name -> betcode.v1.TodoItem
-	1,  // 31: betcode.v1.TodoItem.status:type_name -> betcode.v1.TodoStatus
-	2,  // 32: betcode.v1.StatusChange.status:type_name -> betcode.v1.AgentStatus
-	60, // 33: betcode.v1.ErrorEvent.details:type_name -> betcode.v1.ErrorEvent.DetailsEntry
-	29, // 34: betcode.v1.ListSessionsResponse.sessions:type_name -> betcode.v1.SessionSummary
-	62, // 35: betcode.v1.SessionSummary.created_at:type_name -> google.protobuf.Timestamp
-	62, // 36: betcode.v1.SessionSummary.updated_at:type_name -> google.protobuf.Timestamp
-	2,  // 37: betcode.v1.SessionSummary.agent_status:type_name -> betcode.v1.AgentStatus
-	5,  // 38: betcode.v1.QueueMessageRequest.message:type_name -> betcode.v1.UserMessage
-	41, // 39: betcode.v1.PermissionLogResponse.entries:type_name -> betcode.v1.PermissionLogEntry
-	61, // 40: betcode.v1.PermissionLogEntry.input:type_name -> google.protobuf.Struct
-	62, // 41: betcode.v1.PermissionLogEntry.decided_at:type_name -> google.protobuf.Timestamp
-	44, // 42: betcode.v1.ListLocalSessionsResponse.sessions:type_name -> betcode.v1.LocalSession
-	62, // 43: betcode.v1.LocalSession.updated_at:type_name -> google.protobuf.Timestamp
-	29, // 44: betcode.v1.AdoptSessionResponse.session:type_name -> betcode.v1.SessionSummary
-	5,  // 45: betcode.v1.StartSessionRequest.message:type_name -> betcode.v1.UserMessage
-	29, // 46: betcode.v1.StartSessionResponse.session:type_name -> betcode.v1.SessionSummary
-	7,  // 47: betcode.v1.AnswerPermissionRequest.response:type_name -> betcode.v1.PermissionResponse
-	8,  // 48: betcode.v1.AnswerQuestionRequest.response:type_name -> betcode.v1.UserQuestionResponse
-	29, // 49: betcode.v1.SessionUpdate.session:type_name -> betcode.v1.SessionSummary
-	10, // 50: betcode.v1.SessionUpdate.pending:type_name -> betcode.v1.AgentEvent
-	10, // 51: betcode.v1.SessionUpdate.cause:type_name -> betcode.v1.AgentEvent
-	3,  // 52: betcode.v1.AgentService.Converse:input_type -> betcode.v1.AgentRequest
-	27, // 53: betcode.v1.AgentService.ListSessions:input_type -> betcode.v1.ListSessionsRequest
-	30, // 54: betcode.v1.AgentService.ResumeSession:input_type -> betcode.v1.ResumeSessionRequest
-	31, // 55: betcode.v1.AgentService.CompactSession:input_type -> betcode.v1.CompactSessionRequest
-	33, // 56: betcode.v1.AgentService.CancelTurn:input_type -> betcode.v1.CancelTurnRequest
-	35, // 57: betcode.v1.AgentService.RequestInputLock:input_type -> betcode.v1.InputLockRequest
-	37, // 58: betcode.v1.AgentService.QueueMessage:input_type -> betcode.v1.QueueMessageRequest
-	39, // 59: betcode.v1.AgentService.ListPermissionLog:input_type -> betcode.v1.PermissionLogRequest
-	42, // 60: betcode.v1.AgentService.ListLocalSessions:input_type -> betcode.v1.ListLocalSessionsRequest
-	45, // 61: betcode.v1.AgentService.AdoptSession:input_type -> betcode.v1.AdoptSessionRequest
-	47, // 62: betcode.v1.AgentService.StartSession:input_type -> betcode.v1.StartSessionRequest
-	49, // 63: betcode.v1.AgentService.AnswerPermission:input_type -> betcode.v1.AnswerPermissionRequest
-	51, // 64: betcode.v1.AgentService.AnswerQuestion:input_type -> betcode.v1.AnswerQuestionRequest
-	53, // 65: betcode.v1.AgentService.WatchSessions:input_type -> betcode.v1.WatchSessionsRequest
-	55, // 66: betcode.v1.AgentService.RenameSession:input_type -> betcode.v1.RenameSessionRequest
-	56, // 67: betcode.v1.AgentService.DeleteSession:input_type -> betcode.v1.DeleteSessionRequest
-	10, // 68: betcode.v1.AgentService.Converse:output_type -> betcode.v1.AgentEvent
-	28, // 69: betcode.v1.AgentService.ListSessions:output_type -> betcode.v1.ListSessionsResponse
-	10, // 70: betcode.v1.AgentService.ResumeSession:output_type -> betcode.v1.AgentEvent
-	32, // 71: betcode.v1.AgentService.CompactSession:output_type -> betcode.v1.CompactSessionResponse
-	34, // 72: betcode.v1.AgentService.CancelTurn:output_type -> betcode.v1.CancelTurnResponse
-	36, // 73: betcode.v1.AgentService.RequestInputLock:output_type -> betcode.v1.InputLockResponse
-	38, // 74: betcode.v1.AgentService.QueueMessage:output_type -> betcode.v1.QueueMessageResponse
-	40, // 75: betcode.v1.AgentService.ListPermissionLog:output_type -> betcode.v1.PermissionLogResponse
-	43, // 76: betcode.v1.AgentService.ListLocalSessions:output_type -> betcode.v1.ListLocalSessionsResponse
-	46, // 77: betcode.v1.AgentService.AdoptSession:output_type -> betcode.v1.AdoptSessionResponse
-	48, // 78: betcode.v1.AgentService.StartSession:output_type -> betcode.v1.StartSessionResponse
-	50, // 79: betcode.v1.AgentService.AnswerPermission:output_type -> betcode.v1.AnswerPermissionResponse
-	52, // 80: betcode.v1.AgentService.AnswerQuestion:output_type -> betcode.v1.AnswerQuestionResponse
-	54, // 81: betcode.v1.AgentService.WatchSessions:output_type -> betcode.v1.SessionUpdate
-	29, // 82: betcode.v1.AgentService.RenameSession:output_type -> betcode.v1.SessionSummary
-	57, // 83: betcode.v1.AgentService.DeleteSession:output_type -> betcode.v1.DeleteSessionResponse
-	68, // [68:84] is the sub-list for method output_type
-	52, // [52:68] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	61, // 6: betcode.v1.StartConversation.provider:type_name -> betcode.v1.SessionProvider
+	6,  // 7: betcode.v1.UserMessage.attachments:type_name -> betcode.v1.Attachment
+	0,  // 8: betcode.v1.PermissionResponse.decision:type_name -> betcode.v1.PermissionDecision
+	62, // 9: betcode.v1.PermissionResponse.updated_input:type_name -> google.protobuf.Struct
+	59, // 10: betcode.v1.UserQuestionResponse.answers:type_name -> betcode.v1.UserQuestionResponse.AnswersEntry
+	63, // 11: betcode.v1.AgentEvent.timestamp:type_name -> google.protobuf.Timestamp
+	13, // 12: betcode.v1.AgentEvent.text_delta:type_name -> betcode.v1.TextDelta
+	14, // 13: betcode.v1.AgentEvent.tool_call_start:type_name -> betcode.v1.ToolCallStart
+	15, // 14: betcode.v1.AgentEvent.tool_call_result:type_name -> betcode.v1.ToolCallResult
+	16, // 15: betcode.v1.AgentEvent.permission_request:type_name -> betcode.v1.PermissionRequest
+	17, // 16: betcode.v1.AgentEvent.user_question:type_name -> betcode.v1.UserQuestion
+	19, // 17: betcode.v1.AgentEvent.todo_update:type_name -> betcode.v1.TodoUpdate
+	21, // 18: betcode.v1.AgentEvent.status_change:type_name -> betcode.v1.StatusChange
+	22, // 19: betcode.v1.AgentEvent.session_info:type_name -> betcode.v1.SessionInfo
+	23, // 20: betcode.v1.AgentEvent.error:type_name -> betcode.v1.ErrorEvent
+	24, // 21: betcode.v1.AgentEvent.usage:type_name -> betcode.v1.UsageReport
+	25, // 22: betcode.v1.AgentEvent.plan_mode:type_name -> betcode.v1.PlanModeChange
+	26, // 23: betcode.v1.AgentEvent.turn_complete:type_name -> betcode.v1.TurnComplete
+	64, // 24: betcode.v1.AgentEvent.deprecation_warning:type_name -> betcode.v1.DeprecationWarning
+	11, // 25: betcode.v1.AgentEvent.user_input:type_name -> betcode.v1.UserInputEvent
+	12, // 26: betcode.v1.UserInputEvent.attachments:type_name -> betcode.v1.AttachmentInfo
+	62, // 27: betcode.v1.ToolCallStart.input:type_name -> google.protobuf.Struct
+	62, // 28: betcode.v1.PermissionRequest.input:type_name -> google.protobuf.Struct
+	62, // 29: betcode.v1.PermissionRequest.suggestions:type_name -> google.protobuf.Struct
+	18, // 30: betcode.v1.UserQuestion.options:type_name -> betcode.v1.QuestionOption
+	20, // 31: betcode.v1.TodoUpdate.items:type_name -> betcode.v1.TodoItem
+	1,  // 32: betcode.v1.TodoItem.status:type_name -> betcode.v1.TodoStatus
+	2,  // 33: betcode.v1.StatusChange.status:type_name -> betcode.v1.AgentStatus
+	60, // 34: betcode.v1.ErrorEvent.details:type_name -> betcode.v1.ErrorEvent.DetailsEntry
+	29, // 35: betcode.v1.ListSessionsResponse.sessions:type_name -> betcode.v1.SessionSummary
+	63, // 36: betcode.v1.SessionSummary.created_at:type_name -> google.protobuf.Timestamp
+	63, // 37: betcode.v1.SessionSummary.updated_at:type_name -> google.protobuf.Timestamp
+	2,  // 38: betcode.v1.SessionSummary.agent_status:type_name -> betcode.v1.AgentStatus
+	61, // 39: betcode.v1.SessionSummary.provider:type_name -> betcode.v1.SessionProvider
+	5,  // 40: betcode.v1.QueueMessageRequest.message:type_name -> betcode.v1.UserMessage
+	41, // 41: betcode.v1.PermissionLogResponse.entries:type_name -> betcode.v1.PermissionLogEntry
+	62, // 42: betcode.v1.PermissionLogEntry.input:type_name -> google.protobuf.Struct
+	63, // 43: betcode.v1.PermissionLogEntry.decided_at:type_name -> google.protobuf.Timestamp
+	44, // 44: betcode.v1.ListLocalSessionsResponse.sessions:type_name -> betcode.v1.LocalSession
+	63, // 45: betcode.v1.LocalSession.updated_at:type_name -> google.protobuf.Timestamp
+	29, // 46: betcode.v1.AdoptSessionResponse.session:type_name -> betcode.v1.SessionSummary
+	5,  // 47: betcode.v1.StartSessionRequest.message:type_name -> betcode.v1.UserMessage
+	61, // 48: betcode.v1.StartSessionRequest.provider:type_name -> betcode.v1.SessionProvider
+	29, // 49: betcode.v1.StartSessionResponse.session:type_name -> betcode.v1.SessionSummary
+	7,  // 50: betcode.v1.AnswerPermissionRequest.response:type_name -> betcode.v1.PermissionResponse
+	8,  // 51: betcode.v1.AnswerQuestionRequest.response:type_name -> betcode.v1.UserQuestionResponse
+	29, // 52: betcode.v1.SessionUpdate.session:type_name -> betcode.v1.SessionSummary
+	10, // 53: betcode.v1.SessionUpdate.pending:type_name -> betcode.v1.AgentEvent
+	10, // 54: betcode.v1.SessionUpdate.cause:type_name -> betcode.v1.AgentEvent
+	3,  // 55: betcode.v1.AgentService.Converse:input_type -> betcode.v1.AgentRequest
+	27, // 56: betcode.v1.AgentService.ListSessions:input_type -> betcode.v1.ListSessionsRequest
+	30, // 57: betcode.v1.AgentService.ResumeSession:input_type -> betcode.v1.ResumeSessionRequest
+	31, // 58: betcode.v1.AgentService.CompactSession:input_type -> betcode.v1.CompactSessionRequest
+	33, // 59: betcode.v1.AgentService.CancelTurn:input_type -> betcode.v1.CancelTurnRequest
+	35, // 60: betcode.v1.AgentService.RequestInputLock:input_type -> betcode.v1.InputLockRequest
+	37, // 61: betcode.v1.AgentService.QueueMessage:input_type -> betcode.v1.QueueMessageRequest
+	39, // 62: betcode.v1.AgentService.ListPermissionLog:input_type -> betcode.v1.PermissionLogRequest
+	42, // 63: betcode.v1.AgentService.ListLocalSessions:input_type -> betcode.v1.ListLocalSessionsRequest
+	45, // 64: betcode.v1.AgentService.AdoptSession:input_type -> betcode.v1.AdoptSessionRequest
+	47, // 65: betcode.v1.AgentService.StartSession:input_type -> betcode.v1.StartSessionRequest
+	49, // 66: betcode.v1.AgentService.AnswerPermission:input_type -> betcode.v1.AnswerPermissionRequest
+	51, // 67: betcode.v1.AgentService.AnswerQuestion:input_type -> betcode.v1.AnswerQuestionRequest
+	53, // 68: betcode.v1.AgentService.WatchSessions:input_type -> betcode.v1.WatchSessionsRequest
+	55, // 69: betcode.v1.AgentService.RenameSession:input_type -> betcode.v1.RenameSessionRequest
+	56, // 70: betcode.v1.AgentService.DeleteSession:input_type -> betcode.v1.DeleteSessionRequest
+	10, // 71: betcode.v1.AgentService.Converse:output_type -> betcode.v1.AgentEvent
+	28, // 72: betcode.v1.AgentService.ListSessions:output_type -> betcode.v1.ListSessionsResponse
+	10, // 73: betcode.v1.AgentService.ResumeSession:output_type -> betcode.v1.AgentEvent
+	32, // 74: betcode.v1.AgentService.CompactSession:output_type -> betcode.v1.CompactSessionResponse
+	34, // 75: betcode.v1.AgentService.CancelTurn:output_type -> betcode.v1.CancelTurnResponse
+	36, // 76: betcode.v1.AgentService.RequestInputLock:output_type -> betcode.v1.InputLockResponse
+	38, // 77: betcode.v1.AgentService.QueueMessage:output_type -> betcode.v1.QueueMessageResponse
+	40, // 78: betcode.v1.AgentService.ListPermissionLog:output_type -> betcode.v1.PermissionLogResponse
+	43, // 79: betcode.v1.AgentService.ListLocalSessions:output_type -> betcode.v1.ListLocalSessionsResponse
+	46, // 80: betcode.v1.AgentService.AdoptSession:output_type -> betcode.v1.AdoptSessionResponse
+	48, // 81: betcode.v1.AgentService.StartSession:output_type -> betcode.v1.StartSessionResponse
+	50, // 82: betcode.v1.AgentService.AnswerPermission:output_type -> betcode.v1.AnswerPermissionResponse
+	52, // 83: betcode.v1.AgentService.AnswerQuestion:output_type -> betcode.v1.AnswerQuestionResponse
+	54, // 84: betcode.v1.AgentService.WatchSessions:output_type -> betcode.v1.SessionUpdate
+	29, // 85: betcode.v1.AgentService.RenameSession:output_type -> betcode.v1.SessionSummary
+	57, // 86: betcode.v1.AgentService.DeleteSession:output_type -> betcode.v1.DeleteSessionResponse
+	71, // [71:87] is the sub-list for method output_type
+	55, // [55:71] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_betcode_v1_agent_proto_init() }
@@ -4709,6 +4747,7 @@ func file_betcode_v1_agent_proto_init() {
 	if File_betcode_v1_agent_proto != nil {
 		return
 	}
+	file_betcode_v1_session_proto_init()
 	file_betcode_v1_version_proto_init()
 	file_betcode_v1_agent_proto_msgTypes[0].OneofWrappers = []any{
 		(*AgentRequest_Start)(nil),

@@ -1,0 +1,95 @@
+package session
+
+import (
+	"context"
+	"log/slog"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+)
+
+// turnSpanName names the span of one CLI turn: from the user message
+// handed to the CLI to the TurnComplete that settles it.
+const turnSpanName = "claude.turn"
+
+// turnTrace is a session's open turn spans, oldest first (the CLI answers
+// its turns in order), and the usage reported for the oldest. Under s.mu.
+type turnTrace struct {
+	open  []openTurn
+	usage *pb.UsageReport
+}
+
+type openTurn struct {
+	ctx  context.Context // carries the span, for the turn's logs
+	span trace.Span
+}
+
+// startTurnSpanLocked opens the span of a turn just sent to the CLI, a
+// child of the call that sent it (ctx). s.mu is held.
+func (s *Session) startTurnSpanLocked(ctx context.Context) {
+	tr := s.m.cfg.Tracer
+	if tr == nil {
+		return
+	}
+	ctx, span := tr.Start(context.WithoutCancel(ctx), turnSpanName, trace.WithAttributes(
+		attribute.String("betcode.session_id", s.id),
+		attribute.String("betcode.model", s.meta.Model),
+	))
+	s.turns.open = append(s.turns.open, openTurn{ctx: ctx, span: span})
+	s.m.cfg.Logger.DebugContext(ctx, "session: turn started", "session_id", s.id)
+}
+
+// traceLocked follows a published event: it keeps the turn's usage and,
+// when publishing ev ended turns, ends their spans with the stop reason,
+// model and token counts. s.mu is held.
+func (s *Session) traceLocked(ev *pb.AgentEvent, ended int) {
+	if len(s.turns.open) == 0 {
+		return
+	}
+	if u := ev.GetUsage(); u != nil {
+		s.turns.usage = u
+	}
+	if ended <= 0 {
+		return
+	}
+	reason := ev.GetTurnComplete().GetStopReason()
+	if reason == "" {
+		reason = "settled" // a crash or shutdown settled every open turn
+	}
+	for ; ended > 0 && len(s.turns.open) > 0; ended-- {
+		t := s.turns.open[0]
+		s.turns.open[0] = openTurn{}
+		s.turns.open = s.turns.open[1:]
+		attrs := []attribute.KeyValue{attribute.String("betcode.stop_reason", reason)}
+		if u := s.turns.usage; u != nil {
+			attrs = append(attrs,
+				attribute.String("betcode.model", u.Model),
+				attribute.Int64("betcode.input_tokens", int64(u.InputTokens)),
+				attribute.Int64("betcode.output_tokens", int64(u.OutputTokens)),
+				attribute.Int64("betcode.cache_read_tokens", int64(u.CacheReadTokens)),
+				attribute.Int64("betcode.cache_creation_tokens", int64(u.CacheCreationTokens)))
+		}
+		t.span.SetAttributes(attrs...)
+		t.span.End()
+		if s.m.cfg.Logger.Enabled(t.ctx, slog.LevelDebug) {
+			s.m.cfg.Logger.DebugContext(t.ctx, "session: turn ended", "session_id", s.id, "stop_reason", reason)
+		}
+	}
+	s.turns.usage = nil
+	if len(s.turns.open) == 0 {
+		s.turns.open = nil
+	}
+}
+
+// turnContext returns ctx carrying the span of the oldest open turn, if
+// any, so that what is logged about it carries its trace id.
+func (s *Session) turnContext(ctx context.Context) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.turns.open) == 0 {
+		return ctx
+	}
+	return trace.ContextWithSpan(ctx, s.turns.open[0].span)
+}
