@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -165,7 +166,10 @@ func (c *Conversation) Recv(ctx context.Context) (*pb.AgentEvent, error) {
 		if !canResume {
 			return nil, err
 		}
-		if bo == nil {
+		if bo == nil || RelayDraining(err) {
+			// A relay replica going away for a deploy is no failure: the
+			// schedule starts over (100 ms), on a new connection that
+			// lands on another replica.
 			bo = Backoff()
 		}
 		for {
@@ -188,6 +192,25 @@ func (c *Conversation) Recv(ctx context.Context) (*pb.AgentEvent, error) {
 			}
 		}
 	}
+}
+
+// CodeRelayDraining is the BetCode error code of a call a relay replica
+// refused or ended because it shuts down (a deploy): retry at once, on a
+// new connection, and resume from the last sequence seen.
+const CodeRelayDraining = "RELAY_DRAINING"
+
+// RelayDraining reports whether err is UNAVAILABLE / RELAY_DRAINING.
+func RelayDraining(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable {
+		return false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Reason == CodeRelayDraining {
+			return true
+		}
+	}
+	return false
 }
 
 // Retryable reports whether a stream error is worth a reconnect: the agent

@@ -2,7 +2,9 @@
 // mTLS, registers, opens the tunnel and serves every call the relay forwards
 // through it with the agent's own gRPC server. On any failure it reconnects
 // with backoff (1 s, 2 s, 5 s, 10 s, then every 30 s, each ±20 %) and
-// registers again. Local clients are served whatever the tunnel does.
+// registers again. Local clients are served whatever the tunnel does. A
+// relay replica that drains (RELAY_DRAINING, drain.go) is no failure: the
+// link reconnects within DrainJitter and starts its schedule over.
 //
 // While the tunnel is up the link renews the machine certificate when less
 // than a third of its lifetime is left (EnrollService.RenewCertificate on
@@ -118,6 +120,7 @@ var _ backoff.BackOff = (*stepBackOff)(nil)
 func (l *Link) Run(ctx context.Context) error {
 	log := l.cfg.Logger.With("relay", l.cfg.Relay)
 	bo := &stepBackOff{}
+	drains := 0 // drain signals in a row
 	for ctx.Err() == nil {
 		start := time.Now()
 		err := l.session(ctx, log)
@@ -127,8 +130,22 @@ func (l *Link) Run(ctx context.Context) error {
 		if time.Since(start) > time.Minute {
 			bo.Reset() // it was up for a while: start the schedule over
 		}
-		wait := bo.NextBackOff()
-		log.Warn("relay link down; reconnecting", "err", err, "retry_in", wait.Round(time.Millisecond))
+		var wait time.Duration
+		if errors.Is(err, errRelayDraining) && drains < 3 {
+			// A replica going away for a deploy: reconnect at once (the
+			// Service sends us to another one), jittered so that its
+			// agents do not arrive all in the same instant.
+			drains++
+			bo.Reset() // the tunnel was fine: a failure after this starts at 1 s
+			wait = time.Duration(rand.Int64N(int64(DrainJitter) + 1))
+			log.Info("relay replica draining; reconnecting", "retry_in", wait.Round(time.Millisecond))
+		} else {
+			if !errors.Is(err, errRelayDraining) {
+				drains = 0
+			}
+			wait = bo.NextBackOff()
+			log.Warn("relay link down; reconnecting", "err", err, "retry_in", wait.Round(time.Millisecond))
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -173,6 +190,9 @@ func (l *Link) session(ctx context.Context, log *slog.Logger) error {
 	})
 	cancel()
 	if err != nil {
+		if drainingStatus(err) {
+			return fmt.Errorf("register: %w", errRelayDraining)
+		}
 		return fmt.Errorf("register: %s", mtls.DescribeHandshakeError(err))
 	}
 	if !resp.Accepted {
@@ -184,7 +204,8 @@ func (l *Link) session(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("open tunnel: %w", err)
 	}
-	conn := tunnel.NewConn(stream, stop, tunnel.Addr("machine"), tunnel.Addr("relay:"+l.cfg.Relay))
+	ws := &watchedStream{FrameStream: stream}
+	conn := tunnel.NewConn(ws, stop, tunnel.Addr("machine"), tunnel.Addr("relay:"+l.cfg.Relay))
 	registered := make(chan struct{})
 	var once sync.Once
 	conn.OnHeartbeat = func(*pb.TunnelHeartbeat) { once.Do(func() { close(registered) }) }
@@ -198,7 +219,7 @@ func (l *Link) session(ctx context.Context, log *slog.Logger) error {
 		confirm.Stop()
 	case err := <-served:
 		confirm.Stop()
-		return fmt.Errorf("tunnel closed before the relay confirmed it: %w", err)
+		return ws.cause(fmt.Errorf("tunnel closed before the relay confirmed it: %w", err))
 	case <-confirm.C:
 		stop()
 		<-served
@@ -218,7 +239,7 @@ func (l *Link) session(ctx context.Context, log *slog.Logger) error {
 	wg.Go(func() { l.renewals(sctx, pb.NewEnrollServiceClient(cc), log) })
 	err = <-served
 	stop()
-	return err
+	return ws.cause(err)
 }
 
 // heartbeats sends a heartbeat every interval; missing three in a row ends

@@ -98,6 +98,7 @@ type relayProc struct {
 	dataDir     string
 	dbURL       string
 	env         []string
+	args        []string // extra command-line arguments
 	logPath     string
 	token       string        // a client token of benchUser
 	serving     chan struct{} // closed when the relay logs "relay serving"
@@ -162,6 +163,7 @@ func (r *relayProc) start() {
 	if r.dbURL != "" {
 		args = append(args, "--database-url", r.dbURL)
 	}
+	args = append(args, r.args...)
 	logf, err := os.OpenFile(r.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		tb.Fatal(err)

@@ -1,9 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/metadata"
@@ -30,26 +29,26 @@ func newReplayCmd(g *globals) *cobra.Command {
 			if follow {
 				ctx = metadata.AppendToOutgoingContext(ctx, "x-betcode-follow", "true")
 			}
-			stream, err := pb.NewAgentServiceClient(conn).ResumeSession(ctx, &pb.ResumeSessionRequest{SessionId: args[0], FromSequence: from})
-			if err != nil {
-				return err
-			}
 			r := &client.Renderer{Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr()}
-			for {
-				ev, err := stream.Recv()
-				if errors.Is(err, io.EOF) {
+			// A stream that drops (a relay replica draining, say) resumes
+			// after the last event printed, with one line on stderr.
+			noticed := false
+			return client.Replay(ctx, pb.NewAgentServiceClient(conn), &pb.ResumeSessionRequest{SessionId: args[0], FromSequence: from},
+				func(ev *pb.AgentEvent) error {
+					noticed = false
+					if asJSON {
+						b, _ := protojson.MarshalOptions{}.Marshal(ev)
+						fmt.Fprintln(cmd.OutOrStdout(), string(b))
+						return nil
+					}
+					r.Event(ev)
 					return nil
-				}
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					b, _ := protojson.MarshalOptions{}.Marshal(ev)
-					fmt.Fprintln(cmd.OutOrStdout(), string(b))
-					continue
-				}
-				r.Event(ev)
-			}
+				}, func(err error, _ time.Duration) {
+					if !noticed {
+						noticed = true
+						fmt.Fprintf(cmd.ErrOrStderr(), "[stream interrupted: %s; resuming]\n", shortErr(err))
+					}
+				})
 		},
 	}
 	cmd.Flags().Uint64Var(&from, "from", 0, "replay events after this sequence")

@@ -11,9 +11,21 @@ import (
 	"syscall"
 )
 
+// forceStop is closed by a second SIGTERM or interrupt: the first starts
+// the relay's drain, the second ends it at once.
+var forceStop = make(chan struct{})
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() { // lives as long as the process
+		<-sigs
+		stop()
+		<-sigs
+		close(forceStop)
+	}()
 	if err := newRootCmd().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "betcode-relay:", err)
 		os.Exit(1)

@@ -1,0 +1,99 @@
+package router
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/betcode-dev/betcode/relay/auth"
+	"github.com/betcode-dev/betcode/relay/internal/grpcerr"
+	"github.com/betcode-dev/betcode/shared/tunnel"
+)
+
+// CodeRelayDraining is the BetCode error code of a call this replica
+// refused or ended because it is draining (a deploy): the client retries at
+// once, on a new connection, which lands on another replica; streams resume
+// from the last sequence they saw.
+const CodeRelayDraining = "RELAY_DRAINING"
+
+// Gate admits forwarded calls while the replica serves and ends them when
+// it drains. relay/server's drain implements it.
+type Gate interface {
+	// Admit admits a call (a server or client stream when stream is set).
+	// It returns the context the call runs in, which ends when the drain
+	// ends the call (ctx itself for a call the drain lets finish), and done,
+	// to call when the call is over. ok is false when the replica drains:
+	// the call is refused.
+	Admit(ctx context.Context, stream bool) (cctx context.Context, done func(), ok bool)
+}
+
+// gated runs a call through rt.Gate: refused while draining (buffered if
+// it is bufferable), ended with UNAVAILABLE / RELAY_DRAINING if the drain
+// cuts it.
+func (rt *Router) gated(ctx context.Context, w http.ResponseWriter, r *http.Request, id auth.Identity) {
+	cctx, done, ok := rt.Gate.Admit(ctx, isStream(r.URL.Path))
+	if !ok {
+		if Bufferable[r.URL.Path] {
+			// Stored in the shared buffer: the machine's next replica
+			// delivers it.
+			rt.route(ctx, w, r, id, true)
+			return
+		}
+		writeStatus(w, codes.Unavailable, CodeRelayDraining, "this relay replica is shutting down; retry at once on a new connection")
+		return
+	}
+	defer done()
+	if cctx == ctx { // a unary call: the drain lets it finish
+		rt.route(ctx, w, r, id, false)
+		return
+	}
+	tw := grpcerr.TrackHeaders(w)
+	rt.route(cctx, tw, r.WithContext(cctx), id, false)
+	if cctx.Err() != nil && ctx.Err() == nil {
+		// The drain ended the call, not its client: say so.
+		grpcerr.End(tw, grpcerr.Status(codes.Unavailable, CodeRelayDraining, "this relay replica is shutting down; resume on a new connection", nil))
+	}
+}
+
+// admitDelivery admits the delivery of one buffered message.
+func (rt *Router) admitDelivery(ctx context.Context) (func(), bool) {
+	if rt.Gate == nil {
+		return func() {}, true
+	}
+	_, done, ok := rt.Gate.Admit(ctx, false)
+	return done, ok
+}
+
+// streams caches isStream's answers for known methods: path -> bool.
+var streams sync.Map
+
+// isStream reports whether the method at path streams, by the protobuf
+// descriptors linked into the relay; an unknown method counts as unary.
+func isStream(path string) bool {
+	if v, ok := streams.Load(path); ok {
+		return v.(bool)
+	}
+	service, method, ok := tunnel.SplitMethod(path)
+	if !ok {
+		return false
+	}
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(strings.TrimPrefix(service, "/")))
+	sd, isService := d.(protoreflect.ServiceDescriptor)
+	if err != nil || !isService {
+		return false
+	}
+	md := sd.Methods().ByName(protoreflect.Name(method))
+	if md == nil {
+		return false
+	}
+	// Only methods linked in are cached: the map stays bounded whatever
+	// paths callers send.
+	stream := md.IsStreamingClient() || md.IsStreamingServer()
+	streams.Store(path, stream)
+	return stream
+}

@@ -1,0 +1,281 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/betcode-dev/betcode/relay/internal/grpcerr"
+	"github.com/betcode-dev/betcode/relay/router"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+)
+
+// DefaultDrainGrace is how long a replica drains on SIGTERM before it ends
+// what is left (--drain-grace). Kubernetes' terminationGracePeriodSeconds
+// must be longer (by the preStop delay and a margin).
+const DefaultDrainGrace = 25 * time.Second
+
+// goAwayRate is how many agents per second the drain tells to reconnect:
+// a replica's agents arrive at the others spread out (1,000 over 5 s) rather
+// than all in one instant, which would overrun their TLS handshake limit
+// (--max-pending-conns) and push the refused ones onto their backoff.
+const goAwayRate = 200
+
+// tunnelMoveWait bounds how long the drain waits for agents to end their
+// tunnels themselves after being told to reconnect, before closing them.
+const tunnelMoveWait = 2 * time.Second
+
+// drain takes a replica out of service without losing a stream (docs/relay.md,
+// "Draining and deploys"). Once it starts, in this order:
+//
+//  1. readiness goes NOT_SERVING, the listener closes (new connections go to
+//     other replicas), and clients' HTTP/2 connections get a GOAWAY;
+//  2. new calls are refused UNAVAILABLE / RELAY_DRAINING (a bufferable one
+//     is buffered instead), forwarded streams end with that status (clients
+//     resume elsewhere from their last sequence), unary calls and buffered
+//     deliveries under way finish;
+//  3. the agents are told to reconnect, goAwayRate a second (an ErrorFrame
+//     RELAY_DRAINING on the tunnel, which an agent answers by reconnecting
+//     at once, through the Service, to another replica), and their tunnels
+//     close;
+//  4. the process exits.
+//
+// The grace (or a second signal) ends whatever is left.
+type drain struct {
+	log *slog.Logger
+
+	draining   atomic.Bool
+	calls      atomic.Int64  // admitted unary calls running
+	idle       chan struct{} // a call ended while draining (capacity 1)
+	streams    context.Context
+	cutStreams context.CancelFunc
+
+	mu      sync.Mutex
+	tunnels map[*drainStream]struct{}
+	gone    chan struct{}  // a tunnel ended while draining (capacity 1)
+	sends   sync.WaitGroup // goAway frames being sent
+}
+
+func newDrain(log *slog.Logger) *drain {
+	d := &drain{log: log, idle: make(chan struct{}, 1), gone: make(chan struct{}, 1), tunnels: map[*drainStream]struct{}{}}
+	d.streams, d.cutStreams = context.WithCancel(context.Background())
+	return d
+}
+
+var _ router.Gate = (*drain)(nil)
+
+// Admit implements router.Gate.
+func (d *drain) Admit(ctx context.Context, stream bool) (context.Context, func(), bool) {
+	if stream {
+		if d.draining.Load() {
+			return nil, nil, false
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(d.streams, cancel)
+		return cctx, func() { stop(); cancel() }, true
+	}
+	// Counted before draining is read: a drain that starts after this
+	// load sees the call and waits for it.
+	d.calls.Add(1)
+	if d.draining.Load() {
+		d.callDone()
+		return nil, nil, false
+	}
+	return ctx, d.callDone, true
+}
+
+func (d *drain) callDone() {
+	if d.calls.Add(-1) == 0 && d.draining.Load() {
+		signal(d.idle)
+	}
+}
+
+// signal wakes the drain without blocking.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// Draining reports whether the drain has started.
+func (d *drain) Draining() bool { return d.draining.Load() }
+
+// drainSteps are the parts of the replica the drain stops, in its order.
+type drainSteps struct {
+	notReady      func()                    // readiness NOT_SERVING
+	closeListener func()                    // no new connections
+	closeClients  func(ctx context.Context) // GOAWAY to clients, wait for their calls (forcing them at ctx's end)
+	closeTunnels  func()                    // close every tunnel left
+	stopAgents    func(ctx context.Context) // agents' connections: graceful, forced at ctx's end
+}
+
+// run drains the replica; it returns when everything is stopped, at the
+// latest shortly after ctx (the grace, or a second signal) ends.
+func (d *drain) run(ctx context.Context, s drainSteps) {
+	start := time.Now()
+	d.draining.Store(true)
+	s.notReady()
+	s.closeListener()
+	clientsDone := make(chan struct{})
+	go func() {
+		defer close(clientsDone)
+		s.closeClients(ctx)
+	}()
+	d.cutStreams()
+	d.waitCalls(ctx)
+	n := d.goAway(ctx)
+	d.waitTunnels(ctx, tunnelMoveWait)
+	s.closeTunnels()
+	d.sends.Wait()
+	s.stopAgents(ctx)
+	<-clientsDone
+	if ctx.Err() != nil {
+		d.log.Warn("relay: drain cut short (grace over or a second signal); calls left were ended", "after", time.Since(start).Round(time.Millisecond))
+	}
+	d.log.Info("relay: drained", "agents_told_to_reconnect", n, "took", time.Since(start).Round(time.Millisecond))
+}
+
+// waitCalls waits for the unary calls under way, until ctx ends.
+func (d *drain) waitCalls(ctx context.Context) {
+	for d.calls.Load() > 0 {
+		select {
+		case <-d.idle:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// goAway tells every agent to reconnect elsewhere, goAwayRate a second
+// (all at once when ctx ends); it returns how many were told.
+func (d *drain) goAway(ctx context.Context) int {
+	d.mu.Lock()
+	all := make([]*drainStream, 0, len(d.tunnels))
+	for t := range d.tunnels {
+		all = append(all, t)
+	}
+	d.mu.Unlock()
+	const batch = goAwayRate / 10
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for i, t := range all {
+		if i > 0 && i%batch == 0 && ctx.Err() == nil {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+			}
+		}
+		// A Send can block on a stalled agent's window: closeTunnels
+		// ends the stream, and with it the Send.
+		d.sends.Go(t.goAway)
+	}
+	return len(all)
+}
+
+// waitTunnels waits until every tunnel has ended, at most max or until ctx
+// ends.
+func (d *drain) waitTunnels(ctx context.Context, max time.Duration) {
+	t := time.NewTimer(max)
+	defer t.Stop()
+	for {
+		d.mu.Lock()
+		n := len(d.tunnels)
+		d.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-d.gone:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// addTunnel records an open tunnel; false while draining.
+func (d *drain) addTunnel(t *drainStream) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.draining.Load() {
+		return false
+	}
+	d.tunnels[t] = struct{}{}
+	return true
+}
+
+func (d *drain) removeTunnel(t *drainStream) {
+	d.mu.Lock()
+	delete(d.tunnels, t)
+	d.mu.Unlock()
+	if d.draining.Load() {
+		signal(d.gone)
+	}
+}
+
+// drainingErr is the status of what a draining replica refuses or ends.
+func drainingErr() error {
+	return grpcerr.Status(codes.Unavailable, router.CodeRelayDraining, "this relay replica is shutting down; reconnect at once (another replica takes over)", nil).Err()
+}
+
+// drainTunnels is TunnelService as a draining replica serves it: it refuses
+// new registrations and tunnels, and tells the agents of open tunnels to
+// reconnect when the drain reaches them.
+type drainTunnels struct {
+	pb.TunnelServiceServer
+	d *drain
+}
+
+// Register refuses while draining.
+func (s drainTunnels) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.RegisterResponse, error) {
+	if s.d.draining.Load() {
+		return nil, drainingErr()
+	}
+	return s.TunnelServiceServer.Register(ctx, req)
+}
+
+// OpenTunnel refuses while draining; a tunnel the drain ended ends with
+// UNAVAILABLE / RELAY_DRAINING.
+func (s drainTunnels) OpenTunnel(stream pb.TunnelService_OpenTunnelServer) error {
+	t := &drainStream{TunnelService_OpenTunnelServer: stream}
+	if !s.d.addTunnel(t) {
+		return drainingErr()
+	}
+	defer s.d.removeTunnel(t)
+	err := s.TunnelServiceServer.OpenTunnel(t)
+	if err == nil && t.toldAway.Load() {
+		return drainingErr()
+	}
+	return err
+}
+
+// drainStream is an OpenTunnel stream the drain can send a frame on
+// besides the tunnel's own sender: Send is serialized.
+type drainStream struct {
+	pb.TunnelService_OpenTunnelServer
+	mu       sync.Mutex
+	toldAway atomic.Bool
+}
+
+// Send sends one frame.
+func (t *drainStream) Send(f *pb.TunnelFrame) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.TunnelService_OpenTunnelServer.Send(f)
+}
+
+// goAway sends the agent the tunnel-level ErrorFrame RELAY_DRAINING: it
+// ends the tunnel at the agent (an older agent reconnects with its
+// backoff; a current one at once).
+func (t *drainStream) goAway() {
+	t.toldAway.Store(true)
+	_ = t.Send(&pb.TunnelFrame{Payload: &pb.TunnelFrame_Error{Error: &pb.ErrorFrame{
+		Code: router.CodeRelayDraining, Message: "relay replica draining: reconnect now",
+	}}})
+}
