@@ -9,6 +9,9 @@ TOOLS := $(HOME)/.cache/betcode/bin
 STATICCHECK_VERSION := v0.8.2
 # promtool's Go module version when no Debian package provides it (v0.301.0 is Prometheus 3.1.0).
 PROMTOOL_VERSION := v0.301.0
+# The relay's Helm chart is rendered and validated offline (make deploy-check, relay/deploytest).
+HELM_VERSION := v3.22.0
+KUBECONFORM_VERSION := v0.8.0
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
@@ -24,6 +27,10 @@ build: web ## build every binary into bin/ (the web app first: make web)
 claude: ## install the pinned Claude Code CLI into ~/.cache/betcode (once)
 	@./scripts/install-claude.sh >/dev/null
 
+.PHONY: codex
+codex: ## install the pinned OpenAI Codex CLI into ~/.cache/betcode (once; docs/codex.md)
+	@./scripts/install-codex.sh >/dev/null
+
 # Claude Code releases make compat runs the end-to-end suites against: versions, or min (the
 # oldest supported, versions.TestedMin), pinned (versions.Pinned), latest (newest on npm).
 COMPAT_VERSIONS ?= min pinned latest
@@ -31,7 +38,7 @@ COMPAT_VERSIONS ?= min pinned latest
 compat: ## the end-to-end suites against each of COMPAT_VERSIONS; a table per version (docs/compat.md)
 	COMPAT_VERSIONS="$(COMPAT_VERSIONS)" GO=$(GO) ./scripts/compat.sh
 
-test-deps: claude ## tools the tests drive: tmux (terminal tests), promtool (metrics and alert rules), the Claude CLI, chromium and playwright-core (browser tests)
+test-deps: claude codex ## tools the tests drive: tmux (terminal tests), promtool (metrics and alert rules), the Claude and Codex CLIs, chromium and playwright-core (browser tests), helm and kubeconform (the relay's chart)
 	@command -v tmux >/dev/null || { echo "installing tmux"; \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq tmux >/dev/null; \
 	  else echo "tmux is missing: apt-get install tmux"; exit 1; fi; }
@@ -42,10 +49,19 @@ test-deps: claude ## tools the tests drive: tmux (terminal tests), promtool (met
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && \
 	    apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 && command -v promtool >/dev/null; then :; \
 	  else GOBIN=$(TOOLS) $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION); fi; }
+	@command -v helm >/dev/null || [ -x $(TOOLS)/helm ] || { echo "installing helm $(HELM_VERSION) (the relay's chart)"; \
+	  GOBIN=$(TOOLS) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); }
+	@command -v kubeconform >/dev/null || [ -x $(TOOLS)/kubeconform ] || { echo "installing kubeconform $(KUBECONFORM_VERSION)"; \
+	  GOBIN=$(TOOLS) $(GO) install github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION); }
 	@[ -x /usr/bin/chromium ] || { echo "installing chromium (browser tests)"; sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
 	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 	@[ web/e2e/node_modules/.package-lock.json -nt web/e2e/package-lock.json ] || { echo "installing web/e2e's node modules"; \
 	  cd web/e2e && npm ci --no-audit --no-fund >/dev/null; }
+
+.PHONY: deploy-check
+deploy-check: ## the deploy/ artefacts: the relay's Helm chart (helm lint, helm template + kubeconform for several values), docker-compose.yaml, the Dockerfiles (make unit runs it too)
+	@command -v helm >/dev/null || [ -x $(TOOLS)/helm ] || { echo "helm is missing: make test-deps"; exit 1; }
+	PATH="$$PATH:$(TOOLS)" $(GO) test -race -count=1 ./relay/deploytest/
 
 .PHONY: screenshots
 screenshots: test-deps web ## the web app's screenshots in docs/screenshots (phone and laptop, light and dark), of the app as built from web/
@@ -84,7 +100,8 @@ bench: claude ## run the benchmarks of docs/benchmarks.md
 # Every decoder of untrusted input, as package:target.
 FUZZ_TARGETS := ./agent/claude/:FuzzDecodeLine ./agent/bridge/:FuzzTranslate ./agent/transcripts/:FuzzImportLine \
   ./shared/tunnel/:FuzzFrameDecode ./shared/tunnel/:FuzzUnframe ./shared/authtoken/:FuzzParse \
-  ./relay/pki/:FuzzSignMachineCSR ./relay/limits/:FuzzMessageLimitReader
+  ./relay/pki/:FuzzSignMachineCSR ./relay/limits/:FuzzMessageLimitReader \
+  ./agent/codex/:FuzzDecodeLine ./shared/fakeopenai/:FuzzParseRequest
 FUZZTIME ?= 30s
 
 fuzz: ## fuzz every decoder of untrusted input for FUZZTIME each (make test runs 5s each)
@@ -94,7 +111,7 @@ fuzz: ## fuzz every decoder of untrusted input for FUZZTIME each (make test runs
 fuzz-ci: ## the bounded fuzz run of make test
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
 
-demo: build claude ## run the whole system against the fake model API (no account needed)
+demo: build claude codex ## run the whole system against the fake model API (no account needed)
 	./scripts/demo.sh
 
 tidy:

@@ -21,6 +21,7 @@ import (
 
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 	"github.com/betcode-dev/betcode/shared/mtls"
+	"github.com/betcode-dev/betcode/shared/telemetry"
 )
 
 // DialOptions configure Dial.
@@ -37,6 +38,9 @@ type DialOptions struct {
 	// Version, if set, is sent with every call as x-betcode-client-version
 	// (agents refuse clients below their minimum).
 	Version string
+	// Tracing, if set, records a client span per call; its trace context
+	// goes with the call (traceparent) either way.
+	Tracing *telemetry.Tracing
 	// Negotiation, if set, runs once before the connection's first Converse
 	// (its Request.ClientVersion defaults to Version); Converse fails with
 	// its *RefusedError when the agent refuses this client.
@@ -69,6 +73,9 @@ func Dial(addr string, o DialOptions) (*grpc.ClientConn, error) {
 		return nil, errors.New("refusing to talk to " + addr + " without TLS off loopback: pass a CA file")
 	}
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))}
+	// A client span per call, sent as traceparent (off, the caller's trace
+	// context goes on).
+	opts = append(opts, o.Tracing.DialOptions()...)
 	switch {
 	case o.Token != "" && o.AgentToken != "":
 		return nil, errors.New("dial: a client token and an agent token go to different places; pass one")

@@ -59,6 +59,8 @@ type Key struct {
 	ReadOnly string
 	// Check validates a value of the Kind's Go type beyond its type.
 	Check func(v any) error
+	// Secret: never logged, and ConfigService shows it masked.
+	Secret bool
 }
 
 // Env is the environment variable that sets k, e.g. BETCODE_DATA_DIR.
@@ -115,7 +117,22 @@ var Keys = []Key{
 	{Name: "web-origin", Kind: StringList, Usage: "origin (scheme://host[:port]) besides the web server's own whose pages may open its WebSocket (repeatable)", Check: checkOrigins},
 	{Name: "metrics-listen", Kind: String, Usage: "host:port serving Prometheus /metrics (e.g. 127.0.0.1:9464); empty disables", Check: checkHostPort},
 	{Name: "log-level", Kind: String, Default: "info", Usage: "log level: debug, info, warn, error", Check: checkLogLevel},
+	{Name: "log-format", Kind: String, Default: "text", Usage: "log lines as text (logfmt) or json; lines of a traced call carry its trace_id", Check: checkLogFormat},
+	{Name: "otlp-endpoint", Kind: String, Usage: "host:port of an OTLP/gRPC collector to export traces to (TLS unless loopback or --otlp-insecure); empty: no tracing (docs/observability.md)", Check: checkHostPort},
+	{Name: "otlp-insecure", Kind: Bool, Usage: "send traces to --otlp-endpoint without TLS off loopback"},
+	{Name: "gitlab-url", Kind: String, Default: "https://gitlab.com", Usage: "GitLab instance of GitLabService: sessions' git remotes on its host name their project (docs/gitlab.md)"},
+	{Name: "gitlab-token", Kind: String, Secret: true, Usage: "GitLab access token with the read_api scope (prefer BETCODE_GITLAB_TOKEN or --gitlab-token-file: flags show in ps); never logged",
+		ReadOnly: "a secret: set BETCODE_GITLAB_TOKEN, gitlab-token-file or the --config file"},
+	{Name: "gitlab-token-file", Kind: String, Usage: "file holding the GitLab access token (instead of gitlab-token)"},
 	{Name: "config", Kind: String, Usage: "config file (YAML, TOML or JSON) with these keys", ReadOnly: "it names the file the other settings come from"},
+}
+
+// checkLogFormat accepts the formats of telemetry.NewLogger.
+func checkLogFormat(v any) error {
+	if f := v.(string); f != "text" && f != "json" {
+		return fmt.Errorf("%q: want text or json", f)
+	}
+	return nil
 }
 
 // checkOrigins accepts scheme://host[:port] origins.

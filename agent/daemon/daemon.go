@@ -25,16 +25,20 @@ import (
 	"github.com/betcode-dev/betcode/agent/config"
 	"github.com/betcode-dev/betcode/agent/configsvc"
 	"github.com/betcode-dev/betcode/agent/eventlog"
+	"github.com/betcode-dev/betcode/agent/gitlab"
 	"github.com/betcode-dev/betcode/agent/localtoken"
 	"github.com/betcode-dev/betcode/agent/permission"
 	"github.com/betcode-dev/betcode/agent/relaylink"
 	"github.com/betcode-dev/betcode/agent/server"
 	"github.com/betcode-dev/betcode/agent/session"
+	"github.com/betcode-dev/betcode/agent/sessionsvc"
 	"github.com/betcode-dev/betcode/agent/workspace"
+	"github.com/betcode-dev/betcode/agent/worktree"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 	"github.com/betcode-dev/betcode/shared/claudecli/versions"
 	"github.com/betcode-dev/betcode/shared/healthdetail"
 	"github.com/betcode-dev/betcode/shared/mtls"
+	"github.com/betcode-dev/betcode/shared/telemetry"
 )
 
 // Config is the daemon's configuration.
@@ -66,6 +70,8 @@ type Config struct {
 	// renewed with a third of its lifetime left.
 	CertRenewCheck time.Duration
 	Logger         *slog.Logger
+	// Tracing, if set, traces calls and CLI turns (docs/observability.md).
+	Tracing *telemetry.Tracing
 
 	// Permission rules: Claude Code syntax (e.g. "Bash(git *)") and
 	// ccgrid-style rules. Deny wins over allow, allow over ask.
@@ -87,6 +93,8 @@ type Config struct {
 	MetricsListen string
 	// Ready, if set, is called with the bound addresses once serving.
 	Ready func(addrs []net.Addr)
+	// GitLab is the GitLab instance and token of GitLabService.
+	GitLab gitlab.Config
 	// Settings, if set, are the settings with their sources, for
 	// ConfigService (cmd/betcode-agent fills them); nil: the fields above.
 	Settings *config.Snapshot
@@ -196,6 +204,7 @@ func Run(ctx context.Context, cfg Config) error {
 	reg := newRegistry()
 	mgr, err := session.Open(ctx, session.Config{
 		Metrics: session.NewMetrics(reg), LogMetrics: eventlog.NewMetrics(reg),
+		Tracer:    cfg.Tracing.Tracer("github.com/betcode-dev/betcode/agent/session"),
 		ClaudeBin: bin, ClaudeEnv: cfg.ClaudeEnv, DefaultModel: cfg.DefaultModel, Logger: log,
 		Permissions: eng, PermissionTimeout: cfg.PermissionTimeout, MaxProcesses: cfg.MaxProcesses,
 		HangTimeout: cfg.HangTimeout, AutoCompactTokens: cfg.AutoCompactTokens,
@@ -203,6 +212,11 @@ func Run(ctx context.Context, cfg Config) error {
 		ClaudeEnvDefaults: []string{"CLAUDE_CODE_ENABLE_TODO_TOOLS=1", "CLAUDE_CODE_ENABLE_TASKS=0"},
 	}, filepath.Join(cfg.DataDir, "agent.db"))
 	if err != nil {
+		return err
+	}
+	gitlabSvc, err := gitlab.New(gitlab.Options{Config: cfg.GitLab, SessionDir: gitlab.SessionDirs(mgr.Get), Logger: log})
+	if err != nil {
+		mgr.Close(context.Background())
 		return err
 	}
 	var lns []net.Listener
@@ -225,21 +239,39 @@ func Run(ctx context.Context, cfg Config) error {
 	// minimum (on every call, through the relay too).
 	ver := &server.Version{ServerVersion: cfg.Version, ClaudeVersion: claudeVersion, Log: log,
 		ClaudeRange: server.ClaudeRange{Min: versions.TestedMin, Max: versions.TestedMax}}
-	srv := grpc.NewServer(
+	// Tracing first: its spans (or the caller's trace context) cover the
+	// interceptors below.
+	srv := grpc.NewServer(append(cfg.Tracing.ServerOptions(),
 		// Static windows: grpc-go's BDP estimation would ping on every
 		// small call, an extra round of frames through the relay tunnel.
 		grpc.InitialWindowSize(1<<20), grpc.InitialConnWindowSize(4<<20),
 		grpc.ChainUnaryInterceptor(guard.UnaryInterceptor, server.UnaryRecover(log), ver.UnaryInterceptor),
 		grpc.ChainStreamInterceptor(guard.StreamInterceptor, server.StreamRecover(log), ver.StreamInterceptor),
-	)
+	)...)
 	pb.RegisterAgentServiceServer(srv, &server.Agent{Sessions: mgr, Log: log})
+	// SessionService: managed sessions over the same manager (ends when
+	// the manager closes).
+	sessions, err := sessionsvc.New(ctx, mgr, sessionsvc.Options{Logger: log})
+	if err != nil {
+		closeAll()
+		mgr.Close(context.Background())
+		return err
+	}
+	defer sessions.Close()
+	pb.RegisterSessionServiceServer(srv, sessions)
 	pb.RegisterVersionServiceServer(srv, ver)
 	home, _ := os.UserHomeDir()
 	pb.RegisterConfigServiceServer(srv, configsvc.New(settingsSnapshot(cfg), configsvc.Options{
 		Home: home, Logger: log, Grants: mgr.Grants,
 		Apply: func(values map[string]any, changed []string) error { return applySettings(mgr, cfg, values, changed) },
 	}))
+	pb.RegisterGitLabServiceServer(srv, gitlabSvc)
 	pb.RegisterWorkspaceServiceServer(srv, workspace.New(workspace.Options{Sessions: workspace.SessionDirs(mgr.Get), Home: home, Logger: log}))
+	// WorktreeService (feature flag worktree_management); sessions start in
+	// a worktree by id through the manager.
+	worktrees := worktree.New(worktree.Options{Store: mgr.Log(), Sessions: worktree.ManagerSessions{M: mgr}, Home: home, Logger: log})
+	mgr.SetWorktrees(worktrees)
+	pb.RegisterWorktreeServiceServer(srv, worktrees)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

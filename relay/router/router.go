@@ -89,6 +89,9 @@ type Router struct {
 	Limits          store.Limits
 	Log             *slog.Logger
 	Metrics         *Metrics
+	// Tracing, if set, gives every forwarded call a server span (trace.go)
+	// whose traceparent the agent receives.
+	Tracing Tracing
 	// Self is this replica's advertised address; empty means a single
 	// replica, which never forwards to peers.
 	Self string
@@ -98,6 +101,9 @@ type Router struct {
 	// PresenceTTL is how long a machine's recorded replica stays live
 	// after its last heartbeat (store.Machine.LiveReplica).
 	PresenceTTL time.Duration
+	// Gate, if set, admits forwarded calls and ends them when the replica
+	// drains (relay/server's drain); nil admits every call.
+	Gate Gate
 
 	nextID     atomic.Uint64
 	deliveries sync.Map // machine id -> *sync.Mutex: one delivery at a time
@@ -154,6 +160,17 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if rt.Gate != nil {
+		rt.gated(ctx, w, r, id)
+		return
+	}
+	rt.route(ctx, w, r, id, false)
+}
+
+// route sends an authenticated call to its machine: through the tunnel
+// here, through the replica holding it, or (always, when bufferOnly) to
+// the buffer.
+func (rt *Router) route(ctx context.Context, w http.ResponseWriter, r *http.Request, id auth.Identity, bufferOnly bool) {
 	machineID := r.Header.Get(MachineHeader)
 	if machineID == "" {
 		cur, err := rt.currentMachine(ctx, id.UserID)
@@ -174,6 +191,10 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !rt.authorized(ctx, w, r, id, machineID, t.OwnerID, t.TeamID) {
 			return
 		}
+		if bufferOnly {
+			rt.offline(w, r, id.UserID, machineID)
+			return
+		}
 		rt.forward(ctx, w, r, t, id.UserID, machineID)
 		return
 	}
@@ -190,8 +211,8 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t = rt.Registry.Get(machineID)
-	if t == nil {
-		if addr := rt.peerFor(&m, id); addr != "" {
+	if t == nil || bufferOnly {
+		if addr := rt.peerFor(&m, id); addr != "" && !bufferOnly {
 			rt.toPeer(ctx, w, r, addr, id.UserID, machineID)
 			return
 		}
@@ -241,13 +262,16 @@ func (rt *Router) forward(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 	rt.limitMessages(ctx, r)
 	reqID := strconv.FormatUint(rt.nextID.Add(1), 10)
+	headers := http.Header{auth.UserHeader: {userID}, MachineHeader: {machineID}}
+	ctx, span := rt.startSpan(ctx, r, machineID, headers)
 	call := rt.Metrics.call(r.URL.Path, time.Now())
-	err := t.Client.Forward(ctx, call.wrap(w, r), r, reqID, http.Header{
-		auth.UserHeader: {userID}, MachineHeader: {machineID},
-	})
+	err := t.Client.Forward(ctx, call.wrap(w, r), r, reqID, headers)
 	call.done(w.Header())
+	span.end(w.Header())
 	if err != nil && ctx.Err() == nil {
-		rt.Log.Debug("router: forwarded call failed", "machine_id", machineID, "method", r.URL.Path, "err", err)
+		rt.Log.DebugContext(ctx, "router: forwarded call failed", "machine_id", machineID, "method", r.URL.Path, "err", err)
+	} else if rt.Log.Enabled(ctx, slog.LevelDebug) {
+		rt.Log.DebugContext(ctx, "router: forwarded call", "machine_id", machineID, "method", r.URL.Path)
 	}
 }
 
@@ -303,11 +327,12 @@ func (rt *Router) toPeer(ctx context.Context, w http.ResponseWriter, r *http.Req
 		rt.offline(w, r, userID, machineID)
 		return true
 	}
-	err := rt.Peers.Forward(ctx, addr, w, r, http.Header{
-		auth.UserHeader: {userID}, auth.ForwardedByHeader: {rt.Self}, MachineHeader: {machineID},
-	}, unreached)
+	headers := http.Header{auth.UserHeader: {userID}, auth.ForwardedByHeader: {rt.Self}, MachineHeader: {machineID}}
+	ctx, span := rt.startSpan(ctx, r, machineID, headers)
+	err := rt.Peers.Forward(ctx, addr, w, r, headers, unreached)
+	span.end(w.Header())
 	if err != nil && ctx.Err() == nil {
-		rt.Log.Debug("router: call forwarded to a replica failed", "machine_id", machineID, "replica", addr, "method", r.URL.Path, "err", err)
+		rt.Log.DebugContext(ctx, "router: call forwarded to a replica failed", "machine_id", machineID, "replica", addr, "method", r.URL.Path, "err", err)
 	}
 }
 
@@ -400,11 +425,26 @@ func (rt *Router) Deliver(ctx context.Context, t *registry.Tunnel) {
 			return
 		}
 		for _, m := range msgs {
+			done, ok := rt.admitDelivery(ctx)
+			if !ok {
+				// The machine's next replica delivers the rest.
+				rt.Log.Info("router: replica draining; delivery stops", "machine_id", t.MachineID)
+				return
+			}
 			md := http.Header{auth.UserHeader: {m.OwnerID}, MachineHeader: {m.MachineID}, "X-Betcode-Buffered": {"true"}}
 			for k, v := range m.Metadata {
 				md.Set(k, v)
 			}
 			res, err := t.Client.Invoke(ctx, "buffer-"+strconv.FormatInt(m.ID, 10), m.Service, m.Method, md, m.Payload)
+			if err == nil {
+				err = rt.Store.Ack(context.WithoutCancel(ctx), t.MachineID, m.ID)
+				if err != nil {
+					rt.Log.Warn("router: ack buffered message", "machine_id", t.MachineID, "err", err)
+					done()
+					return
+				}
+			}
+			done()
 			if err != nil {
 				rt.Log.Info("router: tunnel broke while delivering; the rest waits", "machine_id", t.MachineID, "err", err)
 				return
@@ -412,10 +452,6 @@ func (rt *Router) Deliver(ctx context.Context, t *registry.Tunnel) {
 			if res.Code != 0 {
 				rt.Log.Warn("router: buffered request refused by the machine; dropping it", "machine_id", t.MachineID,
 					"buffer_id", m.ID, "code", codes.Code(res.Code).String(), "message", res.Message)
-			}
-			if err := rt.Store.Ack(context.WithoutCancel(ctx), t.MachineID, m.ID); err != nil {
-				rt.Log.Warn("router: ack buffered message", "machine_id", t.MachineID, "err", err)
-				return
 			}
 			rt.Metrics.delivered()
 			after = m.ID

@@ -48,6 +48,7 @@ import (
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 	"github.com/betcode-dev/betcode/shared/healthdetail"
 	"github.com/betcode-dev/betcode/shared/mtls"
+	"github.com/betcode-dev/betcode/shared/telemetry"
 )
 
 // Version is the relay's version, set by the command.
@@ -87,7 +88,17 @@ type Config struct {
 	// URL, docs/push.md); empty: no Web Push.
 	PushSubject     string
 	ShutdownTimeout time.Duration
-	Logger          *slog.Logger
+	// DrainGrace bounds the drain that follows ctx's end (SIGTERM): new
+	// calls and tunnels refused, streams ended for clients to resume
+	// elsewhere, agents told to reconnect (drain.go). Default
+	// DefaultDrainGrace.
+	DrainGrace time.Duration
+	// Force, if set, ends the drain at once when closed (a second
+	// signal).
+	Force  <-chan struct{}
+	Logger *slog.Logger
+	// Tracing, if set, traces forwarded calls (docs/observability.md).
+	Tracing *telemetry.Tracing
 	// Ready, if set, is called with the bound address once serving.
 	Ready func(addr net.Addr)
 }
@@ -136,6 +147,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 10 * time.Second
+	}
+	if c.DrainGrace <= 0 {
+		c.DrainGrace = DefaultDrainGrace
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -251,9 +265,13 @@ func Run(ctx context.Context, cfg Config) error {
 		defer peers.Close()
 	}
 	gs := grpc.NewServer()
-	rt := &router.Router{
+	drain := newDrain(lg)
+	rt := &router.Router{Gate: drain,
 		Local: gs, Auth: authn, Streams: calls, MaxMessageBytes: lim.Config().MaxMessageBytes, Registry: tunnels, Store: st, Limits: cfg.Limits, Log: lg, Metrics: router.NewMetrics(reg),
 		Self: cfg.AdvertiseAddr, Peers: peers, PresenceTTL: presenceTTL,
+	}
+	if cfg.Tracing != nil {
+		rt.Tracing = cfg.Tracing
 	}
 	// Web Push: watches each connected machine's sessions and serves
 	// /api/push through the web API.
@@ -271,7 +289,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Replica: cfg.AdvertiseAddr, Revoked: func(id string) bool { return authn.MachineRevoked(id, "") }, Audit: authn.Audit,
 		Metrics: tunnelsvc.NewMetrics(reg),
 	}
-	pb.RegisterTunnelServiceServer(gs, tsvc)
+	pb.RegisterTunnelServiceServer(gs, drainTunnels{tsvc, drain})
 	// Enroll answers clients (a join token authenticates them); renewals
 	// come over the machines' own mTLS connections.
 	enroll := &enrollsvc.Service{Store: st, CA: ca, Lifetime: cfg.MachineCertLifetime, Log: lg, IsRevoked: authn.MachineRevoked}
@@ -305,7 +323,12 @@ func Run(ctx context.Context, cfg Config) error {
 				}
 				return true, kind
 			}},
-			{Name: "grpc_server", Critical: true, Run: func(context.Context) (bool, string) { return true, "accepting connections" }},
+			{Name: "grpc_server", Critical: true, Run: func(context.Context) (bool, string) {
+				if drain.Draining() {
+					return false, "draining: shutting down"
+				}
+				return true, "accepting connections"
+			}},
 			{Name: "tunnel_registry", Run: func(context.Context) (bool, string) {
 				n := tunnels.Len()
 				if n > 0 {
@@ -337,7 +360,7 @@ func Run(ctx context.Context, cfg Config) error {
 		grpc.InitialWindowSize(1<<20), grpc.InitialConnWindowSize(4<<20),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
-	pb.RegisterTunnelServiceServer(agents, tsvc)
+	pb.RegisterTunnelServiceServer(agents, drainTunnels{tsvc, drain})
 	pb.RegisterEnrollServiceServer(agents, enroll)
 	healthpb.RegisterHealthServer(agents, hs)
 
@@ -406,6 +429,7 @@ func Run(ctx context.Context, cfg Config) error {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+		mux.Handle("/readyz", readyz(hs)) // readiness: 503 once draining
 		msrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { errc <- msrv.Serve(mln) }()
 		lg.Info("relay metrics", "addr", mln.Addr().String())
@@ -423,21 +447,51 @@ func Run(ctx context.Context, cfg Config) error {
 	case <-ctx.Done():
 	case runErr = <-errc:
 	}
-	lg.Info("relay shutting down")
-	hs.Shutdown()
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	defer cancel()
-	ln.Close()
-	tunnels.CloseAll() // tunnels are long-lived: end them so Shutdown can finish
-	agents.Stop()
-	// WebSockets are hijacked connections Shutdown does not wait for: the
-	// gateway ends them first (close 1001); Shutdown then drains REST
-	// calls, and the gateway's in-memory path closes last (deferred).
-	web.shutdown(sctx)
-	webDone = true
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
+	grace := cfg.DrainGrace
+	if runErr != nil { // a server failed: no signal, no deploy
+		grace = cfg.ShutdownTimeout
 	}
+	lg.Info("relay shutting down: draining", "grace", grace)
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if cfg.Force != nil {
+		go func() {
+			select {
+			case <-cfg.Force:
+				cancel()
+			case <-sctx.Done():
+			}
+		}()
+	}
+	drain.run(sctx, drainSteps{
+		notReady:      hs.Shutdown,
+		closeListener: func() { ln.Close() },
+		closeClients: func(ctx context.Context) {
+			// WebSockets are hijacked connections Shutdown does not wait
+			// for: the gateway ends them first (close 1001); Shutdown then
+			// sends clients a GOAWAY and waits for their calls, and the
+			// gateway's in-memory path closes last (deferred).
+			web.shutdown(ctx)
+			if err := srv.Shutdown(ctx); err != nil {
+				srv.Close()
+			}
+		},
+		closeTunnels: tunnels.CloseAll, // tunnels are long-lived: end them so Shutdown can finish
+		stopAgents: func(ctx context.Context) {
+			stopped := make(chan struct{})
+			go func() {
+				defer close(stopped)
+				agents.GracefulStop()
+			}()
+			select {
+			case <-stopped:
+			case <-ctx.Done():
+				agents.Stop()
+				<-stopped
+			}
+		},
+	})
+	webDone = true
 	<-splitDone
 	if msrv != nil {
 		msrv.Close()

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -42,12 +40,4 @@ func bindViper(cmd *cobra.Command, v *viper.Viper) error {
 		}
 	}
 	return nil
-}
-
-func newLogger(level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
@@ -12,7 +15,9 @@ import (
 	"github.com/betcode-dev/betcode/agent/config"
 	"github.com/betcode-dev/betcode/agent/daemon"
 	"github.com/betcode-dev/betcode/agent/enroll"
+	"github.com/betcode-dev/betcode/agent/gitlab"
 	"github.com/betcode-dev/betcode/agent/permission"
+	"github.com/betcode-dev/betcode/shared/telemetry"
 )
 
 func newServeCmd() *cobra.Command {
@@ -37,10 +42,25 @@ the --config file. Every key: docs/configuration.md.`,
 			if err != nil {
 				return err
 			}
-			log, err := newLogger(v.GetString("log-level"))
+			log, err := telemetry.NewLogger(os.Stderr, v.GetString("log-format"), v.GetString("log-level"))
 			if err != nil {
 				return err
 			}
+			tracing, err := telemetry.Start(cmd.Context(), telemetry.Config{
+				Endpoint: v.GetString("otlp-endpoint"), Insecure: v.GetBool("otlp-insecure"),
+				ServiceName: "betcode-agent", ServiceVersion: version,
+			})
+			if err != nil {
+				return err
+			}
+			defer func() {
+				// The last turns' spans leave before the process does.
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := tracing.Shutdown(ctx); err != nil {
+					log.Warn("agent: flush traces", "err", err)
+				}
+			}()
 			var ccgrid []daemon.CCGridRule
 			if err := v.UnmarshalKey("permission_rules", &ccgrid); err != nil {
 				return fmt.Errorf("permission_rules in the config file: %w", err)
@@ -67,6 +87,7 @@ the --config file. Every key: docs/configuration.md.`,
 				TLSClientCA:       v.GetString("tls-client-ca"),
 				Version:           version,
 				Logger:            log,
+				Tracing:           tracing,
 				Relay:             link.Relay,
 				RelayCA:           link.RelayCA,
 				MachineCert:       link.MachineCert,
@@ -81,6 +102,7 @@ the --config file. Every key: docs/configuration.md.`,
 				HTTPInsecure:      v.GetBool("http-insecure"),
 				WebOrigins:        v.GetStringSlice("web-origin"),
 				DrainTimeout:      v.GetDuration("drain-timeout"),
+				GitLab:            gitlab.Config{URL: v.GetString("gitlab-url"), Token: v.GetString("gitlab-token"), TokenFile: v.GetString("gitlab-token-file")},
 				SkipDrain:         skipDrain(cmd.Context()),
 			})
 		},

@@ -18,11 +18,14 @@ import (
 
 	"github.com/betcode-dev/betcode/agent/client"
 	"github.com/betcode-dev/betcode/agent/permission"
+	"github.com/betcode-dev/betcode/agent/provider"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
 type chatOpts struct {
 	session, model, cwd string
+	worktree            string
+	provider            string
 	allow, yesTo        []string
 	from                uint64
 }
@@ -66,6 +69,8 @@ A dropped connection is resumed from the last event received.`,
 	f.StringVar(&o.session, "session", "", "attach to an existing session instead of starting one")
 	f.StringVar(&o.model, "model", "", "model for a new session")
 	f.StringVar(&o.cwd, "cwd", "", "working directory for a new session (default: the current directory)")
+	f.StringVar(&o.worktree, "worktree", "", "start the new session in this worktree (an id from betcode worktree list); wins over --cwd")
+	f.StringVar(&o.provider, "provider", "", "provider of a new session: claude-code (default), codex, openai-api")
 	f.StringSliceVar(&o.allow, "allow", nil, "tools the agent lets Claude use without asking, e.g. Bash or 'Bash(git *)' (repeatable)")
 	f.StringArrayVar(&o.yesTo, "yes-to", nil, "answer yes once, in this client, to permission requests matching this rule, e.g. 'Bash(go test *)' (repeatable)")
 	f.Uint64Var(&o.from, "from", 0, "with --session: replay events after this sequence first")
@@ -92,6 +97,10 @@ func runChat(ctx context.Context, g *globals, o chatOpts, prompt string, stdout,
 		}
 		o.cwd = abs
 	}
+	kind, err := provider.Parse(o.provider)
+	if err != nil {
+		return &client.ExitError{Code: client.ExitInvalidArgs, Err: err}
+	}
 	conn, err := g.dial()
 	if err != nil {
 		return err
@@ -103,7 +112,7 @@ func runChat(ctx context.Context, g *globals, o chatOpts, prompt string, stdout,
 
 	// Attaching to a session without --from streams live events only (the
 	// agent's default); with --from it replays first.
-	start := &pb.StartConversation{SessionId: o.session, WorkingDirectory: o.cwd, Model: o.model, AllowedTools: o.allow}
+	start := &pb.StartConversation{SessionId: o.session, WorkingDirectory: o.cwd, Model: o.model, AllowedTools: o.allow, WorktreeId: o.worktree, Provider: kind}
 	if o.session != "" && o.from > 0 {
 		start.Metadata = map[string]string{"from_sequence": fmt.Sprint(o.from)}
 	}
@@ -118,8 +127,19 @@ func runChat(ctx context.Context, g *globals, o chatOpts, prompt string, stdout,
 		}
 	}
 	r := &client.Renderer{Out: stdout, Err: stderr, QuestionsByCaller: true}
+	// resuming quiets the notices of a relay drain's reconnection after
+	// its one line, until the stream is back (OnReconnect runs in Recv,
+	// on the goroutine below).
+	resuming := false
 	conv.OnReconnect = func(err error, wait time.Duration) {
-		fmt.Fprintf(stderr, "\n[connection lost: %v; reconnecting in %s]\n", shortErr(err), wait.Round(time.Millisecond))
+		switch {
+		case resuming:
+		case client.RelayDraining(err):
+			resuming = true
+			fmt.Fprintln(stderr, "\n[relay restarting; resuming the session]")
+		default:
+			fmt.Fprintf(stderr, "\n[connection lost: %v; reconnecting in %s]\n", shortErr(err), wait.Round(time.Millisecond))
+		}
 	}
 
 	events := make(chan *pb.AgentEvent, 64)
@@ -131,6 +151,7 @@ func runChat(ctx context.Context, g *globals, o chatOpts, prompt string, stdout,
 				recvErr <- err
 				return
 			}
+			resuming = false
 			select {
 			case events <- ev:
 			case <-ctx.Done():

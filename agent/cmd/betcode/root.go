@@ -60,7 +60,7 @@ func newRootCmd() *cobra.Command {
 	pf.String("relay-ca", "", "CA certificate of the relay (default: the one stored at login, else the system's roots)")
 	pf.String("machine", "", "with --relay: the machine for this command (default: the one you switched to)")
 	root.AddCommand(newChatCmd(g), newSessionsCmd(g), newReplayCmd(g), newMachinesCmd(g), newMachineCmd(g), newSendCmd(g),
-		newLoginCmd(g), newLogoutCmd(), newConfigCmd(g), newVersionCmd(g), newDaemonCmd(g))
+		newLoginCmd(g), newLogoutCmd(), newConfigCmd(g), newVersionCmd(g), newDaemonCmd(g), newGitLabCmd(g), newWorktreeCmd(g))
 	withHints(root, g)
 	return root
 }

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
@@ -10,6 +13,7 @@ import (
 	"github.com/betcode-dev/betcode/relay/oidcsvc"
 	"github.com/betcode-dev/betcode/relay/server"
 	"github.com/betcode-dev/betcode/relay/store"
+	"github.com/betcode-dev/betcode/shared/telemetry"
 	"github.com/betcode-dev/betcode/shared/webui"
 )
 
@@ -35,10 +39,25 @@ underscores) or as a key of the --config file.`,
 			if err := bindViper(cmd, v); err != nil {
 				return err
 			}
-			log, err := newLogger(v.GetString("log-level"))
+			log, err := telemetry.NewLogger(os.Stderr, v.GetString("log-format"), v.GetString("log-level"))
 			if err != nil {
 				return err
 			}
+			tracing, err := telemetry.Start(cmd.Context(), telemetry.Config{
+				Endpoint: v.GetString("otlp-endpoint"), Insecure: v.GetBool("otlp-insecure"),
+				ServiceName: "betcode-relay", ServiceVersion: version,
+			})
+			if err != nil {
+				return err
+			}
+			defer func() {
+				// Spans of the last calls leave before the process does.
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := tracing.Shutdown(ctx); err != nil {
+					log.Warn("relay: flush traces", "err", err)
+				}
+			}()
 			server.Version = version
 			return server.Run(cmd.Context(), server.Config{
 				Listen: v.GetString("listen"), TLSCert: v.GetString("tls-cert"), TLSKey: v.GetString("tls-key"),
@@ -60,6 +79,9 @@ underscores) or as a key of the --config file.`,
 				PushSubject: v.GetString("push-subject"),
 				Limits:      store.Limits{MaxMessages: v.GetInt("buffer-max-messages"), MaxBytes: v.GetInt64("buffer-max-bytes"), TTL: v.GetDuration("buffer-ttl")},
 				Logger:      log,
+				Tracing:     tracing,
+				DrainGrace:  v.GetDuration("drain-grace"),
+				Force:       forceStop,
 			})
 		},
 	}
@@ -75,6 +97,7 @@ underscores) or as a key of the --config file.`,
 	f.String("advertise-addr", "", "HOST:PORT other relay replicas reach this one at (same TLS port); set it on every replica to run several (needs --database-url); empty: one replica")
 	f.String("metrics-listen", "", "address for Prometheus /metrics and /healthz (e.g. :9090); empty disables")
 	f.Duration("heartbeat-interval", 0, "how often agents send heartbeats (default 30s)")
+	f.Duration("drain-grace", server.DefaultDrainGrace, "on SIGTERM, how long the replica drains (streams resume elsewhere, agents reconnect to other replicas) before it ends what is left; a second SIGTERM ends it at once. Keep terminationGracePeriodSeconds above it")
 	f.Int("buffer-max-messages", 0, "buffered requests per offline machine (default 1000)")
 	f.Int64("buffer-max-bytes", 0, "buffered bytes per offline machine (default 16 MiB)")
 	f.Duration("buffer-ttl", 0, "how long a buffered request waits (default 168h)")
@@ -95,5 +118,8 @@ underscores) or as a key of the --config file.`,
 	f.String("push-subject", "", "VAPID contact for Web Push notifications to the web app (mailto:ops@example.com or an https URL; docs/push.md); empty: no push")
 	f.String("config", "", "config file")
 	f.String("log-level", "info", "debug, info, warn or error")
+	f.String("log-format", "text", "log lines as text (logfmt) or json; lines of a traced call carry its trace_id")
+	f.String("otlp-endpoint", "", "HOST:PORT of an OTLP/gRPC collector to export traces to (TLS unless loopback or --otlp-insecure); empty: no tracing (docs/observability.md)")
+	f.Bool("otlp-insecure", false, "send traces to --otlp-endpoint without TLS off loopback")
 	return cmd
 }
