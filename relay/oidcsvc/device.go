@@ -2,6 +2,8 @@ package oidcsvc
 
 import (
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -35,11 +37,13 @@ import (
 //	                            exchanged (as ExchangeOIDCToken does) for a
 //	                            client token named "web"
 //
-// The device code stays on the relay, in memory, under a random flow id,
-// until the flow ends or expires: a flow is bound to the replica that
-// started it (with several replicas, a load balancer must keep a client on
-// one, or the poll answers 404 and the user starts again). Neither the
-// device code nor a token is ever logged or put in a URL.
+// The device code stays on the relay, in memory, under the flow id, until
+// the flow ends or expires. The flow id also carries the device code, its
+// expiry and interval sealed (AES-256-GCM) with a key every replica shares
+// (Options.FlowKey, derived from the key in the store): a poll that reaches
+// another replica than the one that started the flow unseals it there and
+// goes on. Neither the device code nor a token is ever logged or put in a
+// URL.
 
 // Bounds of the web device flow.
 const (
@@ -71,12 +75,87 @@ type flow struct {
 	expires    time.Time
 	next       time.Time // the earliest time of the next poll
 	polling    bool      // a poll is at the provider
+	done       bool      // it ended: kept until it expires so its id is not taken over again
 }
 
 // flows are the device flows in progress, by flow id.
 type flows struct {
+	// aead seals a flow into its id so that any replica holding the same
+	// key can take it over; nil: flows are bound to this process.
+	aead cipher.AEAD
+
 	mu sync.Mutex
 	m  map[string]*flow
+}
+
+// sealedFlow is what a flow id carries, sealed.
+type sealedFlow struct {
+	DeviceCode string `json:"d"`
+	Expires    int64  `json:"e"` // Unix seconds
+	Interval   int64  `json:"i"` // seconds
+}
+
+// newFlows returns the flows of a service whose replicas share key (32
+// bytes); an empty key binds flows to this process.
+func newFlows(key []byte) (*flows, error) {
+	fs := &flows{}
+	if len(key) == 0 {
+		return fs, nil
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("oidc: the web sign-in key: %w", err)
+	}
+	if fs.aead, err = cipher.NewGCM(block); err != nil {
+		return nil, fmt.Errorf("oidc: the web sign-in key: %w", err)
+	}
+	return fs, nil
+}
+
+// seal returns the id of f: random when flows are bound to this process,
+// else a random nonce and f sealed under it.
+func (fs *flows) seal(f *flow) (string, error) {
+	if fs.aead == nil {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		return base64.RawURLEncoding.EncodeToString(b[:]), nil
+	}
+	plain, err := json.Marshal(sealedFlow{DeviceCode: f.deviceCode, Expires: f.expires.Unix(), Interval: int64(f.interval / time.Second)})
+	if err != nil {
+		return "", err
+	}
+	nonce := make([]byte, fs.aead.NonceSize(), fs.aead.NonceSize()+len(plain)+fs.aead.Overhead())
+	if _, err := rand.Read(nonce); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(fs.aead.Seal(nonce, nonce, plain, []byte(flowAAD))), nil
+}
+
+// flowAAD binds sealed flow ids to their purpose.
+const flowAAD = "betcode web device flow v1"
+
+// open unseals a flow id another replica made; false when it is not one
+// (wrong key, tampered, or not sealed at all).
+func (fs *flows) open(id string, now time.Time) (*flow, bool) {
+	if fs.aead == nil || len(id) > 4<<10 {
+		return nil, false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(id)
+	if err != nil || len(raw) < fs.aead.NonceSize() {
+		return nil, false
+	}
+	n := fs.aead.NonceSize()
+	plain, err := fs.aead.Open(nil, raw[:n], raw[n:], []byte(flowAAD))
+	if err != nil {
+		return nil, false
+	}
+	var sf sealedFlow
+	if err := json.Unmarshal(plain, &sf); err != nil || sf.DeviceCode == "" || sf.Interval <= 0 {
+		return nil, false
+	}
+	return &flow{deviceCode: sf.DeviceCode, interval: time.Duration(sf.Interval) * time.Second, expires: time.Unix(sf.Expires, 0), next: now}, true
 }
 
 // DeviceStart is the answer of POST /api/oidc/device.
@@ -295,13 +374,12 @@ func (s *Service) idpFailed(w http.ResponseWriter, what string, err error) {
 	writeError(w, http.StatusBadGateway, CodeIdPError, "the identity provider failed: "+err.Error())
 }
 
-// add keeps f under a new random id.
+// add keeps f under a new id (see seal).
 func (fs *flows) add(f *flow, now time.Time) (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	id, err := fs.seal(f)
+	if err != nil {
 		return "", err
 	}
-	id := base64.RawURLEncoding.EncodeToString(b[:])
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if fs.m == nil {
@@ -325,14 +403,22 @@ func (fs *flows) add(f *flow, now time.Time) (string, error) {
 // the flow when the poll may go to the provider, 202 (slow down) when it
 // comes before the interval has passed or while another poll of it is at
 // the provider, 404 for an unknown flow, 410 (forgetting it) for an
-// expired one.
+// expired one. A flow another replica started is taken over here.
 func (fs *flows) take(id string, now time.Time) (flow, int, string) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	f, ok := fs.m[id]
+	if !ok && len(fs.m) < maxFlows {
+		if f, ok = fs.open(id, now); ok {
+			if fs.m == nil {
+				fs.m = map[string]*flow{}
+			}
+			fs.m[id] = f
+		}
+	}
 	switch {
-	case !ok:
-		return flow{}, http.StatusNotFound, "no such sign-in (it ended, or another relay started it); start again"
+	case !ok || f.done:
+		return flow{}, http.StatusNotFound, "no such sign-in (it ended, or was started with another key); start again"
 	case !now.Before(f.expires):
 		delete(fs.m, id)
 		return flow{}, http.StatusGone, "the code expired before the sign-in finished; start again"
@@ -359,10 +445,15 @@ func (fs *flows) release(id string, slower time.Duration, now time.Time) time.Du
 	return f.interval
 }
 
-// remove forgets flow id.
+// remove ends flow id. A sealed flow is kept, marked done, until it
+// expires: its id must not be taken over again by this replica.
 func (fs *flows) remove(id string) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
+	if f, ok := fs.m[id]; ok && fs.aead != nil {
+		f.done, f.polling = true, false
+		return
+	}
 	delete(fs.m, id)
 }
 

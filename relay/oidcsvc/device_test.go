@@ -28,6 +28,12 @@ type deviceFixture struct {
 }
 
 func newDeviceFixture(t *testing.T, enabled bool) *deviceFixture {
+	return newKeyedDeviceFixture(t, enabled, nil)
+}
+
+// newKeyedDeviceFixture is newDeviceFixture whose service seals flows
+// with key (see Options.FlowKey).
+func newKeyedDeviceFixture(t *testing.T, enabled bool, key []byte) *deviceFixture {
 	t.Helper()
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "relay.db"), sqlite.Options{})
 	if err != nil {
@@ -43,14 +49,60 @@ func newDeviceFixture(t *testing.T, enabled bool) *deviceFixture {
 		f.idp = oidctest.Start(t, oidctest.User{Username: "alice", Password: "alice-pw", Email: "alice@example.com", EmailVerified: true})
 		cfg = oidcsvc.Config{Issuer: f.idp.Issuer, ClientID: oidctest.ClientID}
 	}
-	svc, err := oidcsvc.New(cfg, oidcsvc.Options{Store: st, Ops: &admin.Ops{Store: st},
+	f.serve(t, cfg, key)
+	return f
+}
+
+// serve starts f's service for cfg on f's store, sealing flows with key.
+func (f *deviceFixture) serve(t *testing.T, cfg oidcsvc.Config, key []byte) {
+	t.Helper()
+	svc, err := oidcsvc.New(cfg, oidcsvc.Options{Store: f.st, Ops: &admin.Ops{Store: f.st}, FlowKey: key,
 		Now: func() time.Time { return time.Now().Add(time.Duration(f.ahead.Load())) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.srv = httptest.NewServer(svc.Handler())
 	t.Cleanup(f.srv.Close)
-	return f
+}
+
+// replica is another relay replica beside f: the same store and provider,
+// its own service and memory, flows sealed with key.
+func (f *deviceFixture) replica(t *testing.T, key []byte) *deviceFixture {
+	t.Helper()
+	r := &deviceFixture{st: f.st, idp: f.idp}
+	r.serve(t, oidcsvc.Config{Issuer: f.idp.Issuer, ClientID: oidctest.ClientID}, key)
+	return r
+}
+
+// TestDeviceFlowAcrossReplicas: replicas sharing the flow key take over
+// each other's sign-ins (a phone's polls may reach any replica behind the
+// Service); a replica with another key, or a tampered flow id, answers 404;
+// a flow that ended stays ended on the replica that ended it.
+func TestDeviceFlowAcrossReplicas(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	a := newKeyedDeviceFixture(t, true, key)
+	b := a.replica(t, key)
+	other := a.replica(t, bytes.Repeat([]byte{8}, 32))
+	ds := a.start(t)
+	st, out := b.poll(t, ds.Flow)
+	want(t, "first poll, on another replica", st, out, http.StatusAccepted, "status", "pending")
+	st, out = other.poll(t, ds.Flow)
+	want(t, "poll on a replica with another key", st, out, http.StatusNotFound, "code", "NOT_FOUND")
+	tampered := []byte(ds.Flow)
+	tampered[len(tampered)/2] ^= 1
+	st, out = b.poll(t, string(tampered))
+	want(t, "poll of a tampered flow id", st, out, http.StatusNotFound, "code", "NOT_FOUND")
+	if err := oidctest.SignIn(t.Context(), ds.VerificationURI, ds.UserCode, "alice", "alice-pw", true); err != nil {
+		t.Fatal(err)
+	}
+	b.wait(ds)
+	st, out = b.poll(t, ds.Flow)
+	if st != http.StatusOK || out["userId"] != "alice" {
+		t.Fatalf("poll after approval, on the other replica = %d %v", st, out)
+	}
+	b.wait(ds)
+	st, out = b.poll(t, ds.Flow)
+	want(t, "poll of a finished flow", st, out, http.StatusNotFound, "code", "NOT_FOUND")
 }
 
 // post calls path with body and decodes the JSON answer.

@@ -63,7 +63,7 @@ type Service struct {
 	log   *slog.Logger
 	now   func() time.Time
 	v     *verifier
-	flows flows // the web device flows in progress
+	flows *flows // the web device flows in progress
 }
 
 // Options are a Service's collaborators.
@@ -78,6 +78,10 @@ type Options struct {
 	Log   *slog.Logger
 	// Now is the clock (default time.Now), also for ID token expiry.
 	Now func() time.Time
+	// FlowKey (32 bytes), shared by every replica, seals web device flows
+	// into their ids so that a poll may reach any replica; empty binds
+	// each flow to the replica that started it.
+	FlowKey []byte
 }
 
 // New returns the service for cfg, which must be valid; a disabled cfg
@@ -86,7 +90,11 @@ func New(cfg Config, o Options) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Service{store: o.Store, ops: o.Ops, audit: o.Audit, log: o.Log}
+	fl, err := newFlows(o.FlowKey)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{store: o.Store, ops: o.Ops, audit: o.Audit, log: o.Log, flows: fl}
 	if s.audit == nil {
 		s.audit = func(store.AuditEvent) {}
 	}

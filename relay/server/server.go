@@ -302,7 +302,13 @@ func Run(ctx context.Context, cfg Config) error {
 	pb.RegisterAdminServiceServer(gs, adminSvc)
 	// Sign-in needs no token (it is how a client gets one): its calls are
 	// open methods, limited per address like enrollment.
-	oidcSvc, err := oidcsvc.New(cfg.OIDC, oidcsvc.Options{Store: st, Ops: ops, Audit: authn.Audit, Log: lg})
+	var flowKey []byte // web sign-ins may poll any replica: they share the key
+	if cfg.OIDC.Enabled() {
+		if flowKey, err = push.SharedKey(ctx, st, "betcode web device flow v1"); err != nil {
+			return fmt.Errorf("relay: %w", err)
+		}
+	}
+	oidcSvc, err := oidcsvc.New(cfg.OIDC, oidcsvc.Options{Store: st, Ops: ops, Audit: authn.Audit, Log: lg, FlowKey: flowKey})
 	if err != nil {
 		return fmt.Errorf("relay: %w", err)
 	}
