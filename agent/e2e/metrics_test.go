@@ -19,9 +19,17 @@ func TestMetricsMoveAndPassPromtool(t *testing.T) {
 	ctx := ctxT(t)
 	s := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: agent.ProjectDir(t)})
 	say(t, s, "please CRASH")
-	until(t, s, isTurnComplete)
+	id := sessionID(t, until(t, s, isTurnComplete))
 	if err := s.CloseSend(); err != nil {
 		t.Fatal(err)
+	}
+	// A second client catching up from the log moves the replay series.
+	r, err := agent.API.ResumeSession(ctx, &pb.ResumeSessionRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if replayed := until(t, r, isTurnComplete); len(replayed) < 2 {
+		t.Fatalf("replayed %d events; want the whole turn", len(replayed))
 	}
 
 	text := promtest.Scrape(t, url)
@@ -36,6 +44,9 @@ func TestMetricsMoveAndPassPromtool(t *testing.T) {
 		{"CLI crashed", "betcode_agent_cli_crashes_total", nil, 1},
 		{"events persisted", "betcode_agent_events_persisted_total", nil, 1},
 		{"commits timed", "betcode_agent_event_commit_duration_seconds_count", nil, 1},
+		{"live events' fan-out lag", "betcode_agent_fanout_lag_seconds_count", nil, 1},
+		{"catch-up timed", "betcode_agent_replay_duration_seconds_count", nil, 1},
+		{"events replayed", "betcode_agent_replayed_events_total", nil, 2},
 		{"one session loaded", "betcode_agent_sessions", []string{"status", "idle"}, 1},
 		{"go collector", "go_goroutines", nil, 1},
 		{"process collector", "process_resident_memory_bytes", nil, 1},

@@ -1,6 +1,12 @@
 package session
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+)
 
 // Metrics are the session manager's Prometheus metrics. A nil *Metrics
 // records nothing.
@@ -14,6 +20,14 @@ type Metrics struct {
 	// Permissions counts permission decisions by decision (allow, deny,
 	// ask) and source (rule, session_grant, mode, user, timeout, cancelled).
 	Permissions *prometheus.CounterVec
+	// ReplayDuration observes how long a client's catch-up from the event
+	// log took (events after its last sequence, up to the live ones);
+	// ReplayedEvents counts the events it sent.
+	ReplayDuration prometheus.Histogram
+	ReplayedEvents prometheus.Counter
+	// FanoutLag observes, per live event sent to a client, the time from
+	// the event's creation (its timestamp) to the send.
+	FanoutLag prometheus.Histogram
 }
 
 // NewMetrics registers the session manager's metrics with reg.
@@ -31,8 +45,38 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Tool permission decisions by decision (allow, deny, ask) and source (rule, session_grant, mode, user, timeout, cancelled).",
 		}, []string{"decision", "source"}),
 	}
-	reg.MustRegister(m.CLIStarts, m.CLIRestarts, m.CLICrashes, m.SlowConsumerCuts, m.Permissions)
+	m.ReplayDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "betcode_agent_replay_duration_seconds",
+		Help:    "Time a client's catch-up from the event log took (resume or attach after its last sequence).",
+		Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30},
+	})
+	m.ReplayedEvents = counter("betcode_agent_replayed_events_total", "Events sent to clients from the event log (catch-up), not live.")
+	m.FanoutLag = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "betcode_agent_fanout_lag_seconds",
+		Help:    "Time from a live event's creation to its send to a client (persistence and queueing included).",
+		Buckets: []float64{.0001, .0005, .001, .0025, .005, .01, .025, .05, .1, .5, 1},
+	})
+	reg.MustRegister(m.CLIStarts, m.CLIRestarts, m.CLICrashes, m.SlowConsumerCuts, m.Permissions, m.ReplayDuration, m.ReplayedEvents, m.FanoutLag)
 	return m
+}
+
+// replayed records a catch-up of n events that took d.
+func (m *Metrics) replayed(n int, d time.Duration) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.ReplayDuration.Observe(d.Seconds())
+	m.ReplayedEvents.Add(float64(n))
+}
+
+// sentLive records the fan-out lag of a live event sent at now.
+func (m *Metrics) sentLive(ev *pb.AgentEvent, now time.Time) {
+	if m == nil || ev.Timestamp == nil {
+		return
+	}
+	if lag := now.Sub(ev.Timestamp.AsTime()); lag >= 0 {
+		m.FanoutLag.Observe(lag.Seconds())
+	}
 }
 
 func (m *Metrics) started(restart bool) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -139,6 +140,7 @@ func (s *Session) Stream(ctx context.Context, opt StreamOptions, send func(*pb.A
 		return sub.cutErr
 	}
 	if last < snapshot {
+		start, from := time.Now(), last
 		var ev pb.AgentEvent
 		err := s.m.log.Since(ctx, s.id, last, func(e eventlog.Event) error {
 			if e.Seq > snapshot {
@@ -159,6 +161,7 @@ func (s *Session) Stream(ctx context.Context, opt StreamOptions, send func(*pb.A
 			last = e.Seq
 			return nil
 		})
+		s.m.cfg.Metrics.replayed(int(last-from), time.Since(start))
 		if err != nil && !errors.Is(err, errStopReplay) {
 			return err
 		}
@@ -182,6 +185,7 @@ func (s *Session) Stream(ctx context.Context, opt StreamOptions, send func(*pb.A
 		if err := send(ev); err != nil {
 			return err
 		}
+		s.m.cfg.Metrics.sentLive(ev, time.Now())
 		last = ev.Sequence
 		return nil
 	}
