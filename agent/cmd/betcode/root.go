@@ -19,6 +19,7 @@ import (
 	"github.com/betcode-dev/betcode/agent/localtoken"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 	"github.com/betcode-dev/betcode/shared/mtls"
+	"github.com/betcode-dev/betcode/shared/telemetry"
 )
 
 var version = "0.1.0-dev"
@@ -34,6 +35,9 @@ type globals struct {
 	// negotiation is the capability negotiation of the last dialled
 	// connection, done before its first Converse.
 	negotiation *client.Negotiation
+	// tracing is the command's tracing (--otlp-endpoint), started before
+	// it runs and flushed when it returns.
+	tracing *telemetry.Tracing
 }
 
 func newRootCmd() *cobra.Command {
@@ -48,7 +52,10 @@ func newRootCmd() *cobra.Command {
 			g.v.SetEnvPrefix("BETCODE")
 			g.v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
 			g.v.AutomaticEnv()
-			return g.v.BindPFlags(cmd.Flags())
+			if err := g.v.BindPFlags(cmd.Flags()); err != nil {
+				return err
+			}
+			return g.startTracing(cmd.Context())
 		},
 	}
 	pf := root.PersistentFlags()
@@ -59,9 +66,11 @@ func newRootCmd() *cobra.Command {
 	pf.String("relay", "", "reach machines through this relay (host:port) instead of a local agent (env BETCODE_RELAY; default: the one you logged in to)")
 	pf.String("relay-ca", "", "CA certificate of the relay (default: the one stored at login, else the system's roots)")
 	pf.String("machine", "", "with --relay: the machine for this command (default: the one you switched to)")
+	addTracingFlags(pf)
 	root.AddCommand(newChatCmd(g), newSessionsCmd(g), newReplayCmd(g), newMachinesCmd(g), newMachineCmd(g), newSendCmd(g),
 		newLoginCmd(g), newLogoutCmd(), newConfigCmd(g), newVersionCmd(g), newDaemonCmd(g), newGitLabCmd(g), newWorktreeCmd(g))
 	withHints(root, g)
+	withTracing(root, g)
 	return root
 }
 
@@ -123,6 +132,7 @@ func (g *globals) dial() (*grpc.ClientConn, error) {
 		}
 	}
 	o.Version = version
+	o.Tracing = g.tracing
 	g.negotiation = &client.Negotiation{Request: &pb.NegotiateRequest{ClientType: "cli", RequestedFeatures: cliFeatures}}
 	o.Negotiation = g.negotiation
 	conn, err := client.Dial(addr, o)
