@@ -21,24 +21,51 @@ import (
 // from the last sequence they saw.
 const CodeRelayDraining = "RELAY_DRAINING"
 
+// CallKind is what the Gate is asked to admit.
+type CallKind int
+
+const (
+	// CallUnary is a forwarded unary call: the drain lets it finish.
+	CallUnary CallKind = iota
+	// CallStream is a forwarded server or client stream: the drain ends it.
+	CallStream
+	// CallBufferable is a unary call that, refused, is stored in the
+	// shared buffer instead (Bufferable).
+	CallBufferable
+	// CallDelivery is the delivery of one buffered message: the drain
+	// lets it finish, and a refused one stays buffered.
+	CallDelivery
+)
+
 // Gate admits forwarded calls while the replica serves and ends them when
 // it drains. relay/server's drain implements it.
 type Gate interface {
-	// Admit admits a call (a server or client stream when stream is set).
-	// It returns the context the call runs in, which ends when the drain
-	// ends the call (ctx itself for a call the drain lets finish), and done,
-	// to call when the call is over. ok is false when the replica drains:
-	// the call is refused.
-	Admit(ctx context.Context, stream bool) (cctx context.Context, done func(), ok bool)
+	// Admit admits a call of the given kind. It returns the context the
+	// call runs in, which ends when the drain ends the call (ctx itself
+	// for a call the drain lets finish), and done, to call when the call
+	// is over. ok is false when the replica drains: the call is refused.
+	Admit(ctx context.Context, kind CallKind) (cctx context.Context, done func(), ok bool)
+}
+
+// callKind is the kind of the forwarded call to path.
+func callKind(path string) CallKind {
+	switch {
+	case isStream(path):
+		return CallStream
+	case Bufferable[path]:
+		return CallBufferable
+	}
+	return CallUnary
 }
 
 // gated runs a call through rt.Gate: refused while draining (buffered if
 // it is bufferable), ended with UNAVAILABLE / RELAY_DRAINING if the drain
 // cuts it.
 func (rt *Router) gated(ctx context.Context, w http.ResponseWriter, r *http.Request, id auth.Identity) {
-	cctx, done, ok := rt.Gate.Admit(ctx, isStream(r.URL.Path))
+	kind := callKind(r.URL.Path)
+	cctx, done, ok := rt.Gate.Admit(ctx, kind)
 	if !ok {
-		if Bufferable[r.URL.Path] {
+		if kind == CallBufferable {
 			// Stored in the shared buffer: the machine's next replica
 			// delivers it.
 			rt.route(ctx, w, r, id, true)
@@ -65,7 +92,7 @@ func (rt *Router) admitDelivery(ctx context.Context) (func(), bool) {
 	if rt.Gate == nil {
 		return func() {}, true
 	}
-	_, done, ok := rt.Gate.Admit(ctx, false)
+	_, done, ok := rt.Gate.Admit(ctx, CallDelivery)
 	return done, ok
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 
 	"github.com/betcode-dev/betcode/relay/internal/grpcerr"
@@ -47,6 +48,7 @@ const tunnelMoveWait = 2 * time.Second
 // The grace (or a second signal) ends whatever is left.
 type drain struct {
 	log *slog.Logger
+	m   drainMetrics
 
 	draining   atomic.Bool
 	calls      atomic.Int64  // admitted unary calls running
@@ -60,8 +62,61 @@ type drain struct {
 	sends   sync.WaitGroup // goAway frames being sent
 }
 
-func newDrain(log *slog.Logger) *drain {
-	d := &drain{log: log, idle: make(chan struct{}, 1), gone: make(chan struct{}, 1), tunnels: map[*drainStream]struct{}{}}
+// drainMetrics count what the drain refuses and ends.
+type drainMetrics struct {
+	// refused counts calls refused while draining, by kind: unary,
+	// stream, buffered (a bufferable call stored in the shared buffer
+	// instead) and tunnel (an agent's Register or OpenTunnel).
+	refused                                  *prometheus.CounterVec
+	refusedUnary, refusedStream, refusedBufd prometheus.Counter
+	refusedTunnel                            prometheus.Counter
+	endedStreams                             prometheus.Counter
+	draining                                 prometheus.Gauge
+}
+
+func newDrainMetrics(reg prometheus.Registerer) drainMetrics {
+	m := drainMetrics{
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "betcode_relay_drain_refused_calls_total",
+			Help: "Calls this replica refused because it was draining, by kind: unary, stream, buffered (a QueueMessage stored in the shared buffer instead), tunnel (an agent's Register or OpenTunnel).",
+		}, []string{"kind"}),
+		endedStreams: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "betcode_relay_drain_ended_streams_total",
+			Help: "Forwarded streams the drain ended with UNAVAILABLE / RELAY_DRAINING (their clients resume on another replica).",
+		}),
+		draining: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "betcode_relay_draining",
+			Help: "1 once this replica has started draining (SIGTERM), else 0.",
+		}),
+	}
+	// Every kind shows from the start, at 0.
+	m.refusedUnary = m.refused.WithLabelValues("unary")
+	m.refusedStream = m.refused.WithLabelValues("stream")
+	m.refusedBufd = m.refused.WithLabelValues("buffered")
+	m.refusedTunnel = m.refused.WithLabelValues("tunnel")
+	if reg != nil {
+		reg.MustRegister(m.refused, m.endedStreams, m.draining)
+	}
+	return m
+}
+
+// refuse counts a call of kind refused; deliveries of buffered messages are
+// not calls and are not counted.
+func (m drainMetrics) refuse(kind router.CallKind) {
+	switch kind {
+	case router.CallUnary:
+		m.refusedUnary.Inc()
+	case router.CallStream:
+		m.refusedStream.Inc()
+	case router.CallBufferable:
+		m.refusedBufd.Inc()
+	}
+}
+
+// newDrain returns a drain that registers its metrics with reg (none when
+// nil).
+func newDrain(log *slog.Logger, reg prometheus.Registerer) *drain {
+	d := &drain{log: log, m: newDrainMetrics(reg), idle: make(chan struct{}, 1), gone: make(chan struct{}, 1), tunnels: map[*drainStream]struct{}{}}
 	d.streams, d.cutStreams = context.WithCancel(context.Background())
 	return d
 }
@@ -69,13 +124,17 @@ func newDrain(log *slog.Logger) *drain {
 var _ router.Gate = (*drain)(nil)
 
 // Admit implements router.Gate.
-func (d *drain) Admit(ctx context.Context, stream bool) (context.Context, func(), bool) {
-	if stream {
+func (d *drain) Admit(ctx context.Context, kind router.CallKind) (context.Context, func(), bool) {
+	if kind == router.CallStream {
 		if d.draining.Load() {
+			d.m.refuse(kind)
 			return nil, nil, false
 		}
 		cctx, cancel := context.WithCancel(ctx)
-		stop := context.AfterFunc(d.streams, cancel)
+		stop := context.AfterFunc(d.streams, func() {
+			d.m.endedStreams.Inc()
+			cancel()
+		})
 		return cctx, func() { stop(); cancel() }, true
 	}
 	// Counted before draining is read: a drain that starts after this
@@ -83,6 +142,7 @@ func (d *drain) Admit(ctx context.Context, stream bool) (context.Context, func()
 	d.calls.Add(1)
 	if d.draining.Load() {
 		d.callDone()
+		d.m.refuse(kind)
 		return nil, nil, false
 	}
 	return ctx, d.callDone, true
@@ -119,6 +179,7 @@ type drainSteps struct {
 func (d *drain) run(ctx context.Context, s drainSteps) {
 	start := time.Now()
 	d.draining.Store(true)
+	d.m.draining.Set(1)
 	s.notReady()
 	s.closeListener()
 	clientsDone := make(chan struct{})
@@ -235,6 +296,7 @@ type drainTunnels struct {
 // Register refuses while draining.
 func (s drainTunnels) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.RegisterResponse, error) {
 	if s.d.draining.Load() {
+		s.d.m.refusedTunnel.Inc()
 		return nil, drainingErr()
 	}
 	return s.TunnelServiceServer.Register(ctx, req)
@@ -245,6 +307,7 @@ func (s drainTunnels) Register(ctx context.Context, req *pb.RegisterRequest) (*p
 func (s drainTunnels) OpenTunnel(stream pb.TunnelService_OpenTunnelServer) error {
 	t := &drainStream{TunnelService_OpenTunnelServer: stream}
 	if !s.d.addTunnel(t) {
+		s.d.m.refusedTunnel.Inc()
 		return drainingErr()
 	}
 	defer s.d.removeTunnel(t)

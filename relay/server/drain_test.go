@@ -8,11 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/betcode-dev/betcode/relay/router"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
 // recordSteps returns drainSteps that record their order in *got.
@@ -32,14 +35,14 @@ func recordSteps(mu *sync.Mutex, got *[]string) drainSteps {
 }
 
 func TestDrainEndsStreamsWaitsForUnaryCallsThenRefuses(t *testing.T) {
-	d := newDrain(slog.New(slog.DiscardHandler))
+	d := newDrain(slog.New(slog.DiscardHandler), nil)
 	ctx := t.Context()
 
-	unaryCtx, unaryDone, ok := d.Admit(ctx, false)
+	unaryCtx, unaryDone, ok := d.Admit(ctx, router.CallUnary)
 	if !ok || unaryCtx != ctx {
 		t.Fatalf("Admit(unary) before the drain = %v, %v; want the call's own context", unaryCtx, ok)
 	}
-	streamCtx, streamDone, ok := d.Admit(ctx, true)
+	streamCtx, streamDone, ok := d.Admit(ctx, router.CallStream)
 	if !ok {
 		t.Fatal("Admit(stream) before the drain refused")
 	}
@@ -59,9 +62,9 @@ func TestDrainEndsStreamsWaitsForUnaryCallsThenRefuses(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the drain did not end the stream")
 	}
-	for _, stream := range []bool{false, true} {
-		if _, _, ok := d.Admit(ctx, stream); ok {
-			t.Fatalf("Admit(stream=%v) while draining admitted the call", stream)
+	for _, kind := range []router.CallKind{router.CallUnary, router.CallStream} {
+		if _, _, ok := d.Admit(ctx, kind); ok {
+			t.Fatalf("Admit(%v) while draining admitted the call", kind)
 		}
 	}
 	select {
@@ -88,8 +91,8 @@ func TestDrainEndsStreamsWaitsForUnaryCallsThenRefuses(t *testing.T) {
 }
 
 func TestDrainGraceEndsAStuckUnaryCall(t *testing.T) {
-	d := newDrain(slog.New(slog.DiscardHandler))
-	_, done, ok := d.Admit(t.Context(), false)
+	d := newDrain(slog.New(slog.DiscardHandler), nil)
+	_, done, ok := d.Admit(t.Context(), router.CallUnary)
 	if !ok {
 		t.Fatal("refused before the drain")
 	}
@@ -121,4 +124,79 @@ func TestDrainingErrCarriesTheBetCodeCode(t *testing.T) {
 		}
 	}
 	t.Fatalf("details %v lack ErrorInfo %s", st.Details(), router.CodeRelayDraining)
+}
+
+// TestDrainMetrics checks that the drain counts what it refuses (by kind)
+// and the streams it ends, and flags itself draining; the metrics pass
+// promlint.
+func TestDrainMetrics(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	d := newDrain(slog.New(slog.DiscardHandler), reg)
+	ctx := t.Context()
+	var streamCtxs []context.Context
+	for range 2 {
+		sctx, done, ok := d.Admit(ctx, router.CallStream)
+		if !ok {
+			t.Fatal("Admit(stream) before the drain refused")
+		}
+		defer done()
+		streamCtxs = append(streamCtxs, sctx)
+	}
+	// A stream that ended before the drain is not counted as ended by it.
+	_, doneEarly, _ := d.Admit(ctx, router.CallStream)
+	doneEarly()
+	if v := testutil.ToFloat64(d.m.draining); v != 0 {
+		t.Fatalf("betcode_relay_draining before the drain = %v, want 0", v)
+	}
+
+	var mu sync.Mutex
+	var got []string
+	d.run(ctx, recordSteps(&mu, &got))
+	// The drain ends streams from context.AfterFunc's goroutines: after
+	// run returns, not necessarily yet.
+	for _, sctx := range streamCtxs {
+		select {
+		case <-sctx.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the drain left a stream running")
+		}
+	}
+	refusals := []router.CallKind{router.CallUnary, router.CallUnary, router.CallStream, router.CallBufferable, router.CallDelivery}
+	for _, kind := range refusals {
+		if _, _, ok := d.Admit(ctx, kind); ok {
+			t.Fatalf("Admit(%v) while draining admitted the call", kind)
+		}
+	}
+	tunnels := drainTunnels{d: d}
+	if _, err := tunnels.Register(ctx, &pb.RegisterRequest{}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("Register while draining: %v, want UNAVAILABLE", err)
+	}
+	if err := tunnels.OpenTunnel(nil); status.Code(err) != codes.Unavailable {
+		t.Fatalf("OpenTunnel while draining: %v, want UNAVAILABLE", err)
+	}
+
+	tests := []struct {
+		name string
+		c    prometheus.Collector
+		want float64
+	}{
+		{"draining", d.m.draining, 1},
+		{"ended streams", d.m.endedStreams, 2},
+		{"refused unary", d.m.refused.WithLabelValues("unary"), 2},
+		{"refused stream", d.m.refused.WithLabelValues("stream"), 1},
+		{"refused buffered", d.m.refused.WithLabelValues("buffered"), 1},
+		{"refused tunnel", d.m.refused.WithLabelValues("tunnel"), 2},
+	}
+	for _, tc := range tests {
+		if got := testutil.ToFloat64(tc.c); got != tc.want {
+			t.Errorf("%s = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if n := testutil.CollectAndCount(d.m.refused); n != 4 {
+		t.Errorf("refused series = %d, want 4 (deliveries are not counted)", n)
+	}
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil || len(problems) != 0 {
+		t.Fatalf("promlint: %v %v", problems, err)
+	}
 }

@@ -265,7 +265,7 @@ func Run(ctx context.Context, cfg Config) error {
 		defer peers.Close()
 	}
 	gs := grpc.NewServer()
-	drain := newDrain(lg)
+	drain := newDrain(lg, reg)
 	rt := &router.Router{Gate: drain,
 		Local: gs, Auth: authn, Streams: calls, MaxMessageBytes: lim.Config().MaxMessageBytes, Registry: tunnels, Store: st, Limits: cfg.Limits, Log: lg, Metrics: router.NewMetrics(reg),
 		Self: cfg.AdvertiseAddr, Peers: peers, PresenceTTL: presenceTTL,
