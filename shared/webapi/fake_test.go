@@ -42,6 +42,7 @@ type fakeAgent struct {
 	external []string // allow rules only GetPermissions reports
 	lastMD   metadata.MD
 	queued   []*pb.QueueMessageRequest
+	started  []*pb.StartSessionRequest
 	answers  []*pb.AnswerPermissionRequest
 	failWith error         // every AgentService unary call fails with it when set
 	watches  int           // WatchSessions calls
@@ -222,7 +223,13 @@ func (f *fakeAgent) StartSession(_ context.Context, req *pb.StartSessionRequest)
 		return nil, err
 	}
 	s := &pb.SessionSummary{Id: fmt.Sprintf("s%d", len(f.sessions)+1), WorkingDirectory: req.WorkingDirectory, Name: req.Name,
-		AgentStatus: pb.AgentStatus_THINKING, CreatedAt: timestamppb.Now(), UpdatedAt: timestamppb.Now()}
+		AgentStatus: pb.AgentStatus_THINKING, CreatedAt: timestamppb.Now(), UpdatedAt: timestamppb.Now(), Provider: req.Provider}
+	if s.Provider == pb.SessionProvider_SESSION_PROVIDER_UNSPECIFIED { // the agent's default
+		s.Provider = pb.SessionProvider_SESSION_PROVIDER_CLAUDE_CODE
+	}
+	f.mu.Lock()
+	f.started = append(f.started, req)
+	f.mu.Unlock()
 	f.addSession(s)
 	if req.Message != nil {
 		f.mu.Lock()

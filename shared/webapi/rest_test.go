@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -198,6 +199,80 @@ func TestRESTSessions(t *testing.T) {
 	st, _, body = ts.call(t, "GET", "/api/machines", goodToken, nil)
 	if m := decode[[]Machine](t, body); st != 200 || len(m) != 1 || !m[0].Current || !m[0].Online {
 		t.Fatalf("machines = %d %s", st, body)
+	}
+}
+
+// TestRESTSessionProvider checks POST /api/sessions's provider: absent is
+// the agent's default (Claude Code), a known name reaches StartSession,
+// an unknown one is refused before the agent is asked; the session JSON
+// names its provider.
+func TestRESTSessionProvider(t *testing.T) {
+	tests := []struct {
+		name     string
+		body     map[string]any
+		status   int
+		sent     pb.SessionProvider // what StartSession got
+		provider string             // the created session's provider
+		code     string             // the error code, for a refusal
+	}{
+		{name: "default", body: map[string]any{"cwd": "/w"}, status: 201,
+			sent: pb.SessionProvider_SESSION_PROVIDER_UNSPECIFIED, provider: "claude-code"},
+		{name: "claude-code", body: map[string]any{"cwd": "/w", "provider": "claude-code"}, status: 201,
+			sent: pb.SessionProvider_SESSION_PROVIDER_CLAUDE_CODE, provider: "claude-code"},
+		{name: "claude alias", body: map[string]any{"cwd": "/w", "provider": "claude"}, status: 201,
+			sent: pb.SessionProvider_SESSION_PROVIDER_CLAUDE_CODE, provider: "claude-code"},
+		{name: "codex", body: map[string]any{"cwd": "/w", "provider": "codex"}, status: 201,
+			sent: pb.SessionProvider_SESSION_PROVIDER_CODEX, provider: "codex"},
+		{name: "unknown", body: map[string]any{"cwd": "/w", "provider": "gpt-shell"}, status: 400, code: "INVALID_ARGUMENT"},
+		{name: "enum name is not a web name", body: map[string]any{"cwd": "/w", "provider": "SESSION_PROVIDER_CODEX"}, status: 400, code: "INVALID_ARGUMENT"},
+		{name: "not a string", body: map[string]any{"cwd": "/w", "provider": 3}, status: 400, code: "INVALID_ARGUMENT"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := newTestServer(t, Options{})
+			st, _, body := ts.call(t, "POST", "/api/sessions", goodToken, tc.body)
+			ts.fake.mu.Lock()
+			started := slices.Clone(ts.fake.started)
+			ts.fake.mu.Unlock()
+			if st != tc.status {
+				t.Fatalf("create = %d %s, want %d", st, body, tc.status)
+			}
+			if tc.code != "" {
+				if e := decode[errorBody](t, body); e.Code != tc.code || len(started) != 0 {
+					t.Fatalf("create = %s (%d StartSession calls), want code %s and no call", body, len(started), tc.code)
+				}
+				return
+			}
+			if len(started) != 1 || started[0].Provider != tc.sent {
+				t.Fatalf("StartSession got %v, want provider %v", started, tc.sent)
+			}
+			if s := decode[Session](t, body); s.Provider != tc.provider {
+				t.Fatalf("created session provider %q, want %q", s.Provider, tc.provider)
+			}
+			path := "/api/sessions/" + decode[Session](t, body).ID
+			st, _, body = ts.call(t, "GET", path, goodToken, nil)
+			if s := decode[Session](t, body); st != 200 || s.Provider != tc.provider {
+				t.Fatalf("GET %s = %d %s, want provider %q", path, st, body, tc.provider)
+			}
+			st, _, body = ts.call(t, "GET", "/api/sessions", goodToken, nil)
+			if l := decode[[]Session](t, body); st != 200 || len(l) != 1 || l[0].Provider != tc.provider {
+				t.Fatalf("GET /api/sessions = %d %s, want provider %q", st, body, tc.provider)
+			}
+		})
+	}
+}
+
+func TestProviderNames(t *testing.T) {
+	for p := range pb.SessionProvider_name {
+		kind := pb.SessionProvider(p)
+		name := providerName(kind)
+		got, err := parseProvider(name)
+		if kind == pb.SessionProvider_SESSION_PROVIDER_UNSPECIFIED {
+			kind = pb.SessionProvider_SESSION_PROVIDER_CLAUDE_CODE // sessions from before providers
+		}
+		if err != nil || got != kind {
+			t.Errorf("parseProvider(providerName(%v) = %q) = %v, %v", kind, name, got, err)
+		}
 	}
 }
 

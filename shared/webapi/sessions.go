@@ -209,6 +209,7 @@ type startBody struct {
 	PermissionMode string           `json:"permissionMode"`
 	Files          []FileAttachment `json:"files"`
 	IdempotencyKey string           `json:"idempotencyKey"`
+	Provider       string           `json:"provider"`
 }
 
 func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, ctx context.Context, _ caller) {
@@ -220,8 +221,13 @@ func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, ctx conte
 		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "cwd is required")
 		return
 	}
+	provider, err := parseProvider(b.Provider)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", err.Error())
+		return
+	}
 	req := &pb.StartSessionRequest{WorkingDirectory: b.Cwd, Model: b.Model, Name: b.Name,
-		PermissionMode: b.PermissionMode, IdempotencyKey: b.IdempotencyKey}
+		PermissionMode: b.PermissionMode, IdempotencyKey: b.IdempotencyKey, Provider: provider}
 	if b.Prompt != "" || len(b.Files) > 0 {
 		att, st, err := attachments(b.Files)
 		if err != nil {

@@ -39,6 +39,8 @@ type Session struct {
 	CreatedAt      string  `json:"createdAt"`
 	UpdatedAt      string  `json:"updatedAt"`
 	CreatedBy      string  `json:"createdBy,omitempty"`
+	// Provider runs the session: claude-code, codex, openai-api, openclaw.
+	Provider string `json:"provider"`
 }
 
 // Event is one streamed item or message of the WebSocket (and of
@@ -120,7 +122,7 @@ func sessionOf(s *pb.SessionSummary, pending []*pb.AgentEvent) Session {
 		CostUSD: s.GetTotalCostUsd(), InputTokens: s.GetTotalInputTokens(), OutputTokens: s.GetTotalOutputTokens(),
 		MessageCount: s.GetMessageCount(), LastMessage: s.GetLastMessagePreview(), LastStopReason: s.GetLastStopReason(),
 		PendingPrompts: s.GetPendingPrompts(), CreatedAt: rfc3339(s.GetCreatedAt()), UpdatedAt: rfc3339(s.GetUpdatedAt()),
-		CreatedBy: s.GetCreatedBy(),
+		CreatedBy: s.GetCreatedBy(), Provider: providerName(s.GetProvider()),
 	}
 	for _, ev := range pending {
 		if e := eventOf(s.GetId(), ev); e != nil {

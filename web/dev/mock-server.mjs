@@ -27,11 +27,12 @@ const pushSubs = [];
 const sessions = new Map(); // id → { s: Session, events: [], waiters: Map }
 let nextId = 1;
 
-function newSession(cwd, name, prompt) {
+function newSession(cwd, name, prompt, provider) {
   const id = 's' + nextId++;
   const s = {
     id, name: name || '', cwd, model: 'sonnet', status: 'completed', agentStatus: 'idle', costUsd: 0, inputTokens: 0,
     outputTokens: 0, messageCount: 0, lastMessage: prompt || '', pendingPrompts: 0, pending: [], createdAt: now(), updatedAt: now(),
+    provider: !provider || provider === 'claude' ? 'claude-code' : provider,
   };
   const rec = { s, events: [], waiters: new Map(), cancelled: false };
   sessions.set(id, rec);
@@ -200,7 +201,7 @@ const server = createServer(async (req, res) => {
   if (p === '/api/sessions' && req.method === 'GET') return json(res, 200, [...sessions.values()].map((r) => r.s).sort((a, b) => b.pendingPrompts - a.pendingPrompts || b.updatedAt.localeCompare(a.updatedAt)));
   if (p === '/api/sessions' && req.method === 'POST') {
     if (!body.cwd) return fail(res, 400, 'INVALID_ARGUMENT', 'cwd is required');
-    const r = newSession(body.cwd, body.name, body.prompt);
+    const r = newSession(body.cwd, body.name, body.prompt, body.provider);
     broadcast({ type: 'session_created', session: r.s });
     if (body.prompt) setTimeout(() => turn(r, body.prompt), 300);
     return json(res, 201, r.s);

@@ -14,6 +14,8 @@ export interface Session {
   messageCount: number; lastMessage: string; lastStopReason?: string;
   pendingPrompts: number; pending?: StreamEvent[];
   createdAt: string; updatedAt: string; createdBy?: string;
+  /** claude-code (also for sessions from before providers), codex, ...; absent from older servers. */
+  provider?: string;
 }
 
 export interface FileAttachment { name: string; mimeType: string; base64Data: string }

@@ -11,6 +11,7 @@ import { advance, BLOCK, newMd, parseChunks, tailSrc } from '../src/mdstream';
 import { addAsk, buildAnswers, choose, parseAnswered, type Ask } from '../src/questions';
 import { groupQuestion, type Item, type QuestionItem } from '../src/store';
 import { delay, pollSSO, type DevicePoll } from '../src/sso';
+import { DEFAULT_PROVIDER, PROVIDERS, providerBadge, providerLabel } from '../src/providers';
 
 test('markdown escapes raw HTML', () => {
   const h = renderMarkdown('hi <script>alert(1)</script> <img src=x onerror=alert(1)>\n\n<div onclick="x()">block</div>');
@@ -177,4 +178,14 @@ test('single sign-on stops on the relay refusing and on cancel', async () => {
   const p = pollSSO(d, ac.signal, async () => ({ status: 'pending' }), delay);
   ac.abort();
   await assert.rejects(p, { name: 'AbortError' });
+});
+
+test('providers: Claude Code is the default and gets no badge; the others do', () => {
+  assert.equal(PROVIDERS[0][0], DEFAULT_PROVIDER);
+  assert.ok(PROVIDERS.some(([v]) => v === 'codex'));
+  for (const p of [undefined, '', 'claude-code', 'claude']) assert.equal(providerBadge(p), null, String(p));
+  assert.equal(providerBadge('codex'), 'Codex');
+  assert.equal(providerBadge('openai-api'), 'OpenAI API');
+  assert.equal(providerBadge('some-new-one'), 'some-new-one');
+  assert.equal(providerLabel(undefined), 'Claude Code');
 });

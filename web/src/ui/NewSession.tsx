@@ -2,6 +2,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { get, newKey, post, q } from '../api';
 import { echoUser, errText, putSession } from '../store';
 import { go, href } from '../router';
+import { DEFAULT_PROVIDER, PROVIDERS, providerLabel } from '../providers';
 import type { DirValidation, Dirs, FileAttachment, Session } from '../types';
 import { Attachments, ErrorBox, readImages, Spinner, TopBar } from './common';
 
@@ -17,6 +18,7 @@ export function NewSession({ machine }: { machine: string }) {
   const [cwd, setCwd] = useState(() => localStorage.getItem('betcode.lastCwd') || '');
   const [model, setModel] = useState('');
   const [mode, setMode] = useState('default');
+  const [provider, setProvider] = useState(DEFAULT_PROVIDER);
   const [name, setName] = useState('');
   const [prompt, setPrompt] = useState('');
   const [files, setFiles] = useState<FileAttachment[]>([]);
@@ -60,6 +62,8 @@ export function NewSession({ machine }: { machine: string }) {
       if (name.trim()) body.name = name.trim();
       if (model.trim()) body.model = model.trim();
       if (mode !== 'default') body.permissionMode = mode;
+      // Sent only when chosen, so that a server from before providers takes the default form.
+      if (provider !== DEFAULT_PROVIDER) body.provider = provider;
       if (prompt.trim()) body.prompt = prompt;
       if (files.length) body.files = files;
       const s = await post<Session>('/sessions', body);
@@ -108,6 +112,11 @@ export function NewSession({ machine }: { machine: string }) {
           <label for="name">Name (optional)</label>
           <input id="name" value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} />
 
+          <label for="provider">Provider</label>
+          <select id="provider" data-testid="provider-select" value={provider} onChange={(e) => setProvider((e.target as HTMLSelectElement).value)}>
+            {PROVIDERS.map(([v, l]) => <option key={v} value={v}>{l}</option>)}
+          </select>
+
           <div class="grid2">
             <div class="stack">
               <label for="model">Model</label>
@@ -123,7 +132,7 @@ export function NewSession({ machine }: { machine: string }) {
           </div>
 
           <label for="prompt">Prompt</label>
-          <textarea id="prompt" rows={5} data-testid="prompt-input" value={prompt} placeholder="What should Claude do?" onInput={(e) => setPrompt((e.target as HTMLTextAreaElement).value)} />
+          <textarea id="prompt" rows={5} data-testid="prompt-input" value={prompt} placeholder={`What should ${provider === DEFAULT_PROVIDER ? 'Claude' : providerLabel(provider)} do?`} onInput={(e) => setPrompt((e.target as HTMLTextAreaElement).value)} />
 
           <Attachments files={files} onRemove={(i) => setFiles(files.filter((_, j) => j !== i))} />
           <div class="toolbar">

@@ -2,6 +2,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { get, post, q } from '../api';
 import { deleteSession, errText, loadSessions, putSession, renameSession, sortedSessions, toast, useAppState } from '../store';
 import { go, href } from '../router';
+import { providerBadge } from '../providers';
 import type { LocalSession, Session } from '../types';
 import { ago, ErrorBox, money, Spinner, StatusChip, TopBar } from './common';
 
@@ -34,6 +35,7 @@ export function Sessions({ machine }: { machine: string }) {
                       <span class="badge" title="Waiting for you">{x.pendingPrompts}</span>
                     )}
                     {x.name || firstLine(x.lastMessage) || x.cwd}
+                    {providerBadge(x.provider) && <span class="chip provider" data-testid="provider-badge">{providerBadge(x.provider)}</span>}
                   </span>
                   <span class="muted small ellipsis">{x.lastMessage || x.cwd}</span>
                   <span class="muted small">
@@ -154,7 +156,8 @@ function SessionActions({ s }: { s: Session }) {
 
 function sessionLabel(x: Session) {
   const name = x.name || firstLine(x.lastMessage) || x.cwd;
-  return `${name}, ${x.status}${x.pendingPrompts > 0 ? `, ${x.pendingPrompts} waiting for you` : ''}, ${money(x.costUsd)}`;
+  const p = providerBadge(x.provider);
+  return `${name}${p ? `, ${p}` : ''}, ${x.status}${x.pendingPrompts > 0 ? `, ${x.pendingPrompts} waiting for you` : ''}, ${money(x.costUsd)}`;
 }
 const firstLine = (t?: string) => (t || '').split('\n')[0].slice(0, 80);
 export const shortPath = (p: string) => {
