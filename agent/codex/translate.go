@@ -84,6 +84,10 @@ func NewTranslator(model string, now func() time.Time) *Translator {
 // Status returns the last status announced.
 func (t *Translator) Status() pb.AgentStatus { return t.status }
 
+// SetStatus records a status announced by someone else (the session
+// manager, after an answer), so that the next change is not repeated.
+func (t *Translator) SetStatus(s pb.AgentStatus) { t.status = s }
+
 // TurnID returns the running turn's id, "" when none runs.
 func (t *Translator) TurnID() string { return t.turn }
 

@@ -87,6 +87,10 @@ var Keys = []Key{
 		Usage:    "directory for the event log, the local token and settings.json",
 		ReadOnly: "the settings file lives in the data directory; set --data-dir or BETCODE_DATA_DIR"},
 	{Name: "claude-bin", Kind: String, Default: "claude", Usage: "the Claude Code CLI binary (name on PATH or path)", Check: nonEmpty},
+	{Name: "codex-bin", Kind: String, DefaultDoc: "the pinned Codex `make codex` installs (`$BETCODE_CODEX_BIN` if set)", Usage: "the Codex CLI binary (name on PATH or path) of sessions with provider codex (docs/codex.md)"},
+	{Name: "codex-base-url", Kind: String, Usage: "OpenAI Responses API base of Codex sessions, e.g. https://api.openai.com/v1 (key from OPENAI_API_KEY); empty: Codex is not configured"},
+	{Name: "codex-model", Kind: String, DefaultDoc: "`gpt-5.5`", Usage: "default model of Codex sessions", Check: noSpace},
+	{Name: "codex-sandbox", Kind: String, Default: "workspace-write", Usage: "sandbox of Codex's commands: read-only, workspace-write or danger-full-access (where bubblewrap cannot run, e.g. containers)", Check: checkCodexSandbox},
 	{Name: "model", Kind: String, Hot: true, DefaultDoc: "Claude Code's default", Usage: "default model of new sessions (Claude Code's default when empty)", Check: noSpace},
 	{Name: "allow", Kind: StringList, Hot: true, Usage: "permission rule to allow without asking, Claude Code syntax, e.g. 'Bash(go test *)' (repeatable)", Check: checkRules},
 	{Name: "deny", Kind: StringList, Hot: true, Usage: "permission rule to deny without asking, e.g. 'Bash(rm *)' (repeatable; deny wins)", Check: checkRules},
@@ -125,6 +129,15 @@ var Keys = []Key{
 		ReadOnly: "a secret: set BETCODE_GITLAB_TOKEN, gitlab-token-file or the --config file"},
 	{Name: "gitlab-token-file", Kind: String, Usage: "file holding the GitLab access token (instead of gitlab-token)"},
 	{Name: "config", Kind: String, Usage: "config file (YAML, TOML or JSON) with these keys", ReadOnly: "it names the file the other settings come from"},
+}
+
+// checkCodexSandbox accepts Codex's sandbox modes.
+func checkCodexSandbox(v any) error {
+	switch v.(string) {
+	case "read-only", "workspace-write", "danger-full-access":
+		return nil
+	}
+	return fmt.Errorf("%q: want read-only, workspace-write or danger-full-access", v)
 }
 
 // checkLogFormat accepts the formats of telemetry.NewLogger.

@@ -22,12 +22,14 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/betcode-dev/betcode/agent/claude"
+	"github.com/betcode-dev/betcode/agent/codex"
 	"github.com/betcode-dev/betcode/agent/config"
 	"github.com/betcode-dev/betcode/agent/configsvc"
 	"github.com/betcode-dev/betcode/agent/eventlog"
 	"github.com/betcode-dev/betcode/agent/gitlab"
 	"github.com/betcode-dev/betcode/agent/localtoken"
 	"github.com/betcode-dev/betcode/agent/permission"
+	"github.com/betcode-dev/betcode/agent/provider"
 	"github.com/betcode-dev/betcode/agent/relaylink"
 	"github.com/betcode-dev/betcode/agent/server"
 	"github.com/betcode-dev/betcode/agent/session"
@@ -55,6 +57,11 @@ type Config struct {
 	TLSClientCA     string
 	Version         string
 	ShutdownTimeout time.Duration // default 10s
+
+	// Codex runs sessions with provider codex (docs/codex.md): CodexBin ""
+	// finds the pinned install; CodexBaseURL "" leaves Codex unconfigured.
+	CodexBin, CodexBaseURL, CodexModel, CodexSandbox string
+
 	// DrainTimeout is how long running turns may go on once ctx ends, while
 	// new turns are refused; 0 does not wait (the serve flag defaults to
 	// 30s). Closing SkipDrain (a second SIGTERM) ends the wait early.
@@ -206,6 +213,10 @@ func Run(ctx context.Context, cfg Config) error {
 		Metrics: session.NewMetrics(reg), LogMetrics: eventlog.NewMetrics(reg),
 		Tracer:    cfg.Tracing.Tracer("github.com/betcode-dev/betcode/agent/session"),
 		ClaudeBin: bin, ClaudeEnv: cfg.ClaudeEnv, DefaultModel: cfg.DefaultModel, Logger: log,
+		Providers: provider.NewRegistry(&claude.Provider{Bin: bin}, &codex.Provider{
+			Binary: cfg.CodexBin, Home: filepath.Join(cfg.DataDir, "codex"), BaseURL: cfg.CodexBaseURL,
+			APIKey: os.Getenv("OPENAI_API_KEY"), Model: cfg.CodexModel, Sandbox: cfg.CodexSandbox,
+		}),
 		Permissions: eng, PermissionTimeout: cfg.PermissionTimeout, MaxProcesses: cfg.MaxProcesses,
 		HangTimeout: cfg.HangTimeout, AutoCompactTokens: cfg.AutoCompactTokens,
 		// TodoWrite (not the Task* tools) so that todos arrive as whole lists.

@@ -112,7 +112,8 @@ func TestSessionServiceThroughTheDaemon(t *testing.T) {
 // Converse.
 func TestProviderErrors(t *testing.T) {
 	api := testenv.FakeAPI(t)
-	agent := testenv.StartAgent(t, testenv.AgentOptions{APIURL: api.URL()})
+	// A Codex that is not installed (codex_test.go covers one not configured).
+	agent := testenv.StartAgent(t, testenv.AgentOptions{APIURL: api.URL(), Args: []string{"--codex-bin", "/nonexistent/codex"}})
 	svc := pb.NewSessionServiceClient(agent.Conn)
 	ctx := ctxT(t)
 	dir := agent.ProjectDir(t)
@@ -121,7 +122,7 @@ func TestProviderErrors(t *testing.T) {
 		want string
 	}{
 		{pb.SessionProvider_SESSION_PROVIDER_OPENCLAW, "openclaw is not supported by BetCode"},
-		{pb.SessionProvider_SESSION_PROVIDER_CODEX, "codex is not supported by this agent"},
+		{pb.SessionProvider_SESSION_PROVIDER_CODEX, "codex is not installed"},
 		{pb.SessionProvider_SESSION_PROVIDER_OPENAI_API, "openai-api is not supported by this agent"},
 	} {
 		t.Run(tc.kind.String(), func(t *testing.T) {

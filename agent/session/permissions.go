@@ -101,26 +101,33 @@ func (s *Session) loadGrants(ctx context.Context) error {
 // canUseTool decides a can_use_tool request by rule, or records it as open.
 // It reports whether the user must be asked (false when a rule decided).
 func (s *Session) canUseTool(ctx context.Context, p provider.Conversation, env *claude.Envelope, req *claude.ControlRequest) (ask bool) {
-	pend := &pending{tool: req.ToolName, input: req.Input, toolUseID: req.ToolUseID, question: req.ToolName == "AskUserQuestion"}
+	return s.decideTool(ctx, p, env.RequestID, req.ToolName, req.Input, req.ToolUseID)
+}
+
+// decideTool decides a provider's request to run tool with input by rule,
+// or records it as open under requestID. It reports whether the user must
+// be asked (false when a rule decided).
+func (s *Session) decideTool(ctx context.Context, p provider.Conversation, requestID, tool string, toolInput json.RawMessage, toolUseID string) (ask bool) {
+	pend := &pending{tool: tool, input: toolInput, toolUseID: toolUseID, question: tool == "AskUserQuestion"}
 	if !pend.question {
 		var input map[string]any
-		_ = json.Unmarshal(req.Input, &input)
-		d := s.engine().Decide(permission.Request{Tool: req.ToolName, Input: input, Cwd: s.meta.WorkingDirectory})
+		_ = json.Unmarshal(toolInput, &input)
+		d := s.engine().Decide(permission.Request{Tool: tool, Input: input, Cwd: s.meta.WorkingDirectory})
 		if d.Behavior != permission.Ask && d.Rule != nil {
 			source := "rule"
 			if d.Rule.Source == "session-grant" {
 				source = "session_grant"
 			}
-			entry := LogEntry{RequestID: env.RequestID, Tool: req.ToolName, Input: req.Input, Source: source, Rule: d.Rule.String() + " (" + d.Rule.Source + ")", Reason: d.Reason}
+			entry := LogEntry{RequestID: requestID, Tool: tool, Input: toolInput, Source: source, Rule: d.Rule.String() + " (" + d.Rule.Source + ")", Reason: d.Reason}
 			if d.Behavior == permission.Allow {
 				entry.Decision = "allow"
-				_ = p.Answer(env.RequestID, allowAnswer(req.Input))
+				_ = p.Answer(requestID, allowAnswer(toolInput))
 			} else {
 				entry.Decision = "deny"
 				entry.Reason = "denied by rule " + d.Rule.String()
-				_ = p.Answer(env.RequestID, provider.Answer{Decision: provider.Deny, Message: "Denied by the BetCode permission rule " + d.Rule.String() + "."})
+				_ = p.Answer(requestID, provider.Answer{Decision: provider.Deny, Message: "Denied by the BetCode permission rule " + d.Rule.String() + "."})
 			}
-			s.m.cfg.Logger.Info("session: permission decided by rule", "session_id", s.id, "tool", req.ToolName, "decision", entry.Decision, "rule", entry.Rule)
+			s.m.cfg.Logger.Info("session: permission decided by rule", "session_id", s.id, "tool", tool, "decision", entry.Decision, "rule", entry.Rule)
 			s.logDecision(ctx, entry)
 			return false
 		}
@@ -128,8 +135,8 @@ func (s *Session) canUseTool(ctx context.Context, p provider.Conversation, env *
 	if !pend.question && s.permissionMode() == PermissionModeBypass {
 		// The session's mode allows what no rule decided (rules that deny
 		// still deny): nobody is asked.
-		_ = p.Answer(env.RequestID, allowAnswer(req.Input))
-		s.logDecision(ctx, LogEntry{RequestID: env.RequestID, Tool: req.ToolName, Input: req.Input, Decision: "allow",
+		_ = p.Answer(requestID, allowAnswer(toolInput))
+		s.logDecision(ctx, LogEntry{RequestID: requestID, Tool: tool, Input: toolInput, Decision: "allow",
 			Source: "mode", Rule: "permission mode " + PermissionModeBypass, Reason: "allowed by the session's permission mode"})
 		return false
 	}
@@ -137,9 +144,9 @@ func (s *Session) canUseTool(ctx context.Context, p provider.Conversation, env *
 		s.m.cfg.Metrics.decided("ask", "rule")
 	}
 	s.mu.Lock()
-	s.perms[env.RequestID] = pend
+	s.perms[requestID] = pend
 	if t := s.m.PermissionTimeout(); t > 0 {
-		id := env.RequestID
+		id := requestID
 		pend.timer, pend.timeout = time.AfterFunc(t, func() { s.expire(id, p) }), t
 	}
 	s.mu.Unlock()
@@ -185,8 +192,13 @@ func (s *Session) takePending(id string) *pending {
 
 // dropPending forgets requests the CLI withdrew (control_cancel_request).
 func (s *Session) dropPending(ctx context.Context, id string) {
+	s.withdrawPending(ctx, id, "withdrawn by Claude (turn interrupted)")
+}
+
+// withdrawPending forgets a request the provider withdrew, logging reason.
+func (s *Session) withdrawPending(ctx context.Context, id, reason string) {
 	if pend := s.takePending(id); pend != nil {
-		s.logDecision(ctx, LogEntry{RequestID: id, Tool: pend.tool, Input: pend.input, Decision: "deny", Source: "cancelled", Reason: "withdrawn by Claude (turn interrupted)"})
+		s.logDecision(ctx, LogEntry{RequestID: id, Tool: pend.tool, Input: pend.input, Decision: "deny", Source: "cancelled", Reason: reason})
 	}
 }
 
@@ -210,9 +222,7 @@ func (s *Session) clearPending() {
 // emitStatus emits ev (if any) and a status change, keeping the
 // translator's idea of the status in step.
 func (s *Session) emitStatus(ctx context.Context, ev *pb.AgentEvent, st pb.AgentStatus, msg string) {
-	s.trMu.Lock()
-	s.tr.SetStatus(st)
-	s.trMu.Unlock()
+	s.setTranslatorStatus(st)
 	status := bridge.StatusEvent(st, msg)
 	if ev == nil {
 		s.emit(ctx, status)
@@ -324,7 +334,9 @@ func (s *Session) Respond(ctx context.Context, r *pb.PermissionResponse) error {
 		s.m.cfg.Logger.Info("session: permission allowed with edited input", "session_id", s.id,
 			"request_id", requestID, "tool", pend.tool, "input", string(pend.input), "updated_input", string(updated))
 	}
+	answer := allowAnswer(run)
 	if decision == pb.PermissionDecision_ALLOW_SESSION {
+		answer.Decision = provider.AllowForSession
 		var input map[string]any
 		_ = json.Unmarshal(run, &input)
 		g := permission.GrantFor(pend.tool, input)
@@ -334,7 +346,7 @@ func (s *Session) Respond(ctx context.Context, r *pb.PermissionResponse) error {
 			return err
 		}
 	}
-	if err := p.Answer(requestID, allowAnswer(run)); err != nil {
+	if err := p.Answer(requestID, answer); err != nil {
 		return fmt.Errorf("answer claude: %w", err)
 	}
 	s.logDecision(ctx, entry)

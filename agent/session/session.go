@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/betcode-dev/betcode/agent/bridge"
 	"github.com/betcode-dev/betcode/agent/claude"
+	"github.com/betcode-dev/betcode/agent/codex"
 	"github.com/betcode-dev/betcode/agent/eventlog"
 	"github.com/betcode-dev/betcode/agent/permission"
 	"github.com/betcode-dev/betcode/agent/provider"
@@ -93,6 +95,9 @@ type Session struct {
 	// trMu guards the translator: the reader goroutine translates, answer
 	// paths adjust its status.
 	trMu sync.Mutex
+	// ctr translates the running Codex conversation's events (nil for
+	// Claude); under trMu.
+	ctr *codex.Translator
 
 	idemMu sync.Mutex // serialises SendOnce
 
@@ -428,8 +433,12 @@ func (s *Session) ensureProcessLocked(ctx context.Context) error {
 		Env: s.m.claudeEnv(s.meta), Config: providerConfig(s.meta),
 		Logger: s.m.cfg.Logger.With("session_id", s.id),
 	}
+	codexSession := prov.Kind() == pb.SessionProvider_SESSION_PROVIDER_CODEX
 	if s.meta.ClaudeStarted {
 		opts.ResumeID = s.id
+		if codexSession {
+			opts.ResumeID = s.meta.Metadata[metaCodexThread]
+		}
 	}
 	if v := s.meta.Metadata[metaAllowedTools]; v != "" {
 		opts.AllowedTools = splitList(v)
@@ -447,8 +456,10 @@ func (s *Session) ensureProcessLocked(ctx context.Context) error {
 		return err
 	}
 	out, ok := p.(claudeStream)
-	if !ok {
-		// Only Claude Code's output can be read so far (see claudeStream).
+	cout, codexOK := p.(codexStream)
+	if !ok && !codexOK {
+		// Only Claude Code's and Codex's output can be read (see
+		// claudeStream and codexStream).
 		_ = p.Kill()
 		_ = p.Wait()
 		s.m.procs.Done()
@@ -460,6 +471,10 @@ func (s *Session) ensureProcessLocked(ctx context.Context) error {
 	restart := s.crashes
 	s.m.cfg.Metrics.started(restart > 0)
 	s.readerDone = make(chan struct{})
+	if codexOK {
+		s.startCodexLocked(ctx, cout, resumed, restart)
+		return nil
+	}
 	go s.readLoop(p, out, resumed, restart, s.readerDone)
 	return nil
 }
@@ -506,20 +521,31 @@ func (s *Session) readLoop(p provider.Conversation, out claudeStream, resumed bo
 		}
 		s.handle(ctx, p, out, env)
 	}
+	s.finishReader(ctx, p, log, &hung, "Claude", func() {
+		if bad := out.BadLines(); bad > 0 {
+			log.Warn("session: claude wrote malformed lines", "bad_lines", bad)
+		}
+	})
+}
+
+// finishReader reaps the provider once its output ended and settles the
+// turns it left open: cancelled, interrupted by the shutdown, or crashed.
+// name is the provider as users read it ("Claude"); afterWait runs once
+// the process was reaped.
+func (s *Session) finishReader(ctx context.Context, p provider.Conversation, log *slog.Logger, hung *atomic.Bool, name string, afterWait func()) {
+	lname := strings.ToLower(name)
 	waitErr := p.Wait()
 	s.mu.Lock()
 	s.proc = nil
 	s.mu.Unlock()
 	s.clearPending()
-	if bad := out.BadLines(); bad > 0 {
-		log.Warn("session: claude wrote malformed lines", "bad_lines", bad)
-	}
+	afterWait()
 	if s.deleted.Load() {
-		log.Debug("session: claude stopped for the session's deletion", "err", waitErr)
+		log.Debug("session: "+lname+" stopped for the session's deletion", "err", waitErr)
 		return
 	}
 	if !s.unsettled() {
-		log.Debug("session: claude exited", "err", waitErr)
+		log.Debug("session: "+lname+" exited", "err", waitErr)
 		return
 	}
 	s.mu.Lock()
@@ -538,15 +564,15 @@ func (s *Session) readLoop(p provider.Conversation, out claudeStream, resumed bo
 			bridge.TurnCompleteEvent("interrupted"), bridge.StatusEvent(pb.AgentStatus_IDLE, ""))
 		return
 	}
-	msg := fmt.Sprintf("Claude process exited mid-turn (%v)", exitText(waitErr))
+	msg := fmt.Sprintf("%s process exited mid-turn (%v)", name, exitText(waitErr))
 	if hung.Load() {
-		msg = fmt.Sprintf("Claude produced no output for %s mid-turn and was stopped", s.m.cfg.HangTimeout)
+		msg = fmt.Sprintf("%s produced no output for %s mid-turn and was stopped", name, s.m.cfg.HangTimeout)
 	}
 	tail := p.Stderr()
 	if tail != "" {
 		msg += ": " + lastLine(tail)
 	}
-	log.WarnContext(s.turnContext(ctx), "session: claude crashed mid-turn", "err", waitErr, "stderr", tail, "hung", hung.Load())
+	log.WarnContext(s.turnContext(ctx), "session: "+lname+" crashed mid-turn", "err", waitErr, "stderr", tail, "hung", hung.Load())
 	s.mu.Lock()
 	s.crashes++
 	s.lastCrash = s.m.cfg.Now()
@@ -589,9 +615,7 @@ func (s *Session) emitCrash(ctx context.Context, msg string) {
 // endTurns emits evs (ending with an IDLE status) for a CLI that exited
 // mid-turn: publishing them settles every open turn.
 func (s *Session) endTurns(ctx context.Context, evs ...*pb.AgentEvent) {
-	s.trMu.Lock()
-	s.tr.SetStatus(pb.AgentStatus_IDLE)
-	s.trMu.Unlock()
+	s.setTranslatorStatus(pb.AgentStatus_IDLE)
 	s.emitEvents(ctx, true, evs...)
 	s.saveMeta(ctx)
 }

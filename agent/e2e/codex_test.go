@@ -1,0 +1,249 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/betcode-dev/betcode/agent/codex"
+	"github.com/betcode-dev/betcode/agent/internal/testenv"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/fakeopenai"
+)
+
+// deniedCommand is what the fake model runs for a DENYME prompt; the
+// agent's --deny rule refuses it without asking anyone.
+const deniedCommand = "touch denied-by-rule.txt"
+
+// requireCodex returns the pinned Codex binary or fails with what to
+// install (never skips).
+func requireCodex(t *testing.T) string {
+	t.Helper()
+	p, err := codex.FindBinary()
+	if err == nil {
+		return p
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%v\nCI must install the pinned Codex before the tests: run make codex", err)
+	}
+	t.Fatalf("%v\ninstall it once with `make codex` (scripts/install-codex.sh), or point %s at a codex %s binary", err, codex.BinaryEnv, codex.PinnedVersion)
+	return ""
+}
+
+// startCodexAgent runs the real agent with the real Codex against a fake
+// Responses API.
+func startCodexAgent(t *testing.T) (*testenv.Agent, *fakeopenai.Server) {
+	t.Helper()
+	bin := requireCodex(t)
+	api, err := fakeopenai.Start(fakeopenai.Config{Responder: func(r *fakeopenai.Request) fakeopenai.Reply {
+		if r.LastToolOutput() == nil && strings.Contains(r.Prompt(), "DENYME") {
+			return fakeopenai.Reply{Call: fakeopenai.ShellCall(deniedCommand, false, "")}
+		}
+		return fakeopenai.KeywordReply(r)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = api.Close() })
+	agent := testenv.StartAgent(t, testenv.AgentOptions{Args: []string{
+		"--codex-bin", bin, "--codex-base-url", api.BaseURL(),
+		// No sandbox: bubblewrap cannot create namespaces in containers;
+		// approvals work the same.
+		"--codex-sandbox", codex.SandboxFullAccess,
+		"--deny", "Bash(touch *)",
+	}, Env: []string{"OPENAI_API_KEY=sk-fake-test"}})
+	return agent, api
+}
+
+func TestCodexSessionEndToEnd(t *testing.T) {
+	agent, api := startCodexAgent(t)
+	ctx := ctxT(t)
+	s := startConv(t, ctx, agent.API, &pb.StartConversation{
+		WorkingDirectory: agent.ProjectDir(t), Provider: pb.SessionProvider_SESSION_PROVIDER_CODEX,
+	})
+	var all []*pb.AgentEvent
+
+	// Streamed text, gapless sequences, usage.
+	say(t, s, "STREAM 5")
+	evs := until(t, s, isTurnComplete)
+	all = append(all, evs...)
+	checkSequences(t, evs, 0)
+	id := sessionID(t, evs)
+	if got, want := text(evs), strings.Join(fakeopenai.NumberedDeltas(5), ""); got != want {
+		t.Errorf("text = %q, want %q", got, want)
+	}
+	if tc := last(evs).GetTurnComplete(); tc.StopReason != codex.StopEndTurn {
+		t.Errorf("stop reason %q, want %q", tc.StopReason, codex.StopEndTurn)
+	}
+	usage := false
+	for _, ev := range evs {
+		if u := ev.GetUsage(); u != nil && u.OutputTokens > 0 {
+			usage = true
+		}
+	}
+	if !usage {
+		t.Error("no UsageReport with output tokens")
+	}
+
+	// A command that needs approval, allowed by the client.
+	say(t, s, "SHELL")
+	evs = until(t, s, func(ev *pb.AgentEvent) bool { return ev.GetPermissionRequest() != nil })
+	all = append(all, evs...)
+	req := last(evs).GetPermissionRequest()
+	if req.ToolName != codex.ToolShell || !strings.Contains(req.GetInput().GetFields()["command"].GetStringValue(), "hi-from-shell") {
+		t.Fatalf("permission request = %v", req)
+	}
+	if err := s.Send(&pb.AgentRequest{Request: &pb.AgentRequest_Permission{Permission: &pb.PermissionResponse{
+		RequestId: req.RequestId, Decision: pb.PermissionDecision_ALLOW_ONCE}}}); err != nil {
+		t.Fatal(err)
+	}
+	evs = until(t, s, isTurnComplete)
+	all = append(all, evs...)
+	if !hasToolResult(evs, fakeopenai.ShellOutput, false) {
+		t.Errorf("no successful tool result with %q in %v", fakeopenai.ShellOutput, evs)
+	}
+
+	// A command a rule denies: nobody is asked, the command does not run.
+	say(t, s, "DENYME")
+	evs = until(t, s, isTurnComplete)
+	all = append(all, evs...)
+	for _, ev := range evs {
+		if ev.GetPermissionRequest() != nil {
+			t.Fatalf("asked for a command the rule denies: %v", ev)
+		}
+	}
+	if !hasToolResult(evs, "declined", true) {
+		t.Errorf("no declined tool result in %v", evs)
+	}
+	log, err := agent.API.ListPermissionLog(ctx, &pb.PermissionLogRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sources []string
+	for _, e := range log.Entries {
+		sources = append(sources, e.Decision+"/"+e.Source)
+	}
+	if got := strings.Join(sources, ","); got != "allow/user,deny/rule" {
+		t.Errorf("permission log = %s, want allow/user,deny/rule", got)
+	}
+
+	// Cancel of a slow stream.
+	say(t, s, "SLOW")
+	evs = until(t, s, func(ev *pb.AgentEvent) bool { return ev.GetTextDelta() != nil })
+	all = append(all, evs...)
+	if err := s.Send(&pb.AgentRequest{Request: &pb.AgentRequest_Cancel{Cancel: &pb.CancelRequest{Reason: "test"}}}); err != nil {
+		t.Fatal(err)
+	}
+	evs = until(t, s, isTurnComplete)
+	all = append(all, evs...)
+	if tc := last(evs).GetTurnComplete(); tc.StopReason != "cancelled" {
+		t.Errorf("stop reason after cancel %q, want cancelled", tc.StopReason)
+	}
+	checkSequences(t, all, 0)
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+
+	// ListSessions names the provider.
+	l, err := agent.API.ListSessions(ctx, &pb.ListSessionsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, ss := range l.Sessions {
+		if ss.Id == id {
+			found = true
+			if ss.Provider != pb.SessionProvider_SESSION_PROVIDER_CODEX {
+				t.Errorf("ListSessions provider = %v, want CODEX", ss.Provider)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("session %s not listed", id)
+	}
+
+	// ResumeSession replays the same events from the log.
+	r, err := agent.API.ResumeSession(ctx, &pb.ResumeSessionRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed := until(t, r, func(ev *pb.AgentEvent) bool { return ev.Sequence >= last(all).Sequence })
+	if len(replayed) != len(all) {
+		t.Fatalf("replayed %d events, want %d", len(replayed), len(all))
+	}
+	for i := range all {
+		if fmt.Sprintf("%T", replayed[i].Event) != fmt.Sprintf("%T", all[i].Event) || replayed[i].Sequence != all[i].Sequence {
+			t.Fatalf("replayed event %d = %v, want %v", i, replayed[i], all[i])
+		}
+	}
+	if err := r.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+
+	// After a restart of the agent the next message resumes the thread.
+	resumeAfterRestart(t, agent, api, id, last(all).Sequence)
+}
+
+// The restart that resumes the thread is in the same test: one agent and
+// one app-server start cost seconds on a loaded machine.
+func resumeAfterRestart(t *testing.T, agent *testenv.Agent, api *fakeopenai.Server, id string, lastSeq uint64) {
+	t.Helper()
+	ctx := ctxT(t)
+	agent = agent.Restart(t)
+	s := startConv(t, ctx, agent.API, &pb.StartConversation{SessionId: id})
+	say(t, s, "STREAM 2")
+	evs := until(t, s, isTurnComplete)
+	if evs[0].Sequence <= lastSeq {
+		t.Fatalf("first event after the restart has sequence %d, not above %d", evs[0].Sequence, lastSeq)
+	}
+	checkSequences(t, evs, evs[0].Sequence-1)
+	if info := evs[1].GetSessionInfo(); info == nil || !info.IsResumed {
+		t.Errorf("no resumed SessionInfo after the UserInput: %v", evs[:2])
+	}
+	if got, want := text(evs), strings.Join(fakeopenai.NumberedDeltas(2), ""); got != want {
+		t.Errorf("text after resume = %q, want %q", got, want)
+	}
+	reqs := api.Requests()
+	prompts := strings.Join(reqs[len(reqs)-1].Prompts(), "|")
+	if !strings.Contains(prompts, "STREAM 5") || !strings.HasSuffix(prompts, "STREAM 2") {
+		t.Errorf("the resumed thread sent prompts %q; want the earlier ones, then STREAM 2", prompts)
+	}
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hasToolResult reports whether evs hold a ToolCallResult whose output
+// contains out, with is_error as given.
+func hasToolResult(evs []*pb.AgentEvent, out string, isErr bool) bool {
+	for _, ev := range evs {
+		if r := ev.GetToolCallResult(); r != nil && r.IsError == isErr && strings.Contains(r.Output, out) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestCodexNotConfigured: an installed Codex without a model endpoint is
+// refused with BETCODE-2030 saying what to set.
+func TestCodexNotConfigured(t *testing.T) {
+	agent := testenv.StartAgent(t, testenv.AgentOptions{Args: []string{"--codex-bin", requireCodex(t)}})
+	svc := pb.NewSessionServiceClient(agent.Conn)
+	_, err := svc.CreateSession(ctxT(t), &pb.CreateSessionRequest{WorkingDirectory: agent.ProjectDir(t), Provider: pb.SessionProvider_SESSION_PROVIDER_CODEX})
+	wantStatus(t, "CreateSession", err, codes.Unavailable, "BETCODE-2030")
+	if !strings.Contains(err.Error(), "--codex-base-url") {
+		t.Fatalf("error %q does not say to set --codex-base-url", err)
+	}
+}
+
+// TestCodexChatCLI: `betcode chat --provider codex` runs a turn on Codex.
+func TestCodexChatCLI(t *testing.T) {
+	agent, _ := startCodexAgent(t)
+	out, errOut, code := runCLI(t, agent.Opts.Socket, "chat", "--provider", "codex", "--cwd", agent.ProjectDir(t), "hello")
+	if code != 0 || !strings.Contains(out, fakeopenai.HelloText) {
+		t.Fatalf("chat --provider codex: code %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+}
