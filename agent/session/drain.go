@@ -89,6 +89,28 @@ func (s *Session) markStopping() {
 	s.mu.Unlock()
 }
 
+// endedTurn adjusts the events that end a turn: a turn the user cancelled
+// ends "cancelled" with no error event (it did not fail); one cut short by
+// the agent shutting down says so.
+func endedTurn(evs []*pb.AgentEvent, cancelled, stopping bool) []*pb.AgentEvent {
+	if stopping && !cancelled {
+		return interruptedByShutdown(evs)
+	}
+	if !cancelled {
+		return evs
+	}
+	kept := evs[:0]
+	for _, ev := range evs {
+		if tc := ev.GetTurnComplete(); tc != nil {
+			tc.StopReason = "cancelled"
+		}
+		if ev.GetError() == nil {
+			kept = append(kept, ev)
+		}
+	}
+	return kept
+}
+
 // interruptedByShutdown rewrites a result's events when the CLI aborted the
 // turn because the agent stopped it: ErrorEvent AGENT_SHUTTING_DOWN, then
 // TurnComplete{interrupted}. A turn that ended on its own is kept as is.

@@ -685,22 +685,7 @@ func (s *Session) handle(ctx context.Context, p provider.Conversation, out claud
 		s.cancelRequested = false
 		stopping := s.stopping
 		s.mu.Unlock()
-		if stopping && !cancelled {
-			evs = interruptedByShutdown(evs)
-		}
-		if cancelled {
-			// The user asked for it: the turn ends "cancelled", not failed.
-			kept := evs[:0]
-			for _, ev := range evs {
-				if tc := ev.GetTurnComplete(); tc != nil {
-					tc.StopReason = "cancelled"
-				}
-				if ev.GetError() == nil {
-					kept = append(kept, ev)
-				}
-			}
-			evs = kept
-		}
+		evs = endedTurn(evs, cancelled, stopping)
 		s.recordResult(evs)
 	}
 	s.emit(ctx, evs...)
