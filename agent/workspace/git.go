@@ -1,60 +1,31 @@
 package workspace
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/betcode-dev/betcode/agent/internal/gitexec"
 )
 
 // errGitMissing is returned when the git binary cannot be found.
-var errGitMissing = errors.New("git is not installed on this machine")
+var errGitMissing = gitexec.ErrMissing
 
 // gitError is a git command that ran and failed.
-type gitError struct {
-	Args   []string
-	Code   int    // exit code
-	Stderr string // trimmed, at most a few KiB
-}
-
-func (e *gitError) Error() string {
-	msg := e.Stderr
-	if msg == "" {
-		msg = "exit status " + strconv.Itoa(e.Code)
-	}
-	return fmt.Sprintf("git %s: %s", strings.Join(e.Args, " "), msg)
-}
+type gitError = gitexec.Error
 
 // gitRunner runs git with an environment that no user setting or inherited
 // variable can bend: no pager, no colour, no external diff or textconv
 // driver, no fsmonitor daemon, unquoted paths, the C locale, and no
 // optional locks (a read-only view must not compete with the user's git
 // for index.lock).
-type gitRunner struct {
-	bin     string
-	timeout time.Duration
-	env     []string
-}
+type gitRunner struct{ gitexec.Runner }
 
 func newGitRunner(bin string, timeout time.Duration) gitRunner {
-	env := make([]string, 0, len(os.Environ())+4)
-	for _, kv := range os.Environ() {
-		// GIT_DIR, GIT_WORK_TREE, GIT_INDEX_FILE... inherited from whatever
-		// started the daemon would point every call at the wrong repository.
-		if strings.HasPrefix(kv, "GIT_") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	env = append(env, "GIT_OPTIONAL_LOCKS=0", "GIT_TERMINAL_PROMPT=0", "GIT_PAGER=cat", "LC_ALL=C")
-	return gitRunner{bin: bin, timeout: timeout, env: env}
+	return gitRunner{gitexec.New(bin, timeout, []string{"GIT_OPTIONAL_LOCKS=0"}, globalArgs)}
 }
 
 // globalArgs come before the subcommand of every call.
@@ -64,87 +35,9 @@ var globalArgs = []string{
 	"-c", "diff.noprefix=false", "-c", "diff.mnemonicprefix=false",
 }
 
-// run runs git in dir and returns at most limit bytes of its standard
-// output (limit <= 0: no limit); truncated reports that there was more, in
-// which case git was stopped. okCodes are exit codes besides 0 that mean
-// success (git diff --no-index exits 1 when the files differ).
-func (g gitRunner) run(ctx context.Context, dir string, limit int, okCodes []int, args ...string) (out []byte, truncated bool, err error) {
-	bin := g.bin
-	if bin == "" {
-		bin = "git"
-	}
-	path, err := exec.LookPath(bin)
-	if err != nil {
-		return nil, false, errGitMissing
-	}
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
-	full := append(append([]string{"-C", dir}, globalArgs...), args...)
-	cmd := exec.CommandContext(ctx, path, full...)
-	cmd.Env = g.env
-	// git may start helpers of its own; kill the whole group, and do not
-	// wait for a helper that holds stdout after git is gone.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = time.Second
-	var stderr limitedBuffer
-	stderr.max = 4 << 10
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, false, fmt.Errorf("git %s: %w", args[0], err)
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, false, fmt.Errorf("start git %s: %w", args[0], err)
-	}
-	var r io.Reader = stdout
-	if limit > 0 {
-		r = io.LimitReader(stdout, int64(limit)+1)
-	}
-	out, readErr := io.ReadAll(r)
-	if limit > 0 && len(out) > limit {
-		out, truncated = out[:limit], true
-		cancel() // the rest is not wanted
-	}
-	waitErr := cmd.Wait()
-	switch {
-	case truncated:
-		return out, true, nil
-	case ctx.Err() != nil:
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, false, fmt.Errorf("git %s took longer than %s: %w", args[0], g.timeout, context.DeadlineExceeded)
-		}
-		return nil, false, ctx.Err()
-	case readErr != nil:
-		return nil, false, fmt.Errorf("read git %s: %w", args[0], readErr)
-	}
-	var exit *exec.ExitError
-	if errors.As(waitErr, &exit) {
-		code := exit.ExitCode()
-		for _, ok := range okCodes {
-			if code == ok {
-				return out, false, nil
-			}
-		}
-		return nil, false, &gitError{Args: args, Code: code, Stderr: strings.TrimSpace(stderr.String())}
-	}
-	if waitErr != nil {
-		return nil, false, fmt.Errorf("git %s: %w", args[0], waitErr)
-	}
-	return out, false, nil
-}
-
-// limitedBuffer keeps the first max bytes written to it and drops the rest.
-type limitedBuffer struct {
-	bytes.Buffer
-	max int
-}
-
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.Len(); room > 0 {
-		b.Buffer.Write(p[:min(room, len(p))])
-	}
-	return len(p), nil
+// run is gitexec.Runner.Run.
+func (g gitRunner) run(ctx context.Context, dir string, limit int, okCodes []int, args ...string) ([]byte, bool, error) {
+	return g.Run(ctx, dir, limit, okCodes, args...)
 }
 
 // workTree returns the top of the work tree that holds dir, or ok=false
