@@ -42,7 +42,9 @@ func (s *Session) startCodexLocked(ctx context.Context, out codexStream, resumed
 		// ClaudeStarted: the provider's conversation exists (resume it).
 		s.meta.Metadata[metaCodexThread] = out.ThreadID()
 		s.meta.ClaudeStarted = true
-		go s.saveMeta(context.WithoutCancel(ctx))
+		// Saved off s.mu; Close waits for it (procs) before closing the log.
+		// The reader's own Add is done, so this Add cannot race a Wait at zero.
+		s.m.procs.Go(func() { s.saveMeta(context.WithoutCancel(ctx)) })
 	}
 	tr := codex.NewTranslator(out.Model(), s.m.cfg.Now)
 	s.trMu.Lock()
