@@ -25,6 +25,7 @@ type hub struct {
 	dirs      map[string]string           // cleaned working directory
 	transient map[string]pb.SessionStatus // CREATED, STARTING, STOPPING held by an RPC
 	terminal  map[string]pb.SessionStatus // STOPPED / FAILED marks
+	markSeq   map[string]uint64           // the session's last sequence when it was marked
 	subs      map[*statusSub]struct{}
 	closed    bool
 	buffer    int
@@ -52,7 +53,7 @@ var errWatchOverflow = errors.New("watcher fell too far behind")
 func newHub(m *session.Manager, buffer int, now func() time.Time) *hub {
 	return &hub{m: m, now: now, buffer: buffer,
 		last: map[string]pb.SessionStatus{}, dirs: map[string]string{},
-		transient: map[string]pb.SessionStatus{}, terminal: map[string]pb.SessionStatus{},
+		transient: map[string]pb.SessionStatus{}, terminal: map[string]pb.SessionStatus{}, markSeq: map[string]uint64{},
 		subs: map[*statusSub]struct{}{}}
 }
 
@@ -106,6 +107,7 @@ func (h *hub) observe(ctx context.Context, u *pb.SessionUpdate) {
 		delete(h.last, id)
 		delete(h.dirs, id)
 		delete(h.terminal, id)
+		delete(h.markSeq, id)
 		delete(h.transient, id)
 		h.mu.Unlock()
 		return
@@ -116,9 +118,17 @@ func (h *hub) observe(ctx context.Context, u *pb.SessionUpdate) {
 	}
 	h.mu.Lock()
 	h.dirs[id] = clean(u.GetSession().GetWorkingDirectory())
-	reopened := busy && h.terminal[id] != pb.SessionStatus_SESSION_STATUS_UNSPECIFIED && h.transient[id] == pb.SessionStatus_SESSION_STATUS_UNSPECIFIED
+	// A turn that started after the mark (its THINKING status, which a
+	// stopping provider never sends) reopens the session even when the
+	// feed reports it late, after the turn is over.
+	started := u.GetCause().GetStatusChange().GetStatus() == pb.AgentStatus_THINKING && u.GetCause().GetSequence() > h.markSeq[id]
+	reopened := (busy || started) && h.terminal[id] != pb.SessionStatus_SESSION_STATUS_UNSPECIFIED && h.transient[id] == pb.SessionStatus_SESSION_STATUS_UNSPECIFIED
 	if reopened {
 		delete(h.terminal, id)
+		delete(h.markSeq, id)
+		if !busy {
+			h.setLocked(id, pb.SessionStatus_SESSION_STATUS_WORKING, "")
+		}
 	}
 	h.setLocked(id, h.deriveLocked(id, busy), "")
 	h.mu.Unlock()
@@ -152,24 +162,31 @@ func (h *hub) status(id string) pb.SessionStatus {
 	return h.deriveLocked(id, busy)
 }
 
-// hold puts id in a transient status (CREATED, STARTING, STOPPING).
+// hold puts id in a transient status (CREATED, STARTING, STOPPING). A
+// known session's status is brought up to date first (the change feed may
+// lag), so that no transition before the held one is lost.
 func (h *hub) hold(id, dir string, st pb.SessionStatus, msg string) {
+	busy, _ := h.m.Busy(id)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.dirs[id] = clean(dir)
+	if _, known := h.last[id]; known && h.transient[id] == pb.SessionStatus_SESSION_STATUS_UNSPECIFIED {
+		h.setLocked(id, h.deriveLocked(id, busy), "")
+	}
 	h.transient[id] = st
 	h.setLocked(id, st, msg)
 }
 
 // release ends a transient status; terminal, when set, marks the session
-// STOPPED or FAILED.
-func (h *hub) release(id string, terminal pb.SessionStatus, msg string) {
+// STOPPED or FAILED as of its event seq (later turns reopen it).
+func (h *hub) release(id string, terminal pb.SessionStatus, seq uint64, msg string) {
 	busy, _ := h.m.Busy(id)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.transient, id)
 	if terminal != pb.SessionStatus_SESSION_STATUS_UNSPECIFIED {
 		h.terminal[id] = terminal
+		h.markSeq[id] = seq
 	}
 	h.setLocked(id, h.deriveLocked(id, busy), msg)
 }
@@ -271,5 +288,6 @@ func (h *hub) forget(id string) {
 	delete(h.last, id)
 	delete(h.dirs, id)
 	delete(h.terminal, id)
+	delete(h.markSeq, id)
 	delete(h.transient, id)
 }

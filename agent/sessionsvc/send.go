@@ -60,6 +60,10 @@ func (s *Service) SendMessage(req *pb.SendMessageRequest, stream grpc.ServerStre
 	if err != nil {
 		return sessionStatus(err, codes.Unavailable, CodeProviderConnLost)
 	}
+	// The turn is over: announce it now rather than when the manager's
+	// change feed catches up, so that a status held next (StopSession's
+	// STOPPING) comes after it.
+	s.hub.refresh(id)
 	if !a.completed {
 		// No turn ended in what was streamed (it ended before the stream
 		// caught up): close the stream as the spec says.

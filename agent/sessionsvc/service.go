@@ -161,7 +161,7 @@ func (s *Service) create(ctx context.Context, req *pb.CreateSessionRequest, extr
 		CreatedBy: callUser(ctx),
 	})
 	if err != nil {
-		s.hub.release(id, pb.SessionStatus_SESSION_STATUS_FAILED, "session creation failed: "+err.Error())
+		s.hub.release(id, pb.SessionStatus_SESSION_STATUS_FAILED, 0, "session creation failed: "+err.Error())
 		s.hub.forget(id)
 		var dirErr *session.DirectoryError
 		if errors.As(err, &dirErr) {
@@ -181,7 +181,7 @@ func (s *Service) create(ctx context.Context, req *pb.CreateSessionRequest, extr
 	if err := sess.SetMetadata(ctx, map[string]string{metaStartedAt: fmtTime(s.opt.Now())}); err != nil {
 		s.opt.Logger.Warn("sessionsvc: saving start time", "session_id", id, "err", err)
 	}
-	s.hub.release(id, pb.SessionStatus_SESSION_STATUS_UNSPECIFIED, provider.Name(kind)+" started")
+	s.hub.release(id, pb.SessionStatus_SESSION_STATUS_UNSPECIFIED, 0, provider.Name(kind)+" started")
 	if msg := req.GetInitialMessage(); msg != "" {
 		if err := sess.Send(ctx, session.Message{SentBy: callUser(ctx), Text: msg}); err != nil {
 			return nil, sessionStatus(err, codes.Unavailable, CodeDeliveryFailed)
@@ -200,7 +200,7 @@ func (s *Service) markTerminal(ctx context.Context, sess *session.Session, st pb
 	if err := sess.SetMetadata(ctx, md); err != nil {
 		s.opt.Logger.Warn("sessionsvc: saving status", "session_id", sess.ID(), "err", err)
 	}
-	s.hub.release(sess.ID(), st, msg)
+	s.hub.release(sess.ID(), st, sess.LastSeq(), msg)
 }
 
 // GetSession returns a session's state.
