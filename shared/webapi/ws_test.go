@@ -22,7 +22,9 @@ type testWS struct {
 
 func (ts *testServer) dial(t *testing.T, origin string) (*testWS, *http.Response, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// A bound on the socket's whole life in the test, not a wait: generous,
+	// as a slow-client test on a loaded two-core machine takes ~10 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	h := http.Header{}
 	if origin != "" {
