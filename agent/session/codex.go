@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -77,15 +76,7 @@ func (s *Session) codexReadLoop(out codexStream, tr *codex.Translator, resumed b
 	var hung atomic.Bool
 	stopWatch := s.watchHang(out, &lastOutput, &hung)
 	defer stopWatch()
-	if restart > 0 {
-		s.emitStatus(ctx, nil, pb.AgentStatus_THINKING, fmt.Sprintf("Codex restarted with its thread resumed after a crash (restart %d of %d)", restart, s.m.cfg.MaxRestarts))
-	}
-	if resumed {
-		s.mu.Lock()
-		info := s.info(true)
-		s.mu.Unlock()
-		s.emit(ctx, &pb.AgentEvent{Event: &pb.AgentEvent_SessionInfo{SessionInfo: info}})
-	}
+	s.announceStart(ctx, "Codex restarted with its thread resumed", restart, resumed)
 	for {
 		ev, ok := out.Next()
 		lastOutput.Store(time.Now().UnixNano())

@@ -201,6 +201,20 @@ func (s *Session) emitEvents(ctx context.Context, settle bool, evs ...*pb.AgentE
 	}
 }
 
+// announceStart tells clients how a provider's reader started: a
+// restart after a crash (what, with the count) or a resumed conversation.
+func (s *Session) announceStart(ctx context.Context, what string, restart int, resumed bool) {
+	if restart > 0 {
+		s.emitStatus(ctx, nil, pb.AgentStatus_THINKING, fmt.Sprintf("%s after a crash (restart %d of %d)", what, restart, s.m.cfg.MaxRestarts))
+	}
+	if resumed {
+		s.mu.Lock()
+		info := s.info(true)
+		s.mu.Unlock()
+		s.emit(ctx, &pb.AgentEvent{Event: &pb.AgentEvent_SessionInfo{SessionInfo: info}})
+	}
+}
+
 // Kind is the short type tag stored with an event.
 func Kind(ev *pb.AgentEvent) string {
 	switch ev.Event.(type) {
@@ -501,15 +515,7 @@ func (s *Session) readLoop(p provider.Conversation, out claudeStream, resumed bo
 	var hung atomic.Bool
 	stopWatch := s.watchHang(p, &lastOutput, &hung)
 	defer stopWatch()
-	if restart > 0 {
-		s.emitStatus(ctx, nil, pb.AgentStatus_THINKING, fmt.Sprintf("Claude restarted with --resume after a crash (restart %d of %d)", restart, s.m.cfg.MaxRestarts))
-	}
-	if resumed {
-		s.mu.Lock()
-		info := s.info(true)
-		s.mu.Unlock()
-		s.emit(ctx, &pb.AgentEvent{Event: &pb.AgentEvent_SessionInfo{SessionInfo: info}})
-	}
+	s.announceStart(ctx, "Claude restarted with --resume", restart, resumed)
 	for {
 		env, err := out.Next()
 		lastOutput.Store(time.Now().UnixNano())
