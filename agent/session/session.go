@@ -447,11 +447,14 @@ func (s *Session) ensureProcessLocked(ctx context.Context) error {
 		Env: s.m.claudeEnv(s.meta), Config: providerConfig(s.meta),
 		Logger: s.m.cfg.Logger.With("session_id", s.id),
 	}
-	codexSession := prov.Kind() == pb.SessionProvider_SESSION_PROVIDER_CODEX
 	if s.meta.ClaudeStarted {
-		opts.ResumeID = s.id
-		if codexSession {
+		switch prov.Kind() {
+		case pb.SessionProvider_SESSION_PROVIDER_CLAUDE_CODE:
+			opts.ResumeID = s.id
+		case pb.SessionProvider_SESSION_PROVIDER_CODEX:
 			opts.ResumeID = s.meta.Metadata[metaCodexThread]
+		default:
+			opts.ResumeID = s.meta.Metadata[metaResumeID]
 		}
 	}
 	if v := s.meta.Metadata[metaAllowedTools]; v != "" {
@@ -471,9 +474,10 @@ func (s *Session) ensureProcessLocked(ctx context.Context) error {
 	}
 	out, ok := p.(claudeStream)
 	cout, codexOK := p.(codexStream)
-	if !ok && !codexOK {
-		// Only Claude Code's and Codex's output can be read (see
-		// claudeStream and codexStream).
+	sout, streamOK := p.(provider.Stream)
+	if !ok && !codexOK && !streamOK {
+		// Only these outputs can be read (see claudeStream, codexStream
+		// and provider.Stream).
 		_ = p.Kill()
 		_ = p.Wait()
 		s.m.procs.Done()
@@ -485,8 +489,12 @@ func (s *Session) ensureProcessLocked(ctx context.Context) error {
 	restart := s.crashes
 	s.m.cfg.Metrics.started(restart > 0)
 	s.readerDone = make(chan struct{})
-	if codexOK {
+	switch {
+	case codexOK:
 		s.startCodexLocked(ctx, cout, resumed, restart)
+		return nil
+	case !ok:
+		s.startStreamLocked(ctx, sout, resumed, restart)
 		return nil
 	}
 	go s.readLoop(p, out, resumed, restart, s.readerDone)

@@ -112,6 +112,9 @@ const (
 	SessionProvider_SESSION_PROVIDER_CODEX SessionProvider = 3
 	// The OpenAI API directly.
 	SessionProvider_SESSION_PROVIDER_OPENAI_API SessionProvider = 4
+	// Any agent speaking the Agent Client Protocol (JSON-RPC over stdio),
+	// named by the provider_config key "agent" (the agent's --acp-agent).
+	SessionProvider_SESSION_PROVIDER_ACP SessionProvider = 5
 )
 
 // Enum value maps for SessionProvider.
@@ -122,6 +125,7 @@ var (
 		2: "SESSION_PROVIDER_OPENCLAW",
 		3: "SESSION_PROVIDER_CODEX",
 		4: "SESSION_PROVIDER_OPENAI_API",
+		5: "SESSION_PROVIDER_ACP",
 	}
 	SessionProvider_value = map[string]int32{
 		"SESSION_PROVIDER_UNSPECIFIED": 0,
@@ -129,6 +133,7 @@ var (
 		"SESSION_PROVIDER_OPENCLAW":    2,
 		"SESSION_PROVIDER_CODEX":       3,
 		"SESSION_PROVIDER_OPENAI_API":  4,
+		"SESSION_PROVIDER_ACP":         5,
 	}
 )
 
@@ -1377,13 +1382,14 @@ const file_betcode_v1_session_proto_rawDesc = "" +
 	"\x16SESSION_STATUS_WORKING\x10\x04\x12\x1b\n" +
 	"\x17SESSION_STATUS_STOPPING\x10\x05\x12\x1a\n" +
 	"\x16SESSION_STATUS_STOPPED\x10\x06\x12\x19\n" +
-	"\x15SESSION_STATUS_FAILED\x10\a*\xb1\x01\n" +
+	"\x15SESSION_STATUS_FAILED\x10\a*\xcb\x01\n" +
 	"\x0fSessionProvider\x12 \n" +
 	"\x1cSESSION_PROVIDER_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cSESSION_PROVIDER_CLAUDE_CODE\x10\x01\x12\x1d\n" +
 	"\x19SESSION_PROVIDER_OPENCLAW\x10\x02\x12\x1a\n" +
 	"\x16SESSION_PROVIDER_CODEX\x10\x03\x12\x1f\n" +
-	"\x1bSESSION_PROVIDER_OPENAI_API\x10\x04*\xd6\x01\n" +
+	"\x1bSESSION_PROVIDER_OPENAI_API\x10\x04\x12\x18\n" +
+	"\x14SESSION_PROVIDER_ACP\x10\x05*\xd6\x01\n" +
 	"\fActivityType\x12\x1d\n" +
 	"\x19ACTIVITY_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ACTIVITY_TYPE_THINKING\x10\x01\x12\x1b\n" +
