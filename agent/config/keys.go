@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/betcode-dev/betcode/agent/acp"
 )
 
 // Kind is the type of a setting's value.
@@ -91,6 +93,9 @@ var Keys = []Key{
 	{Name: "codex-base-url", Kind: String, Usage: "OpenAI Responses API base of Codex sessions, e.g. https://api.openai.com/v1 (key from OPENAI_API_KEY); empty: Codex is not configured"},
 	{Name: "codex-model", Kind: String, DefaultDoc: "`gpt-5.5`", Usage: "default model of Codex sessions", Check: noSpace},
 	{Name: "codex-sandbox", Kind: String, Default: "workspace-write", Usage: "sandbox of Codex's commands: read-only, workspace-write or danger-full-access (where bubblewrap cannot run, e.g. containers)", Check: checkCodexSandbox},
+	{Name: "openai-base-url", Kind: String, Usage: "OpenAI-compatible Responses API base of sessions with provider openai-api, e.g. https://api.openai.com/v1 or a local server (key from OPENAI_API_KEY); empty: the provider is not configured (docs/providers.md)"},
+	{Name: "openai-model", Kind: String, DefaultDoc: "`gpt-5.5`", Usage: "default model of openai-api sessions", Check: noSpace},
+	{Name: "acp-agent", Kind: StringList, Usage: "an Agent Client Protocol agent sessions with provider acp can run, as NAME='COMMAND ARGS', e.g. gemini='gemini --experimental-acp' (repeatable; docs/providers.md)", Check: checkACPAgents},
 	{Name: "model", Kind: String, Hot: true, DefaultDoc: "Claude Code's default", Usage: "default model of new sessions (Claude Code's default when empty)", Check: noSpace},
 	{Name: "allow", Kind: StringList, Hot: true, Usage: "permission rule to allow without asking, Claude Code syntax, e.g. 'Bash(go test *)' (repeatable)", Check: checkRules},
 	{Name: "deny", Kind: StringList, Hot: true, Usage: "permission rule to deny without asking, e.g. 'Bash(rm *)' (repeatable; deny wins)", Check: checkRules},
@@ -129,6 +134,22 @@ var Keys = []Key{
 		ReadOnly: "a secret: set BETCODE_GITLAB_TOKEN, gitlab-token-file or the --config file"},
 	{Name: "gitlab-token-file", Kind: String, Usage: "file holding the GitLab access token (instead of gitlab-token)"},
 	{Name: "config", Kind: String, Usage: "config file (YAML, TOML or JSON) with these keys", ReadOnly: "it names the file the other settings come from"},
+}
+
+// checkACPAgents accepts NAME=COMMAND [ARGS...] values with distinct names.
+func checkACPAgents(v any) error {
+	seen := map[string]bool{}
+	for _, s := range v.([]string) {
+		a, err := acp.ParseAgent(s)
+		if err != nil {
+			return err
+		}
+		if seen[a.Name] {
+			return fmt.Errorf("acp agent %s is named twice", a.Name)
+		}
+		seen[a.Name] = true
+	}
+	return nil
 }
 
 // checkCodexSandbox accepts Codex's sandbox modes.

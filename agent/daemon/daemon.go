@@ -21,6 +21,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/betcode-dev/betcode/agent/acp"
 	"github.com/betcode-dev/betcode/agent/claude"
 	"github.com/betcode-dev/betcode/agent/codex"
 	"github.com/betcode-dev/betcode/agent/config"
@@ -28,6 +29,7 @@ import (
 	"github.com/betcode-dev/betcode/agent/eventlog"
 	"github.com/betcode-dev/betcode/agent/gitlab"
 	"github.com/betcode-dev/betcode/agent/localtoken"
+	"github.com/betcode-dev/betcode/agent/openaiapi"
 	"github.com/betcode-dev/betcode/agent/permission"
 	"github.com/betcode-dev/betcode/agent/provider"
 	"github.com/betcode-dev/betcode/agent/relaylink"
@@ -61,6 +63,12 @@ type Config struct {
 	// Codex runs sessions with provider codex (docs/codex.md): CodexBin ""
 	// finds the pinned install; CodexBaseURL "" leaves Codex unconfigured.
 	CodexBin, CodexBaseURL, CodexModel, CodexSandbox string
+	// OpenAIBaseURL and OpenAIModel configure provider openai-api
+	// (docs/providers.md); an empty base URL leaves it unconfigured. The key
+	// comes from OPENAI_API_KEY.
+	OpenAIBaseURL, OpenAIModel string
+	// ACPAgents are the agents provider acp can run.
+	ACPAgents []acp.Agent
 
 	// DrainTimeout is how long running turns may go on once ctx ends, while
 	// new turns are refused; 0 does not wait (the serve flag defaults to
@@ -216,7 +224,9 @@ func Run(ctx context.Context, cfg Config) error {
 		Providers: provider.NewRegistry(&claude.Provider{Bin: bin}, &codex.Provider{
 			Binary: cfg.CodexBin, Home: filepath.Join(cfg.DataDir, "codex"), BaseURL: cfg.CodexBaseURL,
 			APIKey: os.Getenv("OPENAI_API_KEY"), Model: cfg.CodexModel, Sandbox: cfg.CodexSandbox,
-		}),
+		}, &openaiapi.Provider{
+			BaseURL: cfg.OpenAIBaseURL, APIKey: os.Getenv("OPENAI_API_KEY"), Model: cfg.OpenAIModel,
+		}, &acp.Provider{Agents: cfg.ACPAgents}),
 		Permissions: eng, PermissionTimeout: cfg.PermissionTimeout, MaxProcesses: cfg.MaxProcesses,
 		HangTimeout: cfg.HangTimeout, AutoCompactTokens: cfg.AutoCompactTokens,
 		// TodoWrite (not the Task* tools) so that todos arrive as whole lists.

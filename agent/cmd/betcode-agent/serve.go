@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 
+	"github.com/betcode-dev/betcode/agent/acp"
 	"github.com/betcode-dev/betcode/agent/config"
 	"github.com/betcode-dev/betcode/agent/daemon"
 	"github.com/betcode-dev/betcode/agent/enroll"
@@ -69,6 +70,14 @@ the --config file. Every key: docs/configuration.md.`,
 			if err != nil {
 				return err
 			}
+			var acpAgents []acp.Agent
+			for _, a := range v.GetStringSlice("acp-agent") {
+				agent, err := acp.ParseAgent(a)
+				if err != nil {
+					return err
+				}
+				acpAgents = append(acpAgents, agent)
+			}
 			return daemon.Run(cmd.Context(), daemon.Config{
 				Permissions: permission.Settings{
 					Allow: v.GetStringSlice("allow"), Deny: v.GetStringSlice("deny"), Ask: v.GetStringSlice("ask"),
@@ -86,6 +95,9 @@ the --config file. Every key: docs/configuration.md.`,
 				CodexBaseURL:      v.GetString("codex-base-url"),
 				CodexModel:        v.GetString("codex-model"),
 				CodexSandbox:      v.GetString("codex-sandbox"),
+				OpenAIBaseURL:     v.GetString("openai-base-url"),
+				OpenAIModel:       v.GetString("openai-model"),
+				ACPAgents:         acpAgents,
 				TLSCert:           v.GetString("tls-cert"),
 				TLSKey:            v.GetString("tls-key"),
 				TLSClientCA:       v.GetString("tls-client-ca"),
