@@ -226,6 +226,7 @@ func Run(ctx context.Context, cfg Config) error {
 			APIKey: os.Getenv("OPENAI_API_KEY"), Model: cfg.CodexModel, Sandbox: cfg.CodexSandbox,
 		}, &openaiapi.Provider{
 			BaseURL: cfg.OpenAIBaseURL, APIKey: os.Getenv("OPENAI_API_KEY"), Model: cfg.OpenAIModel,
+			Home: filepath.Join(cfg.DataDir, "openai-api"),
 		}, &acp.Provider{Agents: cfg.ACPAgents}),
 		Permissions: eng, PermissionTimeout: cfg.PermissionTimeout, MaxProcesses: cfg.MaxProcesses,
 		HangTimeout: cfg.HangTimeout, AutoCompactTokens: cfg.AutoCompactTokens,

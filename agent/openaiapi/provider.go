@@ -17,6 +17,9 @@ type Provider struct {
 	APIKey string
 	// Model is the default model of its sessions.
 	Model string
+	// Home is a directory the provider may keep its conversations in
+	// (<Home>/<session id>…), so that a restarted agent resumes them.
+	Home string
 }
 
 var _ provider.Provider = (*Provider)(nil)

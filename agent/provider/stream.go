@@ -59,6 +59,11 @@ type PermissionAsk struct {
 	ToolUseID string
 	// Input is the tool's input as a JSON object.
 	Input json.RawMessage
+	// ReadOnly marks a tool that only reads inside the session's working
+	// directory (reading, listing, searching files). Like Claude Code's
+	// own reads, it runs without asking unless a rule or the session's mode
+	// says otherwise; deny and ask rules still apply.
+	ReadOnly bool
 }
 
 // StatusEvent is a StatusChange AgentEvent.
