@@ -2,9 +2,11 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"sync/atomic"
 	"time"
 
+	"github.com/betcode-dev/betcode/agent/permission"
 	"github.com/betcode-dev/betcode/agent/provider"
 )
 
@@ -72,6 +74,9 @@ func (s *Session) handleStream(ctx context.Context, p provider.Conversation, o p
 		if len(input) == 0 {
 			input = []byte("{}")
 		}
+		if a.ReadOnly && s.allowRead(ctx, p, a, input) {
+			return
+		}
 		if !s.decideTool(ctx, p, a.ID, a.Tool, input, a.ToolUseID) {
 			return // decided by a rule: nothing for the user to see
 		}
@@ -90,4 +95,22 @@ func (s *Session) handleStream(ctx context.Context, p provider.Conversation, o p
 		return
 	}
 	s.emit(ctx, o.Events...)
+}
+
+// allowRead allows a read-only tool call that no rule decides, as Claude
+// Code does its own reads; it reports whether it answered. A rule that
+// matches (allow, deny or ask) is left to decideTool.
+func (s *Session) allowRead(ctx context.Context, p provider.Conversation, a *provider.PermissionAsk, input json.RawMessage) bool {
+	var in map[string]any
+	_ = json.Unmarshal(input, &in)
+	s.mu.Lock()
+	cwd := s.meta.WorkingDirectory
+	s.mu.Unlock()
+	if d := s.engine().Decide(permission.Request{Tool: a.Tool, Input: in, Cwd: cwd}); d.Rule != nil {
+		return false
+	}
+	_ = p.Answer(a.ID, allowAnswer(input))
+	s.logDecision(ctx, LogEntry{RequestID: a.ID, Tool: a.Tool, Input: input, Decision: "allow",
+		Source: "mode", Rule: "read-only tool", Reason: "reads inside the working directory need no approval"})
+	return true
 }
