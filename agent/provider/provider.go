@@ -109,3 +109,11 @@ type Conversation interface {
 	// Stderr is the tail of the process's diagnostics, for crash reports.
 	Stderr() string
 }
+
+// ConfigChecker is implemented by providers that can tell at once whether
+// a session's provider_config is usable (e.g. that it names a configured
+// ACP agent), so that creating the session fails rather than its first
+// turn.
+type ConfigChecker interface {
+	CheckConfig(config map[string]string) error
+}

@@ -91,7 +91,7 @@ func (a *Agent) Converse(stream pb.AgentService_ConverseServer) error {
 		sess, err = a.Sessions.Create(ctx, session.CreateRequest{
 			WorkingDirectory: start.WorkingDirectory, Model: start.Model, WorktreeID: start.WorktreeId,
 			AllowedTools: start.AllowedTools, PlanMode: start.PlanMode, Metadata: start.Metadata,
-			CreatedBy: callUser(ctx), Provider: start.Provider,
+			CreatedBy: callUser(ctx), Provider: start.Provider, ProviderConfig: start.ProviderConfig,
 		})
 		if err != nil {
 			return fail(err)

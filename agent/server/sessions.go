@@ -43,7 +43,7 @@ func (a *Agent) StartSession(ctx context.Context, req *pb.StartSessionRequest) (
 		CreateRequest: session.CreateRequest{
 			WorkingDirectory: req.WorkingDirectory, Model: req.Model, Name: req.Name,
 			AllowedTools: req.AllowedTools, PermissionMode: req.PermissionMode, CreatedBy: callUser(ctx),
-			Provider: req.Provider,
+			Provider: req.Provider, ProviderConfig: req.ProviderConfig,
 		},
 		Text: req.GetMessage().GetContent(), Attachments: req.GetMessage().GetAttachments(),
 		IdempotencyKey: req.IdempotencyKey,

@@ -24,14 +24,20 @@ const (
 // checked when it starts, as before providers existed.
 func (m *Manager) applyProvider(ctx context.Context, req CreateRequest, meta *eventlog.Session) error {
 	kind := provider.Default(req.Provider)
+	var p provider.Provider
 	var err error
 	if req.Provider == pb.SessionProvider_SESSION_PROVIDER_UNSPECIFIED {
-		_, err = m.cfg.Providers.Lookup(kind)
+		p, err = m.cfg.Providers.Lookup(kind)
 	} else {
-		_, err = m.cfg.Providers.Get(ctx, kind)
+		p, err = m.cfg.Providers.Get(ctx, kind)
 	}
 	if err != nil {
 		return err
+	}
+	if c, ok := p.(provider.ConfigChecker); ok {
+		if err := c.CheckConfig(req.ProviderConfig); err != nil {
+			return invalidf("provider_config: %v", err)
+		}
 	}
 	if kind != pb.SessionProvider_SESSION_PROVIDER_CLAUDE_CODE {
 		meta.Metadata[metaProvider] = provider.Name(kind)

@@ -372,9 +372,12 @@ type StartConversation struct {
 	// Provider that runs a new session (UNSPECIFIED: Claude Code). A
 	// provider the agent does not support or cannot run fails the call with
 	// BETCODE-2002 / BETCODE-2030 (see SessionService). (Added in 0.5.0.)
-	Provider      SessionProvider `protobuf:"varint,8,opt,name=provider,proto3,enum=betcode.v1.SessionProvider" json:"provider,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Provider SessionProvider `protobuf:"varint,8,opt,name=provider,proto3,enum=betcode.v1.SessionProvider" json:"provider,omitempty"`
+	// Provider-specific configuration of a new session, as SessionService's
+	// CreateSession takes it (e.g. "agent" naming the ACP agent).
+	ProviderConfig map[string]string `protobuf:"bytes,9,rep,name=provider_config,json=providerConfig,proto3" json:"provider_config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StartConversation) Reset() {
@@ -461,6 +464,13 @@ func (x *StartConversation) GetProvider() SessionProvider {
 		return x.Provider
 	}
 	return SessionProvider_SESSION_PROVIDER_UNSPECIFIED
+}
+
+func (x *StartConversation) GetProviderConfig() map[string]string {
+	if x != nil {
+		return x.ProviderConfig
+	}
+	return nil
 }
 
 // UserMessage is a user prompt that starts a turn.
@@ -3576,9 +3586,11 @@ type StartSessionRequest struct {
 	IdempotencyKey string `protobuf:"bytes,7,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Provider that runs the session (UNSPECIFIED: Claude Code).
 	// (Added in 0.5.0.)
-	Provider      SessionProvider `protobuf:"varint,8,opt,name=provider,proto3,enum=betcode.v1.SessionProvider" json:"provider,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Provider SessionProvider `protobuf:"varint,8,opt,name=provider,proto3,enum=betcode.v1.SessionProvider" json:"provider,omitempty"`
+	// Provider-specific configuration (e.g. "agent" naming the ACP agent).
+	ProviderConfig map[string]string `protobuf:"bytes,9,rep,name=provider_config,json=providerConfig,proto3" json:"provider_config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StartSessionRequest) Reset() {
@@ -3665,6 +3677,13 @@ func (x *StartSessionRequest) GetProvider() SessionProvider {
 		return x.Provider
 	}
 	return SessionProvider_SESSION_PROVIDER_UNSPECIFIED
+}
+
+func (x *StartSessionRequest) GetProviderConfig() map[string]string {
+	if x != nil {
+		return x.ProviderConfig
+	}
+	return nil
 }
 
 // StartSessionResponse describes the created session.
@@ -4226,7 +4245,7 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"permission\x12O\n" +
 	"\x11question_response\x18\x04 \x01(\v2 .betcode.v1.UserQuestionResponseH\x00R\x10questionResponse\x123\n" +
 	"\x06cancel\x18\x05 \x01(\v2\x19.betcode.v1.CancelRequestH\x00R\x06cancelB\t\n" +
-	"\arequest\"\x97\x03\n" +
+	"\arequest\"\xb6\x04\n" +
 	"\x11StartConversation\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12+\n" +
@@ -4237,8 +4256,12 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\vworktree_id\x18\x06 \x01(\tR\n" +
 	"worktreeId\x12G\n" +
 	"\bmetadata\x18\a \x03(\v2+.betcode.v1.StartConversation.MetadataEntryR\bmetadata\x127\n" +
-	"\bprovider\x18\b \x01(\x0e2\x1b.betcode.v1.SessionProviderR\bprovider\x1a;\n" +
+	"\bprovider\x18\b \x01(\x0e2\x1b.betcode.v1.SessionProviderR\bprovider\x12Z\n" +
+	"\x0fprovider_config\x18\t \x03(\v21.betcode.v1.StartConversation.ProviderConfigEntryR\x0eproviderConfig\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aA\n" +
+	"\x13ProviderConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"a\n" +
 	"\vUserMessage\x12\x18\n" +
@@ -4481,7 +4504,7 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"u\n" +
 	"\x14AdoptSessionResponse\x124\n" +
 	"\asession\x18\x01 \x01(\v2\x1a.betcode.v1.SessionSummaryR\asession\x12'\n" +
-	"\x0fimported_events\x18\x02 \x01(\rR\x0eimportedEvents\"\xcf\x02\n" +
+	"\x0fimported_events\x18\x02 \x01(\rR\x0eimportedEvents\"\xf0\x03\n" +
 	"\x13StartSessionRequest\x12+\n" +
 	"\x11working_directory\x18\x01 \x01(\tR\x10workingDirectory\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x12\n" +
@@ -4490,7 +4513,11 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\x0fpermission_mode\x18\x05 \x01(\tR\x0epermissionMode\x12#\n" +
 	"\rallowed_tools\x18\x06 \x03(\tR\fallowedTools\x12'\n" +
 	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\x127\n" +
-	"\bprovider\x18\b \x01(\x0e2\x1b.betcode.v1.SessionProviderR\bprovider\"\x86\x01\n" +
+	"\bprovider\x18\b \x01(\x0e2\x1b.betcode.v1.SessionProviderR\bprovider\x12\\\n" +
+	"\x0fprovider_config\x18\t \x03(\v23.betcode.v1.StartSessionRequest.ProviderConfigEntryR\x0eproviderConfig\x1aA\n" +
+	"\x13ProviderConfigEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x86\x01\n" +
 	"\x14StartSessionResponse\x124\n" +
 	"\asession\x18\x01 \x01(\v2\x1a.betcode.v1.SessionSummaryR\asession\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x04R\bsequence\x12\x1c\n" +
@@ -4579,7 +4606,7 @@ func file_betcode_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_betcode_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_betcode_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_betcode_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_betcode_v1_agent_proto_goTypes = []any{
 	(PermissionDecision)(0),           // 0: betcode.v1.PermissionDecision
 	(TodoStatus)(0),                   // 1: betcode.v1.TodoStatus
@@ -4640,12 +4667,14 @@ var file_betcode_v1_agent_proto_goTypes = []any{
 	(*DeleteSessionRequest)(nil),      // 56: betcode.v1.DeleteSessionRequest
 	(*DeleteSessionResponse)(nil),     // 57: betcode.v1.DeleteSessionResponse
 	nil,                               // 58: betcode.v1.StartConversation.MetadataEntry
-	nil,                               // 59: betcode.v1.UserQuestionResponse.AnswersEntry
-	nil,                               // 60: betcode.v1.ErrorEvent.DetailsEntry
-	(SessionProvider)(0),              // 61: betcode.v1.SessionProvider
-	(*structpb.Struct)(nil),           // 62: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),     // 63: google.protobuf.Timestamp
-	(*DeprecationWarning)(nil),        // 64: betcode.v1.DeprecationWarning
+	nil,                               // 59: betcode.v1.StartConversation.ProviderConfigEntry
+	nil,                               // 60: betcode.v1.UserQuestionResponse.AnswersEntry
+	nil,                               // 61: betcode.v1.ErrorEvent.DetailsEntry
+	nil,                               // 62: betcode.v1.StartSessionRequest.ProviderConfigEntry
+	(SessionProvider)(0),              // 63: betcode.v1.SessionProvider
+	(*structpb.Struct)(nil),           // 64: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),     // 65: google.protobuf.Timestamp
+	(*DeprecationWarning)(nil),        // 66: betcode.v1.DeprecationWarning
 }
 var file_betcode_v1_agent_proto_depIdxs = []int32{
 	4,  // 0: betcode.v1.AgentRequest.start:type_name -> betcode.v1.StartConversation
@@ -4654,92 +4683,94 @@ var file_betcode_v1_agent_proto_depIdxs = []int32{
 	8,  // 3: betcode.v1.AgentRequest.question_response:type_name -> betcode.v1.UserQuestionResponse
 	9,  // 4: betcode.v1.AgentRequest.cancel:type_name -> betcode.v1.CancelRequest
 	58, // 5: betcode.v1.StartConversation.metadata:type_name -> betcode.v1.StartConversation.MetadataEntry
-	61, // 6: betcode.v1.StartConversation.provider:type_name -> betcode.v1.SessionProvider
-	6,  // 7: betcode.v1.UserMessage.attachments:type_name -> betcode.v1.Attachment
-	0,  // 8: betcode.v1.PermissionResponse.decision:type_name -> betcode.v1.PermissionDecision
-	62, // 9: betcode.v1.PermissionResponse.updated_input:type_name -> google.protobuf.Struct
-	59, // 10: betcode.v1.UserQuestionResponse.answers:type_name -> betcode.v1.UserQuestionResponse.AnswersEntry
-	63, // 11: betcode.v1.AgentEvent.timestamp:type_name -> google.protobuf.Timestamp
-	13, // 12: betcode.v1.AgentEvent.text_delta:type_name -> betcode.v1.TextDelta
-	14, // 13: betcode.v1.AgentEvent.tool_call_start:type_name -> betcode.v1.ToolCallStart
-	15, // 14: betcode.v1.AgentEvent.tool_call_result:type_name -> betcode.v1.ToolCallResult
-	16, // 15: betcode.v1.AgentEvent.permission_request:type_name -> betcode.v1.PermissionRequest
-	17, // 16: betcode.v1.AgentEvent.user_question:type_name -> betcode.v1.UserQuestion
-	19, // 17: betcode.v1.AgentEvent.todo_update:type_name -> betcode.v1.TodoUpdate
-	21, // 18: betcode.v1.AgentEvent.status_change:type_name -> betcode.v1.StatusChange
-	22, // 19: betcode.v1.AgentEvent.session_info:type_name -> betcode.v1.SessionInfo
-	23, // 20: betcode.v1.AgentEvent.error:type_name -> betcode.v1.ErrorEvent
-	24, // 21: betcode.v1.AgentEvent.usage:type_name -> betcode.v1.UsageReport
-	25, // 22: betcode.v1.AgentEvent.plan_mode:type_name -> betcode.v1.PlanModeChange
-	26, // 23: betcode.v1.AgentEvent.turn_complete:type_name -> betcode.v1.TurnComplete
-	64, // 24: betcode.v1.AgentEvent.deprecation_warning:type_name -> betcode.v1.DeprecationWarning
-	11, // 25: betcode.v1.AgentEvent.user_input:type_name -> betcode.v1.UserInputEvent
-	12, // 26: betcode.v1.UserInputEvent.attachments:type_name -> betcode.v1.AttachmentInfo
-	62, // 27: betcode.v1.ToolCallStart.input:type_name -> google.protobuf.Struct
-	62, // 28: betcode.v1.PermissionRequest.input:type_name -> google.protobuf.Struct
-	62, // 29: betcode.v1.PermissionRequest.suggestions:type_name -> google.protobuf.Struct
-	18, // 30: betcode.v1.UserQuestion.options:type_name -> betcode.v1.QuestionOption
-	20, // 31: betcode.v1.TodoUpdate.items:type_name -> betcode.v1.TodoItem
-	1,  // 32: betcode.v1.TodoItem.status:type_name -> betcode.v1.TodoStatus
-	2,  // 33: betcode.v1.StatusChange.status:type_name -> betcode.v1.AgentStatus
-	60, // 34: betcode.v1.ErrorEvent.details:type_name -> betcode.v1.ErrorEvent.DetailsEntry
-	29, // 35: betcode.v1.ListSessionsResponse.sessions:type_name -> betcode.v1.SessionSummary
-	63, // 36: betcode.v1.SessionSummary.created_at:type_name -> google.protobuf.Timestamp
-	63, // 37: betcode.v1.SessionSummary.updated_at:type_name -> google.protobuf.Timestamp
-	2,  // 38: betcode.v1.SessionSummary.agent_status:type_name -> betcode.v1.AgentStatus
-	61, // 39: betcode.v1.SessionSummary.provider:type_name -> betcode.v1.SessionProvider
-	5,  // 40: betcode.v1.QueueMessageRequest.message:type_name -> betcode.v1.UserMessage
-	41, // 41: betcode.v1.PermissionLogResponse.entries:type_name -> betcode.v1.PermissionLogEntry
-	62, // 42: betcode.v1.PermissionLogEntry.input:type_name -> google.protobuf.Struct
-	63, // 43: betcode.v1.PermissionLogEntry.decided_at:type_name -> google.protobuf.Timestamp
-	44, // 44: betcode.v1.ListLocalSessionsResponse.sessions:type_name -> betcode.v1.LocalSession
-	63, // 45: betcode.v1.LocalSession.updated_at:type_name -> google.protobuf.Timestamp
-	29, // 46: betcode.v1.AdoptSessionResponse.session:type_name -> betcode.v1.SessionSummary
-	5,  // 47: betcode.v1.StartSessionRequest.message:type_name -> betcode.v1.UserMessage
-	61, // 48: betcode.v1.StartSessionRequest.provider:type_name -> betcode.v1.SessionProvider
-	29, // 49: betcode.v1.StartSessionResponse.session:type_name -> betcode.v1.SessionSummary
-	7,  // 50: betcode.v1.AnswerPermissionRequest.response:type_name -> betcode.v1.PermissionResponse
-	8,  // 51: betcode.v1.AnswerQuestionRequest.response:type_name -> betcode.v1.UserQuestionResponse
-	29, // 52: betcode.v1.SessionUpdate.session:type_name -> betcode.v1.SessionSummary
-	10, // 53: betcode.v1.SessionUpdate.pending:type_name -> betcode.v1.AgentEvent
-	10, // 54: betcode.v1.SessionUpdate.cause:type_name -> betcode.v1.AgentEvent
-	3,  // 55: betcode.v1.AgentService.Converse:input_type -> betcode.v1.AgentRequest
-	27, // 56: betcode.v1.AgentService.ListSessions:input_type -> betcode.v1.ListSessionsRequest
-	30, // 57: betcode.v1.AgentService.ResumeSession:input_type -> betcode.v1.ResumeSessionRequest
-	31, // 58: betcode.v1.AgentService.CompactSession:input_type -> betcode.v1.CompactSessionRequest
-	33, // 59: betcode.v1.AgentService.CancelTurn:input_type -> betcode.v1.CancelTurnRequest
-	35, // 60: betcode.v1.AgentService.RequestInputLock:input_type -> betcode.v1.InputLockRequest
-	37, // 61: betcode.v1.AgentService.QueueMessage:input_type -> betcode.v1.QueueMessageRequest
-	39, // 62: betcode.v1.AgentService.ListPermissionLog:input_type -> betcode.v1.PermissionLogRequest
-	42, // 63: betcode.v1.AgentService.ListLocalSessions:input_type -> betcode.v1.ListLocalSessionsRequest
-	45, // 64: betcode.v1.AgentService.AdoptSession:input_type -> betcode.v1.AdoptSessionRequest
-	47, // 65: betcode.v1.AgentService.StartSession:input_type -> betcode.v1.StartSessionRequest
-	49, // 66: betcode.v1.AgentService.AnswerPermission:input_type -> betcode.v1.AnswerPermissionRequest
-	51, // 67: betcode.v1.AgentService.AnswerQuestion:input_type -> betcode.v1.AnswerQuestionRequest
-	53, // 68: betcode.v1.AgentService.WatchSessions:input_type -> betcode.v1.WatchSessionsRequest
-	55, // 69: betcode.v1.AgentService.RenameSession:input_type -> betcode.v1.RenameSessionRequest
-	56, // 70: betcode.v1.AgentService.DeleteSession:input_type -> betcode.v1.DeleteSessionRequest
-	10, // 71: betcode.v1.AgentService.Converse:output_type -> betcode.v1.AgentEvent
-	28, // 72: betcode.v1.AgentService.ListSessions:output_type -> betcode.v1.ListSessionsResponse
-	10, // 73: betcode.v1.AgentService.ResumeSession:output_type -> betcode.v1.AgentEvent
-	32, // 74: betcode.v1.AgentService.CompactSession:output_type -> betcode.v1.CompactSessionResponse
-	34, // 75: betcode.v1.AgentService.CancelTurn:output_type -> betcode.v1.CancelTurnResponse
-	36, // 76: betcode.v1.AgentService.RequestInputLock:output_type -> betcode.v1.InputLockResponse
-	38, // 77: betcode.v1.AgentService.QueueMessage:output_type -> betcode.v1.QueueMessageResponse
-	40, // 78: betcode.v1.AgentService.ListPermissionLog:output_type -> betcode.v1.PermissionLogResponse
-	43, // 79: betcode.v1.AgentService.ListLocalSessions:output_type -> betcode.v1.ListLocalSessionsResponse
-	46, // 80: betcode.v1.AgentService.AdoptSession:output_type -> betcode.v1.AdoptSessionResponse
-	48, // 81: betcode.v1.AgentService.StartSession:output_type -> betcode.v1.StartSessionResponse
-	50, // 82: betcode.v1.AgentService.AnswerPermission:output_type -> betcode.v1.AnswerPermissionResponse
-	52, // 83: betcode.v1.AgentService.AnswerQuestion:output_type -> betcode.v1.AnswerQuestionResponse
-	54, // 84: betcode.v1.AgentService.WatchSessions:output_type -> betcode.v1.SessionUpdate
-	29, // 85: betcode.v1.AgentService.RenameSession:output_type -> betcode.v1.SessionSummary
-	57, // 86: betcode.v1.AgentService.DeleteSession:output_type -> betcode.v1.DeleteSessionResponse
-	71, // [71:87] is the sub-list for method output_type
-	55, // [55:71] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	63, // 6: betcode.v1.StartConversation.provider:type_name -> betcode.v1.SessionProvider
+	59, // 7: betcode.v1.StartConversation.provider_config:type_name -> betcode.v1.StartConversation.ProviderConfigEntry
+	6,  // 8: betcode.v1.UserMessage.attachments:type_name -> betcode.v1.Attachment
+	0,  // 9: betcode.v1.PermissionResponse.decision:type_name -> betcode.v1.PermissionDecision
+	64, // 10: betcode.v1.PermissionResponse.updated_input:type_name -> google.protobuf.Struct
+	60, // 11: betcode.v1.UserQuestionResponse.answers:type_name -> betcode.v1.UserQuestionResponse.AnswersEntry
+	65, // 12: betcode.v1.AgentEvent.timestamp:type_name -> google.protobuf.Timestamp
+	13, // 13: betcode.v1.AgentEvent.text_delta:type_name -> betcode.v1.TextDelta
+	14, // 14: betcode.v1.AgentEvent.tool_call_start:type_name -> betcode.v1.ToolCallStart
+	15, // 15: betcode.v1.AgentEvent.tool_call_result:type_name -> betcode.v1.ToolCallResult
+	16, // 16: betcode.v1.AgentEvent.permission_request:type_name -> betcode.v1.PermissionRequest
+	17, // 17: betcode.v1.AgentEvent.user_question:type_name -> betcode.v1.UserQuestion
+	19, // 18: betcode.v1.AgentEvent.todo_update:type_name -> betcode.v1.TodoUpdate
+	21, // 19: betcode.v1.AgentEvent.status_change:type_name -> betcode.v1.StatusChange
+	22, // 20: betcode.v1.AgentEvent.session_info:type_name -> betcode.v1.SessionInfo
+	23, // 21: betcode.v1.AgentEvent.error:type_name -> betcode.v1.ErrorEvent
+	24, // 22: betcode.v1.AgentEvent.usage:type_name -> betcode.v1.UsageReport
+	25, // 23: betcode.v1.AgentEvent.plan_mode:type_name -> betcode.v1.PlanModeChange
+	26, // 24: betcode.v1.AgentEvent.turn_complete:type_name -> betcode.v1.TurnComplete
+	66, // 25: betcode.v1.AgentEvent.deprecation_warning:type_name -> betcode.v1.DeprecationWarning
+	11, // 26: betcode.v1.AgentEvent.user_input:type_name -> betcode.v1.UserInputEvent
+	12, // 27: betcode.v1.UserInputEvent.attachments:type_name -> betcode.v1.AttachmentInfo
+	64, // 28: betcode.v1.ToolCallStart.input:type_name -> google.protobuf.Struct
+	64, // 29: betcode.v1.PermissionRequest.input:type_name -> google.protobuf.Struct
+	64, // 30: betcode.v1.PermissionRequest.suggestions:type_name -> google.protobuf.Struct
+	18, // 31: betcode.v1.UserQuestion.options:type_name -> betcode.v1.QuestionOption
+	20, // 32: betcode.v1.TodoUpdate.items:type_name -> betcode.v1.TodoItem
+	1,  // 33: betcode.v1.TodoItem.status:type_name -> betcode.v1.TodoStatus
+	2,  // 34: betcode.v1.StatusChange.status:type_name -> betcode.v1.AgentStatus
+	61, // 35: betcode.v1.ErrorEvent.details:type_name -> betcode.v1.ErrorEvent.DetailsEntry
+	29, // 36: betcode.v1.ListSessionsResponse.sessions:type_name -> betcode.v1.SessionSummary
+	65, // 37: betcode.v1.SessionSummary.created_at:type_name -> google.protobuf.Timestamp
+	65, // 38: betcode.v1.SessionSummary.updated_at:type_name -> google.protobuf.Timestamp
+	2,  // 39: betcode.v1.SessionSummary.agent_status:type_name -> betcode.v1.AgentStatus
+	63, // 40: betcode.v1.SessionSummary.provider:type_name -> betcode.v1.SessionProvider
+	5,  // 41: betcode.v1.QueueMessageRequest.message:type_name -> betcode.v1.UserMessage
+	41, // 42: betcode.v1.PermissionLogResponse.entries:type_name -> betcode.v1.PermissionLogEntry
+	64, // 43: betcode.v1.PermissionLogEntry.input:type_name -> google.protobuf.Struct
+	65, // 44: betcode.v1.PermissionLogEntry.decided_at:type_name -> google.protobuf.Timestamp
+	44, // 45: betcode.v1.ListLocalSessionsResponse.sessions:type_name -> betcode.v1.LocalSession
+	65, // 46: betcode.v1.LocalSession.updated_at:type_name -> google.protobuf.Timestamp
+	29, // 47: betcode.v1.AdoptSessionResponse.session:type_name -> betcode.v1.SessionSummary
+	5,  // 48: betcode.v1.StartSessionRequest.message:type_name -> betcode.v1.UserMessage
+	63, // 49: betcode.v1.StartSessionRequest.provider:type_name -> betcode.v1.SessionProvider
+	62, // 50: betcode.v1.StartSessionRequest.provider_config:type_name -> betcode.v1.StartSessionRequest.ProviderConfigEntry
+	29, // 51: betcode.v1.StartSessionResponse.session:type_name -> betcode.v1.SessionSummary
+	7,  // 52: betcode.v1.AnswerPermissionRequest.response:type_name -> betcode.v1.PermissionResponse
+	8,  // 53: betcode.v1.AnswerQuestionRequest.response:type_name -> betcode.v1.UserQuestionResponse
+	29, // 54: betcode.v1.SessionUpdate.session:type_name -> betcode.v1.SessionSummary
+	10, // 55: betcode.v1.SessionUpdate.pending:type_name -> betcode.v1.AgentEvent
+	10, // 56: betcode.v1.SessionUpdate.cause:type_name -> betcode.v1.AgentEvent
+	3,  // 57: betcode.v1.AgentService.Converse:input_type -> betcode.v1.AgentRequest
+	27, // 58: betcode.v1.AgentService.ListSessions:input_type -> betcode.v1.ListSessionsRequest
+	30, // 59: betcode.v1.AgentService.ResumeSession:input_type -> betcode.v1.ResumeSessionRequest
+	31, // 60: betcode.v1.AgentService.CompactSession:input_type -> betcode.v1.CompactSessionRequest
+	33, // 61: betcode.v1.AgentService.CancelTurn:input_type -> betcode.v1.CancelTurnRequest
+	35, // 62: betcode.v1.AgentService.RequestInputLock:input_type -> betcode.v1.InputLockRequest
+	37, // 63: betcode.v1.AgentService.QueueMessage:input_type -> betcode.v1.QueueMessageRequest
+	39, // 64: betcode.v1.AgentService.ListPermissionLog:input_type -> betcode.v1.PermissionLogRequest
+	42, // 65: betcode.v1.AgentService.ListLocalSessions:input_type -> betcode.v1.ListLocalSessionsRequest
+	45, // 66: betcode.v1.AgentService.AdoptSession:input_type -> betcode.v1.AdoptSessionRequest
+	47, // 67: betcode.v1.AgentService.StartSession:input_type -> betcode.v1.StartSessionRequest
+	49, // 68: betcode.v1.AgentService.AnswerPermission:input_type -> betcode.v1.AnswerPermissionRequest
+	51, // 69: betcode.v1.AgentService.AnswerQuestion:input_type -> betcode.v1.AnswerQuestionRequest
+	53, // 70: betcode.v1.AgentService.WatchSessions:input_type -> betcode.v1.WatchSessionsRequest
+	55, // 71: betcode.v1.AgentService.RenameSession:input_type -> betcode.v1.RenameSessionRequest
+	56, // 72: betcode.v1.AgentService.DeleteSession:input_type -> betcode.v1.DeleteSessionRequest
+	10, // 73: betcode.v1.AgentService.Converse:output_type -> betcode.v1.AgentEvent
+	28, // 74: betcode.v1.AgentService.ListSessions:output_type -> betcode.v1.ListSessionsResponse
+	10, // 75: betcode.v1.AgentService.ResumeSession:output_type -> betcode.v1.AgentEvent
+	32, // 76: betcode.v1.AgentService.CompactSession:output_type -> betcode.v1.CompactSessionResponse
+	34, // 77: betcode.v1.AgentService.CancelTurn:output_type -> betcode.v1.CancelTurnResponse
+	36, // 78: betcode.v1.AgentService.RequestInputLock:output_type -> betcode.v1.InputLockResponse
+	38, // 79: betcode.v1.AgentService.QueueMessage:output_type -> betcode.v1.QueueMessageResponse
+	40, // 80: betcode.v1.AgentService.ListPermissionLog:output_type -> betcode.v1.PermissionLogResponse
+	43, // 81: betcode.v1.AgentService.ListLocalSessions:output_type -> betcode.v1.ListLocalSessionsResponse
+	46, // 82: betcode.v1.AgentService.AdoptSession:output_type -> betcode.v1.AdoptSessionResponse
+	48, // 83: betcode.v1.AgentService.StartSession:output_type -> betcode.v1.StartSessionResponse
+	50, // 84: betcode.v1.AgentService.AnswerPermission:output_type -> betcode.v1.AnswerPermissionResponse
+	52, // 85: betcode.v1.AgentService.AnswerQuestion:output_type -> betcode.v1.AnswerQuestionResponse
+	54, // 86: betcode.v1.AgentService.WatchSessions:output_type -> betcode.v1.SessionUpdate
+	29, // 87: betcode.v1.AgentService.RenameSession:output_type -> betcode.v1.SessionSummary
+	57, // 88: betcode.v1.AgentService.DeleteSession:output_type -> betcode.v1.DeleteSessionResponse
+	73, // [73:89] is the sub-list for method output_type
+	57, // [57:73] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_betcode_v1_agent_proto_init() }
@@ -4778,7 +4809,7 @@ func file_betcode_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_betcode_v1_agent_proto_rawDesc), len(file_betcode_v1_agent_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   58,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

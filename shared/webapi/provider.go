@@ -13,6 +13,7 @@ var providers = map[pb.SessionProvider]string{
 	pb.SessionProvider_SESSION_PROVIDER_CODEX:       "codex",
 	pb.SessionProvider_SESSION_PROVIDER_OPENAI_API:  "openai-api",
 	pb.SessionProvider_SESSION_PROVIDER_OPENCLAW:    "openclaw",
+	pb.SessionProvider_SESSION_PROVIDER_ACP:         "acp",
 }
 
 // providerName is the web name of a session's provider; a session stored
@@ -38,5 +39,5 @@ func parseProvider(s string) (pb.SessionProvider, error) {
 			return p, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown provider %q: one of claude-code, codex, openai-api, openclaw", s)
+	return 0, fmt.Errorf("unknown provider %q: one of claude-code, codex, openai-api, acp, openclaw", s)
 }

@@ -210,6 +210,9 @@ type startBody struct {
 	Files          []FileAttachment `json:"files"`
 	IdempotencyKey string           `json:"idempotencyKey"`
 	Provider       string           `json:"provider"`
+	// ProviderConfig is the provider's settings, e.g. {"agent": "gemini"}
+	// naming the ACP agent.
+	ProviderConfig map[string]string `json:"providerConfig"`
 }
 
 func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, ctx context.Context, _ caller) {
@@ -227,7 +230,8 @@ func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, ctx conte
 		return
 	}
 	req := &pb.StartSessionRequest{WorkingDirectory: b.Cwd, Model: b.Model, Name: b.Name,
-		PermissionMode: b.PermissionMode, IdempotencyKey: b.IdempotencyKey, Provider: provider}
+		PermissionMode: b.PermissionMode, IdempotencyKey: b.IdempotencyKey, Provider: provider,
+		ProviderConfig: b.ProviderConfig}
 	if b.Prompt != "" || len(b.Files) > 0 {
 		att, st, err := attachments(b.Files)
 		if err != nil {

@@ -7,9 +7,14 @@ export const DEFAULT_PROVIDER = 'claude-code';
 export const PROVIDERS: [string, string][] = [
   [DEFAULT_PROVIDER, 'Claude Code'],
   ['codex', 'Codex'],
+  ['openai-api', 'OpenAI API'],
+  ['acp', 'ACP agent'],
 ];
 
-const LABELS: Record<string, string> = { 'openai-api': 'OpenAI API', openclaw: 'OpenClaw', ...Object.fromEntries(PROVIDERS) };
+/** The provider whose sessions name an agent (providerConfig.agent: one of the machine's --acp-agent names). */
+export const ACP_PROVIDER = 'acp';
+
+const LABELS: Record<string, string> = { openclaw: 'OpenClaw', ...Object.fromEntries(PROVIDERS) };
 
 /** The label of a provider (its name when unknown). */
 export function providerLabel(p?: string): string {

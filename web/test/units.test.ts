@@ -186,6 +186,7 @@ test('providers: Claude Code is the default and gets no badge; the others do', (
   for (const p of [undefined, '', 'claude-code', 'claude']) assert.equal(providerBadge(p), null, String(p));
   assert.equal(providerBadge('codex'), 'Codex');
   assert.equal(providerBadge('openai-api'), 'OpenAI API');
+  assert.equal(providerBadge('acp'), 'ACP agent');
   assert.equal(providerBadge('some-new-one'), 'some-new-one');
   assert.equal(providerLabel(undefined), 'Claude Code');
 });

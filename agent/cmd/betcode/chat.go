@@ -26,6 +26,7 @@ type chatOpts struct {
 	session, model, cwd string
 	worktree            string
 	provider            string
+	providerConfig      map[string]string
 	allow, yesTo        []string
 	from                uint64
 }
@@ -70,7 +71,8 @@ A dropped connection is resumed from the last event received.`,
 	f.StringVar(&o.model, "model", "", "model for a new session")
 	f.StringVar(&o.cwd, "cwd", "", "working directory for a new session (default: the current directory)")
 	f.StringVar(&o.worktree, "worktree", "", "start the new session in this worktree (an id from betcode worktree list); wins over --cwd")
-	f.StringVar(&o.provider, "provider", "", "provider of a new session: claude-code (default), codex, openai-api")
+	f.StringVar(&o.provider, "provider", "", "provider of a new session: claude-code (default), codex, openai-api, acp")
+	f.StringToStringVar(&o.providerConfig, "provider-config", nil, "provider setting of a new session, KEY=VALUE (repeatable), e.g. agent=gemini to pick an ACP agent")
 	f.StringSliceVar(&o.allow, "allow", nil, "tools the agent lets Claude use without asking, e.g. Bash or 'Bash(git *)' (repeatable)")
 	f.StringArrayVar(&o.yesTo, "yes-to", nil, "answer yes once, in this client, to permission requests matching this rule, e.g. 'Bash(go test *)' (repeatable)")
 	f.Uint64Var(&o.from, "from", 0, "with --session: replay events after this sequence first")
@@ -112,7 +114,7 @@ func runChat(ctx context.Context, g *globals, o chatOpts, prompt string, stdout,
 
 	// Attaching to a session without --from streams live events only (the
 	// agent's default); with --from it replays first.
-	start := &pb.StartConversation{SessionId: o.session, WorkingDirectory: o.cwd, Model: o.model, AllowedTools: o.allow, WorktreeId: o.worktree, Provider: kind}
+	start := &pb.StartConversation{SessionId: o.session, WorkingDirectory: o.cwd, Model: o.model, AllowedTools: o.allow, WorktreeId: o.worktree, Provider: kind, ProviderConfig: o.providerConfig}
 	if o.session != "" && o.from > 0 {
 		start.Metadata = map[string]string{"from_sequence": fmt.Sprint(o.from)}
 	}

@@ -2,7 +2,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { get, newKey, post, q } from '../api';
 import { echoUser, errText, putSession } from '../store';
 import { go, href } from '../router';
-import { DEFAULT_PROVIDER, PROVIDERS, providerLabel } from '../providers';
+import { ACP_PROVIDER, DEFAULT_PROVIDER, PROVIDERS, providerLabel } from '../providers';
 import type { DirValidation, Dirs, FileAttachment, Session } from '../types';
 import { Attachments, ErrorBox, readImages, Spinner, TopBar } from './common';
 
@@ -19,6 +19,7 @@ export function NewSession({ machine }: { machine: string }) {
   const [model, setModel] = useState('');
   const [mode, setMode] = useState('default');
   const [provider, setProvider] = useState(DEFAULT_PROVIDER);
+  const [acpAgent, setAcpAgent] = useState('');
   const [name, setName] = useState('');
   const [prompt, setPrompt] = useState('');
   const [files, setFiles] = useState<FileAttachment[]>([]);
@@ -64,6 +65,7 @@ export function NewSession({ machine }: { machine: string }) {
       if (mode !== 'default') body.permissionMode = mode;
       // Sent only when chosen, so that a server from before providers takes the default form.
       if (provider !== DEFAULT_PROVIDER) body.provider = provider;
+      if (provider === ACP_PROVIDER && acpAgent.trim()) body.providerConfig = { agent: acpAgent.trim() };
       if (prompt.trim()) body.prompt = prompt;
       if (files.length) body.files = files;
       const s = await post<Session>('/sessions', body);
@@ -116,6 +118,12 @@ export function NewSession({ machine }: { machine: string }) {
           <select id="provider" data-testid="provider-select" value={provider} onChange={(e) => setProvider((e.target as HTMLSelectElement).value)}>
             {PROVIDERS.map(([v, l]) => <option key={v} value={v}>{l}</option>)}
           </select>
+          {provider === ACP_PROVIDER && (
+            <>
+              <label for="acp-agent">Agent (optional when the machine has one)</label>
+              <input id="acp-agent" data-testid="acp-agent-input" value={acpAgent} placeholder="gemini" autocapitalize="off" spellcheck={false} onInput={(e) => setAcpAgent((e.target as HTMLInputElement).value)} />
+            </>
+          )}
 
           <div class="grid2">
             <div class="stack">
