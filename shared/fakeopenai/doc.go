@@ -50,6 +50,10 @@
 // When the request's input ends with a tool call's output, the reply is the
 // text "Tool result received: <output>" whatever the keywords.
 //
+// A test scripts calls of tools of its own (such as the openai-api
+// provider's Bash, Read or Write) with [FunctionCall] in a queued reply or
+// a Responder.
+//
 // Every /v1/responses request is recorded and parsed ([Server.Requests]), and
 // tests can block until some number arrived ([Server.WaitRequests]).
 package fakeopenai

@@ -122,6 +122,21 @@ func ShellCall(cmd string, escalate bool, justification string) *Call {
 	return &Call{Kind: "function_call", Name: "exec_command", Arguments: string(b)}
 }
 
+// FunctionCall returns a function_call of the tool name whose arguments
+// are args marshalled to JSON (a string is sent as it is, so that tests can
+// send arguments that are not JSON). It is how a test scripts a tool of its
+// own, e.g. FunctionCall("Bash", map[string]any{"command": "ls"}).
+func FunctionCall(name string, args any) *Call {
+	if s, ok := args.(string); ok {
+		return &Call{Kind: "function_call", Name: name, Arguments: s}
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		panic(fmt.Sprintf("marshal %s arguments: %v", name, err)) // a test's own value
+	}
+	return &Call{Kind: "function_call", Name: name, Arguments: string(b)}
+}
+
 // PatchCall returns an apply_patch call with patch as its input, e.g.
 // AddFilePatch("hello.txt", "hello").
 func PatchCall(patch string) *Call {

@@ -240,3 +240,21 @@ func TestEnqueueAndWait(t *testing.T) {
 		t.Errorf("GET /v1/models: %d, others %v", resp.StatusCode, s.OtherRequests())
 	}
 }
+
+func TestFunctionCall(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args any
+		want string
+	}{
+		{"object", map[string]any{"command": "ls"}, `{"command":"ls"}`},
+		{"raw string", `{not json`, `{not json`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := FunctionCall("Bash", tc.args)
+			if c.Kind != "function_call" || c.Name != "Bash" || c.Arguments != tc.want {
+				t.Errorf("FunctionCall = %+v, want Bash with %s", c, tc.want)
+			}
+		})
+	}
+}
