@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -122,10 +124,25 @@ func (p *Provider) agent(config map[string]string) (Agent, error) {
 	return Agent{}, fmt.Errorf("no ACP agent %q is configured (one of %s)", name, strings.Join(names, ", "))
 }
 
-// Start starts a conversation.
+// Start spawns the session's agent in opts.Dir (its own process group),
+// initializes it and creates its ACP session, or loads opts.ResumeID when
+// the agent can load sessions. The conversation is a provider.Stream.
 func (p *Provider) Start(ctx context.Context, opts provider.Options) (provider.Conversation, error) {
-	if _, err := p.agent(opts.Config); err != nil {
+	ag, err := p.agent(opts.Config)
+	if err != nil {
 		return nil, err
 	}
-	return nil, errors.New("acp: not implemented")
+	if opts.Dir == "" {
+		return nil, errors.New("acp: no working directory")
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("acp: working directory %q: %w", opts.Dir, err)
+	}
+	opts.Dir = dir
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return start(ctx, ag, opts, log)
 }
