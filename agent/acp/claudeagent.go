@@ -1,0 +1,89 @@
+package acp
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// ClaudeAgentBinEnv overrides where FindClaudeAgent looks: the path of a
+// claude-agent-acp executable.
+const ClaudeAgentBinEnv = "BETCODE_ACP_CLAUDE_BIN"
+
+// ErrClaudeAgentNotInstalled is returned by FindClaudeAgent when the
+// pinned claude-agent-acp is not installed.
+var ErrClaudeAgentNotInstalled = errors.New("claude-agent-acp not installed (run make acp)")
+
+// ClaudeAgentInstallDir returns where scripts/install-acp.sh installs
+// version: $XDG_CACHE_HOME/betcode/acp-<version> (default ~/.cache/...).
+func ClaudeAgentInstallDir(version string) (string, error) {
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("find the cache directory: %w", err)
+		}
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "betcode", "acp-"+version), nil
+}
+
+// FindClaudeAgent returns the claude-agent-acp executable that tests and
+// demos run as a real ACP agent: $BETCODE_ACP_CLAUDE_BIN if set, else the
+// pinned version installed by scripts/install-acp.sh. It returns an error
+// wrapping ErrClaudeAgentNotInstalled when there is none.
+func FindClaudeAgent() (string, error) {
+	if p := os.Getenv(ClaudeAgentBinEnv); p != "" {
+		if err := executable(p); err != nil {
+			return "", fmt.Errorf("%s=%s: %w", ClaudeAgentBinEnv, p, err)
+		}
+		return p, nil
+	}
+	dir, err := ClaudeAgentInstallDir(PinnedClaudeAgentVersion)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(dir, "node_modules", ".bin", "claude-agent-acp")
+	if err := executable(p); err != nil {
+		return "", fmt.Errorf("@agentclientprotocol/claude-agent-acp %s at %s: %w", PinnedClaudeAgentVersion, p, ErrClaudeAgentNotInstalled)
+	}
+	return p, nil
+}
+
+func executable(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return fmt.Errorf("%s is not an executable file", p)
+	}
+	return nil
+}
+
+// ClaudeAgentEnv is the environment that points claude-agent-acp (and
+// the Claude Code it runs) at a Messages API at baseURL, e.g. the fake
+// one, with home as its HOME. IS_SANDBOX lets it run as root.
+func ClaudeAgentEnv(home, baseURL string) []string {
+	return []string{
+		"HOME=" + home,
+		"ANTHROPIC_BASE_URL=" + baseURL,
+		"ANTHROPIC_API_KEY=sk-test",
+		"DISABLE_TELEMETRY=1",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		"CLAUDE_CODE_MAX_RETRIES=2",
+		"IS_SANDBOX=1",
+	}
+}
+
+// ManualModeSettings writes home/.claude/settings.json so that Claude
+// Code asks before every tool that changes something (its "default"
+// mode) instead of its "auto" mode, which asks a model.
+func ManualModeSettings(home string) error {
+	dir := filepath.Join(home, ".claude")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "settings.json"), []byte(`{"permissions":{"defaultMode":"default"}}`+"\n"), 0o644)
+}
