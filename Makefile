@@ -31,6 +31,10 @@ claude: ## install the pinned Claude Code CLI into ~/.cache/betcode (once)
 codex: ## install the pinned OpenAI Codex CLI into ~/.cache/betcode (once; docs/codex.md)
 	@./scripts/install-codex.sh >/dev/null
 
+.PHONY: acp
+acp: ## install the pinned real ACP agent (claude-agent-acp) into ~/.cache/betcode (once; docs/providers.md)
+	@./scripts/install-acp.sh >/dev/null
+
 # Claude Code releases make compat runs the end-to-end suites against: versions, or min (the
 # oldest supported, versions.TestedMin), pinned (versions.Pinned), latest (newest on npm).
 COMPAT_VERSIONS ?= min pinned latest
@@ -38,7 +42,7 @@ COMPAT_VERSIONS ?= min pinned latest
 compat: ## the end-to-end suites against each of COMPAT_VERSIONS; a table per version (docs/compat.md)
 	COMPAT_VERSIONS="$(COMPAT_VERSIONS)" GO=$(GO) ./scripts/compat.sh
 
-test-deps: claude codex ## tools the tests drive: tmux (terminal tests), promtool (metrics and alert rules), the Claude and Codex CLIs, chromium and playwright-core (browser tests), helm and kubeconform (the relay's chart)
+test-deps: claude codex acp ## tools the tests drive: tmux (terminal tests), promtool (metrics and alert rules), the Claude and Codex CLIs, the ACP agent, chromium and playwright-core (browser tests), helm and kubeconform (the relay's chart)
 	@command -v tmux >/dev/null || { echo "installing tmux"; \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq tmux >/dev/null; \
 	  else echo "tmux is missing: apt-get install tmux"; exit 1; fi; }
