@@ -2,15 +2,15 @@ package session
 
 import (
 	"errors"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/betcode-dev/betcode/agent/claude"
 	"github.com/betcode-dev/betcode/agent/eventlog"
 	"github.com/betcode-dev/betcode/agent/permission"
 	"github.com/betcode-dev/betcode/agent/provider"
-	"log/slog"
-	"time"
-
-	"go.opentelemetry.io/otel/trace"
 )
 
 const defaultPermissionTimeout = 5 * time.Minute

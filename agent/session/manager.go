@@ -16,6 +16,7 @@ import (
 
 	"github.com/betcode-dev/betcode/agent/bridge"
 	"github.com/betcode-dev/betcode/agent/eventlog"
+	"github.com/betcode-dev/betcode/agent/provider"
 	"github.com/betcode-dev/betcode/agent/transcripts"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
@@ -214,7 +215,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Session, erro
 		return nil, err
 	}
 	model := req.Model
-	if model == "" {
+	if model == "" && provider.Default(req.Provider) == pb.SessionProvider_SESSION_PROVIDER_CLAUDE_CODE {
+		// The daemon's --model names a Claude model; other providers use
+		// their own default (--codex-model, --openai-model, the ACP agent's).
 		model = m.DefaultModel()
 	}
 	id, err := m.newID(ctx, req.ID)
