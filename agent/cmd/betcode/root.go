@@ -68,7 +68,7 @@ func newRootCmd() *cobra.Command {
 	pf.String("machine", "", "with --relay: the machine for this command (default: the one you switched to)")
 	addTracingFlags(pf)
 	root.AddCommand(newChatCmd(g), newSessionsCmd(g), newReplayCmd(g), newMachinesCmd(g), newMachineCmd(g), newSendCmd(g),
-		newLoginCmd(g), newLogoutCmd(), newConfigCmd(g), newVersionCmd(g), newDaemonCmd(g), newGitLabCmd(g), newWorktreeCmd(g))
+		newLoginCmd(g), newLogoutCmd(), newConfigCmd(g), newVersionCmd(g), newDaemonCmd(g), newGitLabCmd(g), newWorktreeCmd(g), newSessionCmd(g))
 	withHints(root, g)
 	withTracing(root, g)
 	return root
