@@ -430,6 +430,20 @@ func TestFakeCrashMidTurn(t *testing.T) {
 	}
 }
 
+// TestFakeOverlongLine: a line the SDK cannot read breaks the connection;
+// the agent is killed and the conversation ends with an error, never the
+// daemon.
+func TestFakeOverlongLine(t *testing.T) {
+	f := startFake(t, fakeOpts{})
+	if err := f.c.SendTurn(provider.Turn{Text: "HUGE"}); err != nil {
+		t.Fatal(err)
+	}
+	f.r.waitEnd()
+	if err := f.c.Wait(); err == nil || !strings.Contains(err.Error(), "connection lost") {
+		t.Errorf("Wait() = %v, want the connection lost", err)
+	}
+}
+
 func TestFakeResume(t *testing.T) {
 	state := t.TempDir()
 	dir := t.TempDir()

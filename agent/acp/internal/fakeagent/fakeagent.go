@@ -18,6 +18,8 @@
 //	ASKSLOW          asks permission and waits; cancelled when the client cancels
 //	CRASH            one chunk, a line on stderr, then exit status 3 mid-turn
 //	GARBAGE          lines that are not JSON-RPC, then the normal text
+//	HUGE             one 11 MiB line (over the SDK's 10 MiB line limit), then
+//	                 the normal text
 //	STOP REASON      ends the turn with stopReason REASON (max_tokens, refusal)
 //	FAIL             answers session/prompt with a JSON-RPC error
 //
@@ -292,6 +294,12 @@ func (t *turn) run(words []string) (acpsdk.PromptResponse, error) {
 		return acpsdk.PromptResponse{}, acpsdk.NewInternalError(map[string]any{"error": "the fake agent failed on purpose"})
 	case has("GARBAGE"):
 		_, _ = t.a.out.Write([]byte("this is not json\n{\"jsonrpc\":\"2.0\",\"method\":\n[1,2,3]\n{\"jsonrpc\":\"2.0\",\"id\":999999,\"result\":{}}\n"))
+	case has("HUGE"):
+		line := append(make([]byte, 0, 11<<20+1), `{"jsonrpc":"2.0","method":"_x","params":"`...)
+		for len(line) < 11<<20 {
+			line = append(line, 'x')
+		}
+		_, _ = t.a.out.Write(append(line, "\"}\n"...))
 	case has("SLOW"):
 		if err := t.say("working"); err != nil {
 			return end, err
