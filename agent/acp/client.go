@@ -80,7 +80,7 @@ func (cl *client) RequestPermission(ctx context.Context, req acpsdk.RequestPermi
 	c.mu.Unlock()
 	if a.Decision == provider.Cancel {
 		// Cancel ends the turn too.
-		_ = c.conn.Cancel(c.ctx, acpsdk.CancelNotification{SessionId: c.sessionID})
+		_ = c.conn.Cancel(c.ctx, acpsdk.CancelNotification{SessionId: c.sid()})
 	}
 	return out, nil
 }

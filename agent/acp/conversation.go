@@ -195,23 +195,30 @@ func (c *conversation) open(ctx context.Context, ag Agent, opts provider.Options
 		modes, models = resp.Modes, resp.Models
 	}
 	if canLoad {
-		c.resumeID = string(c.sessionID)
+		c.resumeID = string(c.sid())
 	}
 	if m := opts.PermissionMode; m != "" && modes != nil && modes.CurrentModeId != acpsdk.SessionModeId(m) {
 		for _, am := range modes.AvailableModes {
 			if am.Id == acpsdk.SessionModeId(m) {
-				if _, err := c.conn.SetSessionMode(ctx, acpsdk.SetSessionModeRequest{SessionId: c.sessionID, ModeId: am.Id}); err != nil {
+				if _, err := c.conn.SetSessionMode(ctx, acpsdk.SetSessionModeRequest{SessionId: c.sid(), ModeId: am.Id}); err != nil {
 					c.log.Warn("acp: session/set_mode failed", "mode", m, "err", err)
 				}
 			}
 		}
 	}
 	if m := opts.Model; m != "" && models != nil && models.CurrentModelId != acpsdk.ModelId(m) {
-		if _, err := c.conn.UnstableSetSessionModel(ctx, acpsdk.UnstableSetSessionModelRequest{SessionId: c.sessionID, ModelId: acpsdk.UnstableModelId(m)}); err != nil {
+		if _, err := c.conn.UnstableSetSessionModel(ctx, acpsdk.UnstableSetSessionModelRequest{SessionId: c.sid(), ModelId: acpsdk.UnstableModelId(m)}); err != nil {
 			c.log.Warn("acp: session/set_model failed", "model", m, "err", err)
 		}
 	}
 	return nil
+}
+
+// sid is the ACP session id (set while opening).
+func (c *conversation) sid() acpsdk.SessionId {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sessionID
 }
 
 // connErr prefers saying that the agent exited to the SDK's "peer
@@ -340,7 +347,7 @@ func (c *conversation) prompt(t provider.Turn) bool {
 	evs := c.tr.setStatus(nil, pb.AgentStatus_THINKING, "")
 	c.q.push(provider.Output{Events: evs})
 	c.mu.Unlock()
-	resp, err := c.conn.Prompt(c.ctx, acpsdk.PromptRequest{SessionId: c.sessionID, Prompt: c.blocks(t)})
+	resp, err := c.conn.Prompt(c.ctx, acpsdk.PromptRequest{SessionId: c.sid(), Prompt: c.blocks(t)})
 	if err != nil && (c.isDone() || c.ctx.Err() != nil) {
 		return false // the process ended: the session settles the turn
 	}
@@ -392,7 +399,7 @@ func (c *conversation) blocks(t provider.Turn) []acpsdk.ContentBlock {
 // requests "cancelled", as ACP asks of clients.
 func (c *conversation) InterruptTurn() error {
 	c.withdrawAll()
-	if err := c.conn.Cancel(c.ctx, acpsdk.CancelNotification{SessionId: c.sessionID}); err != nil {
+	if err := c.conn.Cancel(c.ctx, acpsdk.CancelNotification{SessionId: c.sid()}); err != nil {
 		return fmt.Errorf("acp session/cancel: %w", err)
 	}
 	return nil
