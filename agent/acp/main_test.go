@@ -2,8 +2,11 @@ package acp
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,10 +15,40 @@ import (
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
-// TestMain lets the test binary double as the fake ACP agent.
+// TestMain lets the test binary double as the fake ACP agent, and fails
+// the run when goroutines of this package outlive the tests.
 func TestMain(m *testing.M) {
 	fakeagent.Main()
-	os.Exit(m.Run())
+	code := m.Run()
+	if code == 0 {
+		if leaked := leakedGoroutines(); leaked != "" {
+			fmt.Fprintf(os.Stderr, "goroutines of package acp outlived the tests:\n%s\n", leaked)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// leakedGoroutines returns the stacks of goroutines (other than the
+// caller's) running code of this package, waiting a little for ones that
+// are finishing, as goleak does.
+func leakedGoroutines() string {
+	var leaked []string
+	for try := 0; try < 100; try++ {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		leaked = leaked[:0]
+		for i, g := range strings.Split(string(buf), "\n\n") {
+			if i > 0 && strings.Contains(g, "betcode/agent/acp.") {
+				leaked = append(leaked, g)
+			}
+		}
+		if len(leaked) == 0 {
+			return ""
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return strings.Join(leaked, "\n\n")
 }
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -35,6 +68,8 @@ type reader struct {
 
 func newReader(t testing.TB, s provider.Stream) *reader {
 	r := &reader{t: t, out: make(chan provider.Output), end: make(chan struct{})}
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) }) // runs before the conversation's Stop
 	go func() {
 		defer close(r.end)
 		for {
@@ -42,7 +77,11 @@ func newReader(t testing.TB, s provider.Stream) *reader {
 			if !ok {
 				return
 			}
-			r.out <- o
+			select {
+			case r.out <- o:
+			case <-stop:
+				return
+			}
 		}
 	}()
 	return r
