@@ -1,11 +1,36 @@
 package openaiapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 
 	"github.com/betcode-dev/betcode/agent/provider"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+)
+
+// DefaultModel is the model of sessions when neither the session nor the
+// provider names one.
+const DefaultModel = "gpt-5.5"
+
+// Defaults of the turn loop.
+const (
+	// defaultIdleTimeout abandons a response stream silent this long.
+	defaultIdleTimeout = 5 * time.Minute
+	// defaultMaxSteps bounds the model requests of one turn.
+	defaultMaxSteps = 100
+	// defaultMaxRetries is the SDK's retries of a failed request (429,
+	// 5xx, connection errors), honouring retry-after.
+	defaultMaxRetries = 2
 )
 
 // Provider runs sessions with provider openai-api.
@@ -20,6 +45,11 @@ type Provider struct {
 	// Home is a directory the provider may keep its conversations in
 	// (<Home>/<session id>…), so that a restarted agent resumes them.
 	Home string
+
+	// Test knobs; zero means the default.
+	idleTimeout time.Duration
+	maxRetries  int // -1: none
+	maxSteps    int
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -35,7 +65,88 @@ func (p *Provider) Check(context.Context) error {
 	return nil
 }
 
-// Start starts a conversation.
+// Start starts a conversation in opts.Dir, or resumes conversation
+// opts.ResumeID from Home. No request is made until the first turn.
 func (p *Provider) Start(ctx context.Context, opts provider.Options) (provider.Conversation, error) {
-	return nil, errors.New("openaiapi: not implemented")
+	if err := p.Check(ctx); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	model := cmp.Or(opts.Model, p.Model, DefaultModel)
+	hist, err := p.history(opts, model, log)
+	if err != nil {
+		return nil, err
+	}
+	wd, err := openWorkdir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	reqOpts := []option.RequestOption{
+		option.WithBaseURL(strings.TrimSuffix(p.BaseURL, "/") + "/"),
+		option.WithMaxRetries(p.retries()),
+	}
+	if p.APIKey != "" {
+		reqOpts = append(reqOpts, option.WithAPIKey(p.APIKey))
+	}
+	cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	c := &conversation{
+		id:          hist.ID,
+		client:      openai.NewClient(reqOpts...),
+		model:       model,
+		home:        p.Home,
+		env:         commandEnv(opts.Env),
+		wd:          wd,
+		log:         log.With("provider", "openai-api", "conversation", hist.ID),
+		idleTimeout: cmp.Or(p.idleTimeout, defaultIdleTimeout),
+		maxSteps:    cmp.Or(p.maxSteps, defaultMaxSteps),
+		out:         newOutQueue(),
+		ctx:         cctx,
+		stop:        stop,
+		done:        make(chan struct{}),
+		wake:        make(chan struct{}, 1),
+		hist:        hist,
+		asks:        map[string]chan provider.Answer{},
+	}
+	// The conversation is resumable from now on, even before its first turn.
+	if err := hist.save(p.Home); err != nil {
+		_ = wd.close()
+		stop()
+		return nil, err
+	}
+	go c.run()
+	return c, nil
+}
+
+// history loads the conversation to resume, or starts a new one.
+func (p *Provider) history(opts provider.Options, model string, log *slog.Logger) (*history, error) {
+	if opts.ResumeID == "" {
+		return &history{Version: historyVersion, ID: "oai-" + uuid.NewString(), Model: model}, nil
+	}
+	if p.Home == "" {
+		return nil, errors.New("openai-api: cannot resume a conversation: the provider has no Home")
+	}
+	h, err := loadHistory(p.Home, opts.ResumeID)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Lost (a wiped data dir): the session goes on without its context.
+		log.Warn("openai-api: conversation history not found; starting it afresh", "conversation", opts.ResumeID)
+		return &history{Version: historyVersion, ID: opts.ResumeID, Model: model}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("openai-api: resume conversation: %w", err)
+	}
+	h.Model = model
+	return h, nil
+}
+
+func (p *Provider) retries() int {
+	switch {
+	case p.maxRetries < 0:
+		return 0
+	case p.maxRetries == 0:
+		return defaultMaxRetries
+	}
+	return p.maxRetries
 }
