@@ -38,7 +38,7 @@ func (cl *client) RequestPermission(ctx context.Context, req acpsdk.RequestPermi
 	c.mu.Lock()
 	ts := c.tr.tool(tc.ToolCallId)
 	c.tr.merge(ts, tc.Kind, tc.Title, tc.RawInput, tc.Locations)
-	evs := c.tr.announce(nil, tc.ToolCallId, ts)
+	evs := c.tr.announce(c.tr.flushThought(nil), tc.ToolCallId, ts)
 	name, input, readOnly := c.tr.toolRequest(ts)
 	c.nextAsk++
 	id := fmt.Sprintf("%s%d", c.askPfx, c.nextAsk)

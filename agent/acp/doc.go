@@ -22,8 +22,9 @@
 //	turn starts                   StatusChange THINKING
 //	agent_message_chunk (text)    TextDelta (streamed)
 //	agent_thought_chunk (text)    StatusChange THINKING with the thought
-//	tool_call                     ToolCallStart, EXECUTING_TOOL (once the
-//	                              input or a status is known)
+//	                              (chunks gathered until the next update)
+//	tool_call[_update]            ToolCallStart, EXECUTING_TOOL, once its
+//	                              input is known, it runs, or it asks
 //	tool_call_update done/failed  ToolCallResult (text content, diffs as
 //	                              "edited PATH", else the raw output), THINKING
 //	plan                          TodoUpdate (entries numbered from 1)

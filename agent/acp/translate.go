@@ -34,7 +34,13 @@ type translator struct {
 	streamed bool // text was streamed in this turn
 	tools    map[acpsdk.ToolCallId]*toolState
 	usage    *pb.UsageReport // the latest usage_update of the turn
+	// thought gathers streamed thought chunks, published as one THINKING
+	// status when something else comes.
+	thought strings.Builder
 }
+
+// maxThought bounds a gathered thought.
+const maxThought = 64 << 10
 
 // toolState is what is known of one tool call.
 type toolState struct {
@@ -61,33 +67,45 @@ func (t *translator) setStatus(out []*pb.AgentEvent, s pb.AgentStatus, msg strin
 	return append(out, provider.StatusEvent(s, msg))
 }
 
+// flushThought publishes the gathered thought.
+func (t *translator) flushThought(out []*pb.AgentEvent) []*pb.AgentEvent {
+	if t.thought.Len() == 0 {
+		return out
+	}
+	t.status = pb.AgentStatus_THINKING
+	out = append(out, provider.StatusEvent(pb.AgentStatus_THINKING, t.thought.String()))
+	t.thought.Reset()
+	return out
+}
+
 // update translates one session/update.
 func (t *translator) update(u acpsdk.SessionUpdate) []*pb.AgentEvent {
-	var out []*pb.AgentEvent
+	if u.AgentThoughtChunk != nil {
+		if text := blockText(u.AgentThoughtChunk.Content); t.thought.Len()+len(text) <= maxThought {
+			t.thought.WriteString(text)
+		}
+		return nil
+	}
+	out := t.flushThought(nil)
 	switch {
 	case u.AgentMessageChunk != nil:
 		text := blockText(u.AgentMessageChunk.Content)
 		if text == "" {
-			return nil
+			return out
 		}
 		out = t.setStatus(out, pb.AgentStatus_THINKING, "")
 		t.streamed = true
 		return append(out, provider.TextEvent(text, false))
-	case u.AgentThoughtChunk != nil:
-		text := blockText(u.AgentThoughtChunk.Content)
-		if text == "" {
-			return nil
-		}
-		t.status = pb.AgentStatus_THINKING
-		return append(out, provider.StatusEvent(pb.AgentStatus_THINKING, text))
 	case u.ToolCall != nil:
 		c := u.ToolCall
 		ts := t.tool(c.ToolCallId)
 		ts.kind, ts.title, ts.locs = c.Kind, c.Title, c.Locations
-		if c.RawInput != nil {
+		if known(c.RawInput) {
 			ts.rawInput = c.RawInput
 		}
-		out = t.announce(out, c.ToolCallId, ts)
+		if ts.rawInput != nil || (c.Status != "" && c.Status != acpsdk.ToolCallStatusPending) {
+			out = t.announce(out, c.ToolCallId, ts)
+		}
 		return t.finish(out, c.ToolCallId, ts, c.Status, c.Content, c.RawOutput)
 	case u.ToolCallUpdate != nil:
 		c := u.ToolCallUpdate
@@ -97,7 +115,7 @@ func (t *translator) update(u acpsdk.SessionUpdate) []*pb.AgentEvent {
 		if c.Status != nil {
 			st = *c.Status
 		}
-		if !ts.announced && (ts.rawInput != nil || st != "") {
+		if ts.rawInput != nil || (st != "" && st != acpsdk.ToolCallStatusPending) {
 			out = t.announce(out, c.ToolCallId, ts)
 		}
 		return t.finish(out, c.ToolCallId, ts, st, c.Content, c.RawOutput)
@@ -137,7 +155,7 @@ func (t *translator) merge(ts *toolState, kind *acpsdk.ToolKind, title *string, 
 	if title != nil {
 		ts.title = *title
 	}
-	if raw != nil {
+	if known(raw) {
 		ts.rawInput = raw
 	}
 	if len(locs) > 0 {
@@ -145,7 +163,20 @@ func (t *translator) merge(ts *toolState, kind *acpsdk.ToolKind, title *string, 
 	}
 }
 
-// announce emits a tool call's ToolCallStart and EXECUTING_TOOL.
+// known reports whether a tool call's raw input says something: agents
+// that stream a tool's input announce it with {} first.
+func known(raw any) bool {
+	switch r := raw.(type) {
+	case nil:
+		return false
+	case map[string]any:
+		return len(r) > 0
+	}
+	return true
+}
+
+// announce emits a tool call's ToolCallStart and EXECUTING_TOOL, once: when
+// its input is known, it has started, or it asks permission.
 func (t *translator) announce(out []*pb.AgentEvent, id acpsdk.ToolCallId, ts *toolState) []*pb.AgentEvent {
 	if ts.announced {
 		return out
@@ -174,7 +205,7 @@ func (t *translator) finish(out []*pb.AgentEvent, id acpsdk.ToolCallId, ts *tool
 // turnEnded ends a turn: the streamed text completed, usage, TurnComplete
 // and IDLE.
 func (t *translator) turnEnded(stop string, u *acpsdk.Usage) []*pb.AgentEvent {
-	var out []*pb.AgentEvent
+	out := t.flushThought(nil)
 	if t.streamed {
 		out = append(out, provider.TextEvent("", true))
 	}
@@ -206,7 +237,8 @@ func (t *translator) turnEnded(stop string, u *acpsdk.Usage) []*pb.AgentEvent {
 
 // turnFailed ends a turn the agent answered with an error.
 func (t *translator) turnFailed(err error) []*pb.AgentEvent {
-	out := []*pb.AgentEvent{provider.ErrorEvent(CodeAgentError, err.Error(), false)}
+	out := t.flushThought(nil)
+	out = append(out, provider.ErrorEvent(CodeAgentError, err.Error(), false))
 	return append(out, t.turnEnded(StopError, nil)...)
 }
 

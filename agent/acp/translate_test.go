@@ -52,9 +52,23 @@ func TestTranslateUpdates(t *testing.T) {
 			`{"textDelta":{"text":"Hel"}}`,
 			`{"textDelta":{"text":"lo"}}`,
 		}},
-		{"thought", []string{
-			`{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hmm"}}`,
-		}, []string{`{"statusChange":{"status":"THINKING","message":"hmm"}}`}},
+		{"thought gathered until something else comes", []string{
+			`{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hm"}}`,
+			`{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"m, "}}`,
+			`{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"yes"}}`,
+			`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hi"}}`,
+		}, []string{
+			`{"statusChange":{"status":"THINKING","message":"hmm, yes"}}`,
+			`{"textDelta":{"text":"Hi"}}`,
+		}},
+		{"streamed tool input", []string{
+			`{"sessionUpdate":"tool_call","toolCallId":"c0","title":"Terminal","kind":"execute","status":"pending","rawInput":{}}`,
+			`{"sessionUpdate":"tool_call_update","toolCallId":"c0","rawInput":{"command":"make"}}`,
+			`{"sessionUpdate":"tool_call_update","toolCallId":"c0","status":"in_progress","rawInput":{"command":"make"}}`,
+		}, []string{
+			`{"toolCallStart":{"toolId":"c0","toolName":"Bash","input":{"command":"make"},"description":"Terminal"}}`,
+			`{"statusChange":{"status":"EXECUTING_TOOL"}}`,
+		}},
 		{"execute tool call", []string{
 			`{"sessionUpdate":"tool_call","toolCallId":"c1","title":"Run ls","kind":"execute","status":"pending","rawInput":{"command":"ls -l"}}`,
 			`{"sessionUpdate":"tool_call_update","toolCallId":"c1","status":"in_progress"}`,
