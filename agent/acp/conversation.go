@@ -120,8 +120,12 @@ func start(ctx context.Context, ag Agent, opts provider.Options, log *slog.Logge
 		pending: map[string]*openAsk{}, turnSignal: make(chan struct{}, 1),
 		drained: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{}),
 	}
-	c.conn = acpsdk.NewClientSideConnection(&client{c: c}, stdin, &eofMarker{r: pr, line: c.eofLine()})
+	// The SDK reads its logger unsynchronized from the goroutine reading
+	// the agent: that goroutine reads nothing until the logger is set.
+	ready := make(chan struct{})
+	c.conn = acpsdk.NewClientSideConnection(&client{c: c}, stdin, &eofMarker{r: pr, line: c.eofLine(), ready: ready})
 	c.conn.SetLogger(c.log)
+	close(ready)
 	// The prompt loop's count is taken before supervise can Wait.
 	c.wg.Add(1)
 	go c.supervise()
@@ -153,7 +157,7 @@ func (c *conversation) open(ctx context.Context, ag Agent, opts provider.Options
 		ClientInfo: &acpsdk.Implementation{Name: "betcode", Version: "1"},
 	})
 	if err != nil {
-		return fmt.Errorf("acp agent %s: initialize: %w", ag.Name, c.connErr(err))
+		return fmt.Errorf("acp agent %s: initialize: %w", ag.Name, c.connErr(ctx, err))
 	}
 	c.image = init.AgentCapabilities.PromptCapabilities.Image
 	canLoad := init.AgentCapabilities.LoadSession
@@ -175,7 +179,7 @@ func (c *conversation) open(ctx context.Context, ag Agent, opts provider.Options
 		case err == nil:
 			loaded, modes, models = true, resp.Modes, resp.Models
 		case c.isDone():
-			return fmt.Errorf("acp agent %s: session/load: %w", ag.Name, c.connErr(err))
+			return fmt.Errorf("acp agent %s: session/load: %w", ag.Name, c.connErr(ctx, err))
 		default:
 			c.log.Warn("acp: session/load failed; starting a new conversation", "resume_id", opts.ResumeID, "err", err)
 			c.q.push(provider.Output{Events: []*pb.AgentEvent{provider.ErrorEvent(CodeAgentError,
@@ -187,7 +191,7 @@ func (c *conversation) open(ctx context.Context, ag Agent, opts provider.Options
 	if !loaded {
 		resp, err := c.conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: opts.Dir, McpServers: []acpsdk.McpServer{}})
 		if err != nil {
-			return fmt.Errorf("acp agent %s: session/new: %w", ag.Name, c.connErr(err))
+			return fmt.Errorf("acp agent %s: session/new: %w", ag.Name, c.connErr(ctx, err))
 		}
 		c.mu.Lock()
 		c.sessionID = resp.SessionId
@@ -221,9 +225,12 @@ func (c *conversation) sid() acpsdk.SessionId {
 	return c.sessionID
 }
 
-// connErr prefers saying that the agent exited to the SDK's "peer
-// disconnected".
-func (c *conversation) connErr(err error) error {
+// connErr prefers saying that the agent exited, or did not answer in
+// time, to the SDK's "peer disconnected" and "internal error".
+func (c *conversation) connErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil && !c.isDone() {
+		return fmt.Errorf("no answer: %w", ctx.Err())
+	}
 	if c.isDone() {
 		select {
 		case <-c.exited:
@@ -518,14 +525,20 @@ func lastLine(s string) string {
 	return s
 }
 
-// eofMarker reads r, then line: the marker of the output's end.
+// eofMarker reads r, once ready is closed, then line: the marker of the
+// output's end.
 type eofMarker struct {
-	r    io.Reader
-	line []byte
-	eof  bool
+	r     io.Reader
+	line  []byte
+	eof   bool
+	ready <-chan struct{}
 }
 
 func (e *eofMarker) Read(p []byte) (int, error) {
+	if e.ready != nil {
+		<-e.ready
+		e.ready = nil
+	}
 	if !e.eof {
 		n, err := e.r.Read(p)
 		if err == nil {

@@ -170,7 +170,3 @@ func ctxT(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
-
-func contextWithTimeout(ctx context.Context, d time.Duration) (context.Context, func()) {
-	return context.WithTimeout(ctx, d)
-}

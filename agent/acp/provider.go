@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/betcode-dev/betcode/agent/provider"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
@@ -84,10 +85,17 @@ func splitCommand(s string) ([]string, error) {
 	return out, nil
 }
 
+// DefaultStartTimeout bounds an agent's start (initialize and
+// session/new or session/load) when Provider.StartTimeout is 0.
+const DefaultStartTimeout = 2 * time.Minute
+
 // Provider runs sessions with provider acp.
 type Provider struct {
 	// Agents are the configured agents.
 	Agents []Agent
+	// StartTimeout bounds an agent's start, so that a command that does
+	// not speak ACP cannot hold a session; 0 is DefaultStartTimeout.
+	StartTimeout time.Duration
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -144,5 +152,11 @@ func (p *Provider) Start(ctx context.Context, opts provider.Options) (provider.C
 	if log == nil {
 		log = slog.Default()
 	}
+	timeout := p.StartTimeout
+	if timeout <= 0 {
+		timeout = DefaultStartTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	return start(ctx, ag, opts, log)
 }
