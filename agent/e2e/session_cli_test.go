@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -148,6 +149,31 @@ func TestSessionCLI(t *testing.T) {
 	ms = sessionJSON(t, sock, "session", "restart", id, "--json")
 	if ms.GetId() == id || ms.GetRestartCount() != 1 || ms.GetStatus() != pb.SessionStatus_SESSION_STATUS_RUNNING || ms.GetWorkingDirectory() != dir {
 		t.Fatalf("session restart: %v", ms)
+	}
+
+	// watch without an id follows every session until Ctrl-C, then exits 0.
+	all := exec.Command(testenv.Binaries(t).Client, "--agent", "unix://"+sock, "session", "watch", "--cwd", dir)
+	aout, err := all.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var aerr bytes.Buffer
+	all.Stderr = &aerr
+	if err := all.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = all.Process.Kill(); _ = all.Wait() })
+	alines := bufio.NewScanner(aout)
+	if !alines.Scan() || !strings.Contains(alines.Text(), "-> RUNNING") {
+		t.Fatalf("watch (all): first line %q, %v\nstderr: %s", alines.Text(), alines.Err(), aerr.String())
+	}
+	if err := all.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	for alines.Scan() {
+	}
+	if err := all.Wait(); err != nil {
+		t.Fatalf("watch (all) after Ctrl-C: %v, want exit 0\nstderr: %s", err, aerr.String())
 	}
 
 	tests := []struct {
