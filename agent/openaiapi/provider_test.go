@@ -531,3 +531,45 @@ func ctxT(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+func TestParallelCalls(t *testing.T) {
+	api := startFake(t, func(r *fakeopenai.Request) fakeopenai.Reply {
+		if r.LastToolOutput() == nil {
+			return fakeopenai.Reply{
+				Call:  fakeopenai.FunctionCall(ToolWrite, map[string]any{"file_path": "w.txt", "content": "w"}),
+				Calls: []*fakeopenai.Call{fakeopenai.FunctionCall(ToolBash, map[string]any{"command": "touch b.txt"})},
+			}
+		}
+		return fakeopenai.KeywordReply(r)
+	})
+	dir := t.TempDir()
+	d := start(t, &Provider{BaseURL: api.BaseURL()}, dir, "")
+	evs, asks := d.turn("both", func(a *provider.PermissionAsk) provider.Answer {
+		if a.Tool == ToolBash {
+			return provider.Answer{Decision: provider.Deny, Message: "no commands"}
+		}
+		return allow(a)
+	})
+	if len(asks) != 2 || asks[0].Tool != ToolWrite || asks[1].Tool != ToolBash {
+		t.Fatalf("asks %+v, want Write then Bash", asks)
+	}
+	res := toolResults(evs)
+	if len(res) != 2 || res[0].IsError || !res[1].IsError {
+		t.Fatalf("results %v, want Write ok and Bash denied", res)
+	}
+	wantFile(t, filepath.Join(dir, "w.txt"), "w")
+	wantNoFile(t, filepath.Join(dir, "b.txt"))
+	reqs := api.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2", len(reqs))
+	}
+	var outputs []string
+	for _, it := range reqs[1].Input {
+		if it.Type == "function_call_output" {
+			outputs = append(outputs, it.CallID+"="+it.Output)
+		}
+	}
+	if len(outputs) != 2 || !strings.HasPrefix(outputs[0], "call_fake_001=Wrote") || !strings.Contains(outputs[1], "no commands") {
+		t.Errorf("tool outputs sent back: %q", outputs)
+	}
+}

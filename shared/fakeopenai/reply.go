@@ -37,6 +37,9 @@ type Reply struct {
 	Delay time.Duration
 	// Call, when set, is a tool call sent after the text.
 	Call *Call
+	// Calls are more tool calls sent after Call, in one response (parallel
+	// tool calls); their default ids end with _1, _2, ...
+	Calls []*Call
 
 	// Fault breaks the stream after its first text delta (or after
 	// response.created when there is none).

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -256,5 +257,43 @@ func TestFunctionCall(t *testing.T) {
 				t.Errorf("FunctionCall = %+v, want Bash with %s", c, tc.want)
 			}
 		})
+	}
+}
+
+func TestParallelCalls(t *testing.T) {
+	srv := New(Config{Responder: func(*Request) Reply {
+		return Reply{Call: FunctionCall("Read", map[string]any{"file_path": "a"}),
+			Calls: []*Call{FunctionCall("LS", map[string]any{}), {Kind: "function_call", ID: "mine", Name: "Grep", Arguments: "{}"}}}
+	}})
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	res, err := http.Post(ts.URL+"/v1/responses", "application/json", strings.NewReader(`{"model":"m","stream":true,"input":[{"role":"user","content":"go"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done []string
+	for _, frame := range strings.Split(string(body), "\n\n") {
+		name, data, _ := strings.Cut(frame, "\ndata: ")
+		if name != "event: response.output_item.done" {
+			continue
+		}
+		var ev struct {
+			Item struct {
+				CallID string `json:"call_id"`
+				Name   string `json:"name"`
+			} `json:"item"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatal(err)
+		}
+		done = append(done, ev.Item.Name+"/"+ev.Item.CallID)
+	}
+	if got, want := strings.Join(done, ","), "Read/call_fake_001,LS/call_fake_001_1,Grep/mine"; got != want {
+		t.Errorf("calls %s, want %s", got, want)
 	}
 }

@@ -135,13 +135,14 @@ func errorBody(status int, msg string) wireError {
 func respID(seq int) string { return fmt.Sprintf("resp_fake_%03d", seq) }
 
 // callItem returns the wire item of c, complete ("completed") or just
-// announced ("in_progress").
-func (c *Call) callItem(seq int, status string) any {
+// announced ("in_progress"). suffix tells apart the default ids of the
+// calls of one reply.
+func (c *Call) callItem(seq int, suffix, status string) any {
 	id := c.ID
 	if id == "" {
-		id = fmt.Sprintf("call_fake_%03d", seq)
+		id = fmt.Sprintf("call_fake_%03d%s", seq, suffix)
 	}
-	itemID := fmt.Sprintf("fc_fake_%03d", seq)
+	itemID := fmt.Sprintf("fc_fake_%03d%s", seq, suffix)
 	if c.Kind == "custom_tool_call" {
 		it := wireCustomCall{Type: c.Kind, ID: itemID, CallID: id, Name: c.Name, Status: status}
 		if status == "completed" {
@@ -203,7 +204,11 @@ func (r Reply) events(seq int, model string) (evs []event, faultAt int) {
 			}}, ds)
 	}
 	if r.Call != nil {
-		add(r.Call.callItem(seq, "in_progress"), r.Call.callItem(seq, "completed"), nil)
+		add(r.Call.callItem(seq, "", "in_progress"), r.Call.callItem(seq, "", "completed"), nil)
+	}
+	for i, c := range r.Calls {
+		suffix := fmt.Sprintf("_%d", i+1)
+		add(c.callItem(seq, suffix, "in_progress"), c.callItem(seq, suffix, "completed"), nil)
 	}
 
 	u := r.usage()
