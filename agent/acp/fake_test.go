@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/betcode-dev/betcode/agent/acp/internal/fakeagent"
+	"github.com/betcode-dev/betcode/shared/fakeacp"
 	"github.com/betcode-dev/betcode/agent/provider"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
@@ -42,9 +42,9 @@ func startFake(t *testing.T, o fakeOpts) *fakeRun {
 	if o.state == "" {
 		o.state = t.TempDir()
 	}
-	env := []string{fakeagent.EnvRun + "=1", fakeagent.EnvState + "=" + o.state}
+	env := []string{fakeacp.EnvRun + "=1", fakeacp.EnvState + "=" + o.state}
 	if o.noLoad {
-		env = append(env, fakeagent.EnvNoLoad+"=1")
+		env = append(env, fakeacp.EnvNoLoad+"=1")
 	}
 	p := &Provider{Agents: []Agent{{Name: "fake", Command: []string{exe, "-test.run=^$"}}}}
 	conv, err := p.Start(ctxT(t), provider.Options{SessionID: "s1", Dir: o.dir, Env: env, ResumeID: o.resumeID, Logger: testLogger(t)})

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/betcode-dev/betcode/agent/acp/internal/fakeagent"
+	"github.com/betcode-dev/betcode/shared/fakeacp"
 	"github.com/betcode-dev/betcode/agent/provider"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
@@ -18,7 +18,7 @@ import (
 // TestMain lets the test binary double as the fake ACP agent, and fails
 // the run when goroutines of this package outlive the tests.
 func TestMain(m *testing.M) {
-	fakeagent.Main()
+	fakeacp.Main()
 	code := m.Run()
 	if code == 0 {
 		if leaked := leakedGoroutines(); leaked != "" {

@@ -1,6 +1,7 @@
-// Package fakeagent is a small scriptable ACP agent built on the SDK's
+// Package fakeacp is a small scriptable ACP agent built on the SDK's
 // agent side, for the edge cases a real agent cannot be made to show on
-// demand. Tests run it by re-executing their own binary (see Main).
+// demand. Tests run it by re-executing their own binary (see Main);
+// demos run shared/cmd/fakeacp.
 //
 // A prompt's keywords (whole upper-case words) decide what a turn does:
 //
@@ -28,7 +29,7 @@
 // in a state directory so that session/load (advertised unless NoLoad)
 // works across processes; loading replays the history as
 // user_message_chunk and agent_message_chunk updates.
-package fakeagent
+package fakeacp
 
 import (
 	"context"
@@ -73,7 +74,7 @@ func Main() {
 		StateDir: os.Getenv(EnvState), NoLoad: os.Getenv(EnvNoLoad) == "1", Stderr: os.Stderr,
 	})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "fakeagent:", err)
+		fmt.Fprintln(os.Stderr, "fakeacp:", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
@@ -135,7 +136,7 @@ func (a *agent) Initialize(context.Context, acpsdk.InitializeRequest) (acpsdk.In
 	return acpsdk.InitializeResponse{
 		ProtocolVersion:   acpsdk.ProtocolVersionNumber,
 		AgentCapabilities: acpsdk.AgentCapabilities{LoadSession: !a.cfg.NoLoad},
-		AgentInfo:         &acpsdk.Implementation{Name: "fakeagent", Version: "1"},
+		AgentInfo:         &acpsdk.Implementation{Name: "fakeacp", Version: "1"},
 		AuthMethods:       []acpsdk.AuthMethod{},
 	}, nil
 }
@@ -191,7 +192,7 @@ func (a *agent) save(id acpsdk.SessionId, s *session) {
 	}
 	b, _ := json.Marshal(s)
 	if err := os.WriteFile(a.statePath(id), b, 0o644); err != nil {
-		fmt.Fprintln(a.cfg.Stderr, "fakeagent: save:", err)
+		fmt.Fprintln(a.cfg.Stderr, "fakeacp: save:", err)
 	}
 }
 
@@ -287,7 +288,7 @@ func (t *turn) run(words []string) (acpsdk.PromptResponse, error) {
 	switch {
 	case has("CRASH"):
 		_ = t.say("about to crash")
-		fmt.Fprintln(t.a.cfg.Stderr, "fakeagent: crashing on purpose")
+		fmt.Fprintln(t.a.cfg.Stderr, "fakeacp: crashing on purpose")
 		t.a.cfg.Exit(3)
 		return end, nil
 	case has("FAIL"):
