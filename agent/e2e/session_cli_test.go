@@ -190,6 +190,7 @@ func TestSessionCLI(t *testing.T) {
 		{"send to a stopped session", []string{"session", "send", id, "hi"}, client.ExitAgentError, "BETCODE-2011"},
 		{"missing project", []string{"session", "create", "--cwd", "/does/not/exist"}, client.ExitInvalidArgs, "BETCODE-2001"},
 		{"unsupported provider", []string{"session", "create", "--cwd", dir, "--provider", "openclaw"}, client.ExitInvalidArgs, "BETCODE-2002"},
+		{"ACP agent not configured", []string{"session", "create", "--cwd", dir, "--provider", "acp", "--provider-config", "agent=gemini"}, client.ExitConnection, "BETCODE-2030"},
 		{"unknown provider name", []string{"session", "create", "--cwd", dir, "--provider", "nope"}, client.ExitInvalidArgs, "unknown provider"},
 		{"bad provider config", []string{"session", "create", "--cwd", dir, "--provider-config", "novalue"}, client.ExitInvalidArgs, "KEY=VALUE"},
 		{"provider config the provider refuses", []string{"session", "create", "--cwd", dir, "--provider-config", "k=v"}, anyFailure, `unknown provider_config key "k"`},
