@@ -10,8 +10,13 @@ import (
 	"github.com/betcode-dev/betcode/agent/acp"
 	"github.com/betcode-dev/betcode/agent/internal/testenv"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/fakeacp"
 	"github.com/betcode-dev/betcode/shared/fakeapi"
 )
+
+// The test binary doubles as the fake ACP agent when the daemon runs it
+// with fakeacp.EnvRun set (before TestMain, which is shared).
+func init() { fakeacp.Main() }
 
 // requireACPAgent returns the pinned claude-agent-acp or fails with what
 // to install (never skips).
@@ -160,4 +165,80 @@ func firstText(ms []fakeapi.Message) string {
 		return ""
 	}
 	return ms[0].Text
+}
+
+// TestACPFakeAgentEndToEnd drives the daemon with the project's fake ACP
+// agent (this test binary) for what claude-agent-acp cannot be made to
+// do: a rule that denies a tool by its Claude Code name, and a crash
+// mid-turn that the session reports, then resumes with session/load.
+func TestACPFakeAgentEndToEnd(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	agent := testenv.StartAgent(t, testenv.AgentOptions{
+		Args: []string{"--acp-agent", "fake=" + exe, "--deny", "Bash(rm *)"},
+		Env:  []string{fakeacp.EnvRun + "=1", fakeacp.EnvState + "=" + state},
+	})
+	ctx := ctxT(t)
+	s := startConv(t, ctx, agent.API, &pb.StartConversation{
+		WorkingDirectory: agent.ProjectDir(t), Provider: pb.SessionProvider_SESSION_PROVIDER_ACP,
+	})
+	var all []*pb.AgentEvent
+	say(t, s, "hello")
+	evs := until(t, s, isTurnComplete)
+	all = append(all, evs...)
+	id := sessionID(t, evs)
+	if got := text(evs); got != "Hello from the fake ACP agent (turn 1)." {
+		t.Errorf("text = %q", got)
+	}
+
+	// A rule for Claude Code's Bash denies the ACP agent's command.
+	say(t, s, "RUN rm -rf build")
+	evs = until(t, s, isTurnComplete)
+	all = append(all, evs...)
+	for _, ev := range evs {
+		if ev.GetPermissionRequest() != nil {
+			t.Fatalf("asked for a command the rule denies: %v", ev)
+		}
+	}
+	if got := text(evs); got != "permission: reject" {
+		t.Errorf("text = %q, want the agent told of the rejection", got)
+	}
+	log, err := agent.API.ListPermissionLog(ctx, &pb.PermissionLogRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(log.Entries) != 1 || log.Entries[0].Decision != "deny" || log.Entries[0].Source != "rule" || log.Entries[0].ToolName != "Bash" {
+		t.Errorf("permission log = %v, want one Bash deny by rule", log.Entries)
+	}
+
+	// A crash mid-turn ends the turn as crashed, with the agent's stderr.
+	say(t, s, "CRASH")
+	evs = until(t, s, isTurnComplete)
+	all = append(all, evs...)
+	if tc := last(evs).GetTurnComplete(); tc.StopReason != "crashed" {
+		t.Errorf("stop reason %q, want crashed", tc.StopReason)
+	}
+	var crash *pb.ErrorEvent
+	for _, ev := range evs {
+		if e := ev.GetError(); e != nil {
+			crash = e
+		}
+	}
+	if crash == nil || !strings.Contains(crash.Message, "exit status 3") || !strings.Contains(crash.Message, "crashing on purpose") {
+		t.Errorf("crash event %v, want the exit status and the stderr line", crash)
+	}
+
+	// The next message restarts the agent, which loads its session: the
+	// fake saved two turns (the crashed one never finished), so this is
+	// its third; a new session would say turn 1.
+	say(t, s, "hello")
+	evs = until(t, s, isTurnComplete)
+	all = append(all, evs...)
+	if got := text(evs); got != "Hello from the fake ACP agent (turn 3)." {
+		t.Errorf("text after the crash = %q, want the loaded session's second turn", got)
+	}
+	checkSequences(t, all, 0)
 }
