@@ -42,7 +42,7 @@ func (cl *client) RequestPermission(ctx context.Context, req acpsdk.RequestPermi
 	name, input, readOnly := c.tr.toolRequest(ts)
 	c.nextAsk++
 	id := fmt.Sprintf("%s%d", c.askPfx, c.nextAsk)
-	ask := &openAsk{options: req.Options, answer: make(chan provider.Answer, 1)}
+	ask := &openAsk{answer: make(chan provider.Answer, 1)}
 	c.pending[id] = ask
 	raw, err := json.Marshal(input)
 	if err != nil {

@@ -77,8 +77,7 @@ type conversation struct {
 
 // openAsk is a permission request waiting for its answer.
 type openAsk struct {
-	options []acpsdk.PermissionOption
-	answer  chan provider.Answer
+	answer chan provider.Answer
 }
 
 var (
