@@ -137,29 +137,6 @@ func TestEOFMarker(t *testing.T) {
 	}
 }
 
-func TestParseAgent(t *testing.T) {
-	tests := []struct {
-		in   string
-		name string
-		cmd  []string
-		err  bool
-	}{
-		{"gemini=gemini --acp", "gemini", []string{"gemini", "--acp"}, false},
-		{`oc = "/opt/my tools/opencode" acp --x 'a b'`, "oc", []string{"/opt/my tools/opencode", "acp", "--x", "a b"}, false},
-		{"noequals", "", nil, true},
-		{"=cmd", "", nil, true},
-		{"bad name!=cmd", "", nil, true},
-		{"x=", "", nil, true},
-		{`x="unterminated`, "", nil, true},
-	}
-	for _, tc := range tests {
-		a, err := ParseAgent(tc.in)
-		if (err != nil) != tc.err || a.Name != tc.name || strings.Join(a.Command, "|") != strings.Join(tc.cmd, "|") {
-			t.Errorf("ParseAgent(%q) = %+v, %v", tc.in, a, err)
-		}
-	}
-}
-
 func TestOutQueue(t *testing.T) {
 	q := newOutQueue()
 	done := make(chan []string)

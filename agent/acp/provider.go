@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -103,10 +104,23 @@ var _ provider.Provider = (*Provider)(nil)
 // Kind is SESSION_PROVIDER_ACP.
 func (p *Provider) Kind() pb.SessionProvider { return pb.SessionProvider_SESSION_PROVIDER_ACP }
 
-// Check reports a provider without agents as a *provider.NotConfiguredError.
+// Check reports a provider without agents as a *provider.NotConfiguredError,
+// and one none of whose agents' programs can be found as a
+// *provider.NotInstalledError (a missing one among others fails when a
+// session starts it).
 func (p *Provider) Check(context.Context) error {
 	if len(p.Agents) == 0 {
 		return &provider.NotConfiguredError{Kind: p.Kind(), Configure: "name an ACP agent with --acp-agent NAME='COMMAND ARGS' (e.g. --acp-agent gemini='gemini --experimental-acp'), or acp-agent in the config file"}
+	}
+	var errs []error
+	for _, a := range p.Agents {
+		if _, err := exec.LookPath(a.Command[0]); err != nil {
+			errs = append(errs, fmt.Errorf("acp agent %s: %w", a.Name, err))
+		}
+	}
+	if len(errs) == len(p.Agents) {
+		return &provider.NotInstalledError{Kind: p.Kind(), Err: errors.Join(errs...),
+			Install: "install the agent's program, or fix its command in --acp-agent NAME='COMMAND ARGS'"}
 	}
 	return nil
 }
