@@ -391,6 +391,31 @@ func TestFakeCancel(t *testing.T) {
 			t.Error("answering a withdrawn request succeeded")
 		}
 	})
+	t.Run("request withdrawn by the agent", func(t *testing.T) {
+		if err := f.c.SendTurn(provider.Turn{Text: "WITHDRAW"}); err != nil {
+			t.Fatal(err)
+		}
+		var ask *provider.PermissionAsk
+		withdrawn := false
+		var outs []provider.Output
+		for {
+			o, _ := f.r.next()
+			outs = append(outs, o)
+			if o.Permission != nil {
+				ask = o.Permission
+			}
+			withdrawn = withdrawn || (ask != nil && o.Withdrawn == ask.ID)
+			if o.TurnEnded {
+				break
+			}
+		}
+		if ask == nil || !withdrawn {
+			t.Errorf("ask %+v withdrawn %v: %v", ask, withdrawn, outs)
+		}
+		if got := textOf(events(outs)); got != "withdrawn" {
+			t.Errorf("text %q", got)
+		}
+	})
 	t.Run("next turn works", func(t *testing.T) {
 		if got := textOf(events(f.say(t, "hi", nil))); !strings.HasPrefix(got, "Hello from") {
 			t.Errorf("text %q", got)

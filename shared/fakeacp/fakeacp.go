@@ -17,6 +17,8 @@
 //	TERMIN DIR       terminal/create with cwd DIR (to be refused outside)
 //	SLOW             one chunk, then waits for session/cancel: stopReason cancelled
 //	ASKSLOW          asks permission and waits; cancelled when the client cancels
+//	WITHDRAW         asks permission and withdraws the request at once
+//	                 ($/cancel_request); the reply is "withdrawn"
 //	CRASH            one chunk, a line on stderr, then exit status 3 mid-turn
 //	GARBAGE          lines that are not JSON-RPC, then the normal text
 //	HUGE             one 11 MiB line (over the SDK's 10 MiB line limit), then
@@ -313,6 +315,20 @@ func (t *turn) run(words []string) (acpsdk.PromptResponse, error) {
 			return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonCancelled}, nil
 		}
 		return end, t.say("permission: " + string(out.Selected.OptionId))
+	case has("WITHDRAW"):
+		// A request whose context is already done is sent, then
+		// withdrawn with $/cancel_request.
+		ctx, cancel := context.WithCancel(t.ctx)
+		cancel()
+		_, err := t.a.conn.RequestPermission(ctx, acpsdk.RequestPermissionRequest{
+			SessionId: t.id,
+			ToolCall:  acpsdk.ToolCallUpdate{ToolCallId: "call_withdraw", Title: acpsdk.Ptr("rm -rf /"), Kind: acpsdk.Ptr(acpsdk.ToolKindExecute), RawInput: map[string]any{"command": "rm -rf /"}},
+			Options:   []acpsdk.PermissionOption{{Kind: acpsdk.PermissionOptionKindAllowOnce, Name: "Allow", OptionId: "allow"}},
+		})
+		if err == nil {
+			return end, t.say("not withdrawn")
+		}
+		return end, t.say("withdrawn")
 	case has("THINK"):
 		err = t.update(acpsdk.UpdateAgentThoughtText("pondering"))
 	case has("PLAN"):
