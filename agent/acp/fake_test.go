@@ -25,6 +25,7 @@ type fakeRun struct {
 
 type fakeOpts struct {
 	noLoad   bool
+	stubborn bool
 	state    string
 	resumeID string
 	dir      string
@@ -45,6 +46,9 @@ func startFake(t *testing.T, o fakeOpts) *fakeRun {
 	env := []string{fakeacp.EnvRun + "=1", fakeacp.EnvState + "=" + o.state}
 	if o.noLoad {
 		env = append(env, fakeacp.EnvNoLoad+"=1")
+	}
+	if o.stubborn {
+		env = append(env, fakeacp.EnvStubborn+"=1")
 	}
 	p := &Provider{Agents: []Agent{{Name: "fake", Command: []string{exe, "-test.run=^$"}}}}
 	conv, err := p.Start(ctxT(t), provider.Options{SessionID: "s1", Dir: o.dir, Env: env, ResumeID: o.resumeID, Logger: testLogger(t)})
@@ -543,6 +547,24 @@ func TestFakeStopKillsTerminals(t *testing.T) {
 	f.c.Stop(5 * time.Second)
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("terminal process %d still there after Stop (kill 0: %v)", pid, err)
+	}
+}
+
+// TestFakeStopEscalates: an agent that outlives its stdin and ignores
+// SIGTERM is killed.
+func TestFakeStopEscalates(t *testing.T) {
+	f := startFake(t, fakeOpts{stubborn: true})
+	f.say(t, "hi", nil)
+	pid := f.c.Pid()
+	f.c.Stop(100 * time.Millisecond)
+	if err := f.c.Wait(); err != nil {
+		t.Errorf("Wait after Stop = %v, want nil", err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("agent %d still there after Stop (kill 0: %v)", pid, err)
+	}
+	if ws, ok := f.c.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+		t.Errorf("agent ended with %v, want SIGKILL", f.c.cmd.ProcessState)
 	}
 }
 

@@ -40,9 +40,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 
 	acpsdk "github.com/coder/acp-go-sdk"
 )
@@ -59,11 +62,13 @@ type Config struct {
 	Exit func(code int)
 }
 
-// Env names of Main's configuration.
+// Env names of Main's configuration. EnvStubborn makes the agent ignore
+// SIGTERM and stay after its stdin closes, as a hung agent would.
 const (
-	EnvRun    = "BETCODE_FAKE_ACP"
-	EnvState  = "BETCODE_FAKE_ACP_STATE"
-	EnvNoLoad = "BETCODE_FAKE_ACP_NOLOAD"
+	EnvRun      = "BETCODE_FAKE_ACP"
+	EnvState    = "BETCODE_FAKE_ACP_STATE"
+	EnvNoLoad   = "BETCODE_FAKE_ACP_NOLOAD"
+	EnvStubborn = "BETCODE_FAKE_ACP_STUBBORN"
 )
 
 // Main runs the agent on stdio when EnvRun is set, and exits; tests call
@@ -72,12 +77,19 @@ func Main() {
 	if os.Getenv(EnvRun) != "1" {
 		return
 	}
+	stubborn := os.Getenv(EnvStubborn) == "1"
+	if stubborn {
+		signal.Ignore(syscall.SIGTERM)
+	}
 	err := Serve(context.Background(), os.Stdin, os.Stdout, Config{
 		StateDir: os.Getenv(EnvState), NoLoad: os.Getenv(EnvNoLoad) == "1", Stderr: os.Stderr,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fakeacp:", err)
 		os.Exit(1)
+	}
+	if stubborn {
+		time.Sleep(time.Hour) // until SIGKILL
 	}
 	os.Exit(0)
 }
