@@ -24,6 +24,7 @@ type fakeRun struct {
 }
 
 type fakeOpts struct {
+	mode     string // Options.PermissionMode
 	noLoad   bool
 	stubborn bool
 	state    string
@@ -51,7 +52,7 @@ func startFake(t *testing.T, o fakeOpts) *fakeRun {
 		env = append(env, fakeacp.EnvStubborn+"=1")
 	}
 	p := &Provider{Agents: []Agent{{Name: "fake", Command: []string{exe, "-test.run=^$"}}}}
-	conv, err := p.Start(ctxT(t), provider.Options{SessionID: "s1", Dir: o.dir, Env: env, ResumeID: o.resumeID, Logger: testLogger(t)})
+	conv, err := p.Start(ctxT(t), provider.Options{SessionID: "s1", Dir: o.dir, Env: env, ResumeID: o.resumeID, PermissionMode: o.mode, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -547,6 +548,23 @@ func TestFakeStopKillsTerminals(t *testing.T) {
 	f.c.Stop(5 * time.Second)
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("terminal process %d still there after Stop (kill 0: %v)", pid, err)
+	}
+}
+
+// TestFakePermissionMode: a session's permission mode is the agent's
+// session mode when the agent offers one of that name.
+func TestFakePermissionMode(t *testing.T) {
+	for _, mode := range []string{"", "acceptEdits", "plan", "bypassPermissions"} {
+		t.Run(mode, func(t *testing.T) {
+			f := startFake(t, fakeOpts{mode: mode})
+			want := mode
+			if mode == "" || mode == "bypassPermissions" { // not offered: left alone
+				want = "default"
+			}
+			if got := textOf(events(f.say(t, "MODE", nil))); got != "mode: "+want {
+				t.Errorf("reply %q, want mode %s", got, want)
+			}
+		})
 	}
 }
 

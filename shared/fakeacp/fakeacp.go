@@ -25,6 +25,8 @@
 //	                 the normal text
 //	STOP REASON      ends the turn with stopReason REASON (max_tokens, refusal)
 //	FAIL             answers session/prompt with a JSON-RPC error
+//	MODE             the reply is "mode: M", the session's mode (default,
+//	                 acceptEdits or plan; session/set_mode changes it)
 //
 // Relative paths are relative to the session's cwd, joined without
 // cleaning ("../x" stays in the path the client sees). Sessions are kept
@@ -136,6 +138,7 @@ type agent struct {
 
 // session is what the agent remembers of one session (and saves).
 type session struct {
+	Mode    string   `json:"mode"`
 	Cwd     string   `json:"cwd"`
 	Turns   int      `json:"turns"`
 	History []string `json:"history"` // prompt, reply, prompt, reply...
@@ -164,8 +167,17 @@ func (a *agent) NewSession(_ context.Context, p acpsdk.NewSessionRequest) (acpsd
 	defer a.mu.Unlock()
 	a.next++
 	id := acpsdk.SessionId(fmt.Sprintf("fake-%d-%d", os.Getpid(), a.next))
-	a.sessions[id] = &session{Cwd: p.Cwd}
-	return acpsdk.NewSessionResponse{SessionId: id}, nil
+	a.sessions[id] = &session{Cwd: p.Cwd, Mode: "default"}
+	return acpsdk.NewSessionResponse{SessionId: id, Modes: modes("default")}, nil
+}
+
+// modes are the session modes the agent offers.
+func modes(current string) *acpsdk.SessionModeState {
+	st := &acpsdk.SessionModeState{CurrentModeId: acpsdk.SessionModeId(current)}
+	for _, m := range []string{"default", "acceptEdits", "plan"} {
+		st.AvailableModes = append(st.AvailableModes, acpsdk.SessionMode{Id: acpsdk.SessionModeId(m), Name: m})
+	}
+	return st
 }
 
 func (a *agent) LoadSession(ctx context.Context, p acpsdk.LoadSessionRequest) (acpsdk.LoadSessionResponse, error) {
@@ -181,6 +193,9 @@ func (a *agent) LoadSession(ctx context.Context, p acpsdk.LoadSessionRequest) (a
 		return acpsdk.LoadSessionResponse{}, err
 	}
 	s.Cwd = p.Cwd
+	if s.Mode == "" {
+		s.Mode = "default"
+	}
 	for i, h := range s.History {
 		u := acpsdk.UpdateUserMessageText(h)
 		if i%2 == 1 {
@@ -193,7 +208,7 @@ func (a *agent) LoadSession(ctx context.Context, p acpsdk.LoadSessionRequest) (a
 	a.mu.Lock()
 	a.sessions[p.SessionId] = &s
 	a.mu.Unlock()
-	return acpsdk.LoadSessionResponse{}, nil
+	return acpsdk.LoadSessionResponse{Modes: modes(s.Mode)}, nil
 }
 
 func (a *agent) statePath(id acpsdk.SessionId) string {
@@ -228,7 +243,14 @@ func (a *agent) SetSessionConfigOption(context.Context, acpsdk.SetSessionConfigO
 	return acpsdk.SetSessionConfigOptionResponse{}, nil
 }
 
-func (a *agent) SetSessionMode(context.Context, acpsdk.SetSessionModeRequest) (acpsdk.SetSessionModeResponse, error) {
+func (a *agent) SetSessionMode(_ context.Context, p acpsdk.SetSessionModeRequest) (acpsdk.SetSessionModeResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.sessions[p.SessionId]
+	if s == nil {
+		return acpsdk.SetSessionModeResponse{}, acpsdk.NewInvalidParams(map[string]any{"error": "unknown session"})
+	}
+	s.Mode = string(p.ModeId)
 	return acpsdk.SetSessionModeResponse{}, nil
 }
 
@@ -305,6 +327,11 @@ func (t *turn) run(words []string) (acpsdk.PromptResponse, error) {
 		fmt.Fprintln(t.a.cfg.Stderr, "fakeacp: crashing on purpose")
 		t.a.cfg.Exit(3)
 		return end, nil
+	case has("MODE"):
+		t.a.mu.Lock()
+		m := t.s.Mode
+		t.a.mu.Unlock()
+		return end, t.say("mode: " + m)
 	case has("FAIL"):
 		return acpsdk.PromptResponse{}, acpsdk.NewInternalError(map[string]any{"error": "the fake agent failed on purpose"})
 	case has("GARBAGE"):
