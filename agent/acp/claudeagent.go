@@ -76,14 +76,3 @@ func ClaudeAgentEnv(home, baseURL string) []string {
 		"IS_SANDBOX=1",
 	}
 }
-
-// ManualModeSettings writes home/.claude/settings.json so that Claude
-// Code asks before every tool that changes something (its "default"
-// mode) instead of its "auto" mode, which asks a model.
-func ManualModeSettings(home string) error {
-	dir := filepath.Join(home, ".claude")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "settings.json"), []byte(`{"permissions":{"defaultMode":"default"}}`+"\n"), 0o644)
-}

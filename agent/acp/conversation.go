@@ -200,7 +200,15 @@ func (c *conversation) open(ctx context.Context, ag Agent, opts provider.Options
 	if canLoad {
 		c.resumeID = string(c.sid())
 	}
-	if m := opts.PermissionMode; m != "" && modes != nil && modes.CurrentModeId != acpsdk.SessionModeId(m) {
+	// Without a mode of its own the session asks for the agent's
+	// "default" mode, when it has one: the mode that asks before acting,
+	// so that tool calls come to BetCode's rules (claude-agent-acp starts
+	// in "auto", which lets a model decide instead).
+	m := opts.PermissionMode
+	if m == "" {
+		m = "default"
+	}
+	if modes != nil && modes.CurrentModeId != acpsdk.SessionModeId(m) {
 		for _, am := range modes.AvailableModes {
 			if am.Id == acpsdk.SessionModeId(m) {
 				if _, err := c.conn.SetSessionMode(ctx, acpsdk.SetSessionModeRequest{SessionId: c.sid(), ModeId: am.Id}); err != nil {

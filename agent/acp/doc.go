@@ -14,7 +14,9 @@
 // advertises loadSession (the history it replays while loading is dropped:
 // the session's event log has it). The ACP session id is the resume id
 // only for agents that can load sessions. A permission mode or model the
-// agent offers is set with session/set_mode and session/set_model.
+// agent offers is set with session/set_mode and session/set_model; without
+// a permission mode, the agent's "default" mode (if it offers one) is
+// asked for, so that its tool calls come to BetCode's rules.
 //
 // User messages are sent one session/prompt at a time (queued while one
 // runs). The mapping:

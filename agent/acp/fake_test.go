@@ -558,8 +558,11 @@ func TestFakePermissionMode(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			f := startFake(t, fakeOpts{mode: mode})
 			want := mode
-			if mode == "" || mode == "bypassPermissions" { // not offered: left alone
+			switch mode {
+			case "": // the agent's asking mode
 				want = "default"
+			case "bypassPermissions": // not offered: left alone
+				want = "auto"
 			}
 			if got := textOf(events(f.say(t, "MODE", nil))); got != "mode: "+want {
 				t.Errorf("reply %q, want mode %s", got, want)

@@ -50,9 +50,6 @@ func startClaudeAgent(t *testing.T) (*fakeRun, *fakeapi.Server) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = api.Close() })
-	if err := ManualModeSettings(home); err != nil {
-		t.Fatal(err)
-	}
 	p := &Provider{Agents: []Agent{{Name: "claude", Command: []string{bin}}}}
 	conv, err := p.Start(ctxT(t), provider.Options{SessionID: "s1", Dir: dir, Env: ClaudeAgentEnv(home, api.URL()), Logger: testLogger(t)})
 	if err != nil {

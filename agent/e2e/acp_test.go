@@ -40,9 +40,6 @@ func startACPAgent(t *testing.T) (*testenv.Agent, *fakeapi.Server) {
 	bin := requireACPAgent(t)
 	api := testenv.FakeAPI(t)
 	home := t.TempDir()
-	if err := acp.ManualModeSettings(home); err != nil {
-		t.Fatal(err)
-	}
 	agent := testenv.StartAgent(t, testenv.AgentOptions{
 		Home: home,
 		Args: []string{"--acp-agent", "claude=" + bin},

@@ -25,8 +25,8 @@
 //	                 the normal text
 //	STOP REASON      ends the turn with stopReason REASON (max_tokens, refusal)
 //	FAIL             answers session/prompt with a JSON-RPC error
-//	MODE             the reply is "mode: M", the session's mode (default,
-//	                 acceptEdits or plan; session/set_mode changes it)
+//	MODE             the reply is "mode: M", the session's mode (auto at
+//	                 first, default, acceptEdits or plan: session/set_mode)
 //
 // Relative paths are relative to the session's cwd, joined without
 // cleaning ("../x" stays in the path the client sees). Sessions are kept
@@ -167,14 +167,14 @@ func (a *agent) NewSession(_ context.Context, p acpsdk.NewSessionRequest) (acpsd
 	defer a.mu.Unlock()
 	a.next++
 	id := acpsdk.SessionId(fmt.Sprintf("fake-%d-%d", os.Getpid(), a.next))
-	a.sessions[id] = &session{Cwd: p.Cwd, Mode: "default"}
-	return acpsdk.NewSessionResponse{SessionId: id, Modes: modes("default")}, nil
+	a.sessions[id] = &session{Cwd: p.Cwd, Mode: "auto"}
+	return acpsdk.NewSessionResponse{SessionId: id, Modes: modes("auto")}, nil
 }
 
 // modes are the session modes the agent offers.
 func modes(current string) *acpsdk.SessionModeState {
 	st := &acpsdk.SessionModeState{CurrentModeId: acpsdk.SessionModeId(current)}
-	for _, m := range []string{"default", "acceptEdits", "plan"} {
+	for _, m := range []string{"auto", "default", "acceptEdits", "plan"} {
 		st.AvailableModes = append(st.AvailableModes, acpsdk.SessionMode{Id: acpsdk.SessionModeId(m), Name: m})
 	}
 	return st
@@ -194,7 +194,7 @@ func (a *agent) LoadSession(ctx context.Context, p acpsdk.LoadSessionRequest) (a
 	}
 	s.Cwd = p.Cwd
 	if s.Mode == "" {
-		s.Mode = "default"
+		s.Mode = "auto"
 	}
 	for i, h := range s.History {
 		u := acpsdk.UpdateUserMessageText(h)
