@@ -21,6 +21,8 @@ const (
 	openaiDenyMe     = "DENYME"
 	openaiDeniedFile = "denied-by-rule.txt"
 	openaiModel      = "gpt-e2e"
+	openaiReadIt     = "READIT"
+	openaiEscape     = "ESCAPE"
 )
 
 // startOpenAIAgent runs the real agent with provider openai-api pointed at
@@ -33,6 +35,10 @@ func startOpenAIAgent(t *testing.T) (*testenv.Agent, *fakeopenai.Server) {
 			case openaiMakeFile:
 				return fakeopenai.Reply{Call: fakeopenai.FunctionCall(openaiapi.ToolBash, map[string]any{
 					"command": "echo made > " + openaiMadeFile + "; echo done-making"})}
+			case openaiReadIt:
+				return fakeopenai.Reply{Call: fakeopenai.FunctionCall(openaiapi.ToolRead, map[string]any{"file_path": openaiMadeFile})}
+			case openaiEscape:
+				return fakeopenai.Reply{Call: fakeopenai.FunctionCall(openaiapi.ToolRead, map[string]any{"file_path": "../../../etc/passwd"})}
 			case openaiDenyMe:
 				return fakeopenai.Reply{Call: fakeopenai.FunctionCall(openaiapi.ToolBash, map[string]any{
 					"command": "touch " + openaiDeniedFile})}
@@ -130,16 +136,39 @@ func TestOpenAIAPISessionEndToEnd(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, openaiDeniedFile)); !os.IsNotExist(err) {
 		t.Errorf("%s exists (%v): the denied command ran", openaiDeniedFile, err)
 	}
+
+	// A read inside the directory runs without asking (no rule matches a
+	// read-only tool); one outside is refused before anyone is asked.
+	for _, step := range []struct {
+		prompt, result string
+		isErr          bool
+	}{
+		{openaiReadIt, "made", false},
+		{openaiEscape, "outside the working directory", true},
+	} {
+		say(t, s, step.prompt)
+		evs = until(t, s, isTurnComplete)
+		all = append(all, evs...)
+		for _, ev := range evs {
+			if ev.GetPermissionRequest() != nil {
+				t.Fatalf("%s: asked %v", step.prompt, ev)
+			}
+		}
+		if !hasToolResult(evs, step.result, step.isErr) {
+			t.Errorf("%s: no tool result with %q (error %v) in %v", step.prompt, step.result, step.isErr, evs)
+		}
+	}
+
 	log, err := agent.API.ListPermissionLog(ctx, &pb.PermissionLogRequest{SessionId: id})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var sources []string
 	for _, e := range log.Entries {
-		sources = append(sources, e.Decision+"/"+e.Source)
+		sources = append(sources, e.ToolName+":"+e.Decision+"/"+e.Source)
 	}
-	if got := strings.Join(sources, ","); got != "allow/user,deny/rule" {
-		t.Errorf("permission log = %s, want allow/user,deny/rule", got)
+	if got, want := strings.Join(sources, ","), "Bash:allow/user,Bash:deny/rule,Read:allow/mode"; got != want {
+		t.Errorf("permission log = %s, want %s", got, want)
 	}
 
 	// Cancel of a slow stream.
@@ -212,7 +241,7 @@ func TestOpenAIAPISessionEndToEnd(t *testing.T) {
 	}
 	reqs := api.Requests()
 	prompts := strings.Join(reqs[len(reqs)-1].Prompts(), "|")
-	if want := "STREAM 5|" + openaiMakeFile + "|" + openaiDenyMe + "|SLOW|STREAM 2"; prompts != want {
+	if want := strings.Join([]string{"STREAM 5", openaiMakeFile, openaiDenyMe, openaiReadIt, openaiEscape, "SLOW", "STREAM 2"}, "|"); prompts != want {
 		t.Errorf("the resumed conversation sent prompts %q, want %q", prompts, want)
 	}
 	if err := s.CloseSend(); err != nil {
