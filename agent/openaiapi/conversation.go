@@ -25,6 +25,7 @@ type conversation struct {
 	env         []string
 	wd          *workdir
 	log         *slog.Logger
+	retries     int // the SDK's retries of a request
 	idleTimeout time.Duration
 	maxSteps    int
 

@@ -100,6 +100,7 @@ func (p *Provider) Start(ctx context.Context, opts provider.Options) (provider.C
 		env:         commandEnv(opts.Env),
 		wd:          wd,
 		log:         log.With("provider", "openai-api", "conversation", hist.ID),
+		retries:     p.retries(),
 		idleTimeout: cmp.Or(p.idleTimeout, defaultIdleTimeout),
 		maxSteps:    cmp.Or(p.maxSteps, defaultMaxSteps),
 		out:         newOutQueue(),

@@ -421,6 +421,15 @@ func TestAPIErrors(t *testing.T) {
 			if n := len(api.Requests()); tc.reqs > 0 && n != tc.reqs {
 				t.Errorf("%d requests, want %d", n, tc.reqs)
 			}
+			retried := 0
+			for _, ev := range evs {
+				if strings.HasPrefix(ev.GetStatusChange().GetMessage(), "retrying: HTTP") {
+					retried++
+				}
+			}
+			if tc.reqs > 0 && retried != tc.reqs-1 {
+				t.Errorf("%d retrying statuses, want %d", retried, tc.reqs-1)
+			}
 			// The conversation survives the error.
 			if tc.base == "" {
 				evs, _ = d.turn("hello", nil)

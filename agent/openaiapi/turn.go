@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -155,12 +156,19 @@ func (c *conversation) respond(ctx context.Context, u *turnUsage) (response, err
 		Store:        openai.Bool(false),
 	}
 	// The idle clock runs while an attempt waits for the API, not while
-	// the SDK waits out a retry-after between attempts.
+	// the SDK waits out a retry-after between attempts; a failed attempt
+	// that will be retried is announced, so that a wait is explained.
+	attempt := 0
 	watch := option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		attempt++
 		idle.Reset(c.idleTimeout)
 		res, err := next(req)
 		if err != nil || res.StatusCode >= http.StatusBadRequest {
 			idle.Stop()
+			if why := retryable(res, err); why != "" && attempt <= c.retries && ctx.Err() == nil {
+				c.emit(provider.StatusEvent(pb.AgentStatus_THINKING,
+					fmt.Sprintf("retrying: %s (attempt %d of %d)", why, attempt+1, c.retries+1)))
+			}
 		}
 		return res, err
 	})
@@ -248,6 +256,29 @@ func (c *conversation) respond(ctx context.Context, u *turnUsage) (response, err
 	}
 	res.text = text.String()
 	return res, nil
+}
+
+// retryable says why the SDK retries a failed attempt, "" when it does
+// not: the statuses and connection errors of its retry policy.
+func retryable(res *http.Response, err error) string {
+	if res == nil {
+		if err != nil {
+			return "cannot reach the API"
+		}
+		return ""
+	}
+	if res.Header.Get("x-should-retry") == "false" {
+		return ""
+	}
+	switch s := res.StatusCode; {
+	case s == http.StatusRequestTimeout, s == http.StatusConflict, s == http.StatusTooManyRequests, s >= http.StatusInternalServerError:
+		why := "HTTP " + strconv.Itoa(s)
+		if ra := res.Header.Get("retry-after"); ra != "" {
+			why += ", retry after " + ra + "s"
+		}
+		return why
+	}
+	return ""
 }
 
 // apiErrorEvent is the ErrorEvent of a failed model request.
