@@ -38,6 +38,8 @@ type item struct {
 	Name      string `json:"name,omitempty"`
 	Arguments string `json:"arguments,omitempty"`
 	Output    string `json:"output,omitempty"`
+	// Images are a user message's images, as data: or https: URLs.
+	Images []string `json:"images,omitempty"`
 }
 
 // Item types.
@@ -151,7 +153,18 @@ func (h *history) input() responses.ResponseInputParam {
 	for _, it := range h.Items {
 		switch it.Type {
 		case itemMessage:
-			out = append(out, responses.ResponseInputItemParamOfMessage(it.Text, responses.EasyInputMessageRole(it.Role)))
+			role := responses.EasyInputMessageRole(it.Role)
+			if len(it.Images) == 0 {
+				out = append(out, responses.ResponseInputItemParamOfMessage(it.Text, role))
+				continue
+			}
+			parts := responses.ResponseInputMessageContentListParam{responses.ResponseInputContentParamOfInputText(it.Text)}
+			for _, u := range it.Images {
+				img := responses.ResponseInputContentParamOfInputImage(responses.ResponseInputImageDetailAuto)
+				img.OfInputImage.ImageURL = openai.String(u)
+				parts = append(parts, img)
+			}
+			out = append(out, responses.ResponseInputItemParamOfMessage(parts, role))
 		case itemCall:
 			out = append(out, responses.ResponseInputItemParamOfFunctionCall(it.Arguments, it.CallID, it.Name))
 		case itemCallOutput:

@@ -582,3 +582,23 @@ func TestParallelCalls(t *testing.T) {
 		t.Errorf("tool outputs sent back: %q", outputs)
 	}
 }
+
+func TestImageTurn(t *testing.T) {
+	api := startFake(t, nil)
+	d := start(t, &Provider{BaseURL: api.BaseURL()}, "", "")
+	if err := d.c.SendTurn(provider.Turn{Blocks: []map[string]any{
+		{"type": "text", "text": "what is this?"},
+		{"type": "image", "source": map[string]any{"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+		{"type": "document", "source": map[string]any{"type": "base64"}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	d.until(nil, func(o provider.Output) bool { return o.TurnEnded })
+	r := api.Requests()[0]
+	if !strings.Contains(r.Prompt(), "what is this?") || !strings.Contains(r.Prompt(), "document attachment was left out") {
+		t.Errorf("prompt %q", r.Prompt())
+	}
+	if body := string(r.Body); !strings.Contains(body, `"type":"input_image"`) || !strings.Contains(body, "data:image/png;base64,iVBORw0KGgo=") {
+		t.Errorf("no input_image in %s", body)
+	}
+}

@@ -53,7 +53,7 @@ type turnUsage struct {
 // answers without calling a tool, the turn is interrupted or fails.
 func (c *conversation) runTurn(ctx context.Context, qt queuedTurn) {
 	start := time.Now()
-	c.hist.Items = append(c.hist.Items, item{Type: itemMessage, Role: "user", Text: turnText(qt.turn)})
+	c.hist.Items = append(c.hist.Items, turnMessage(qt.turn))
 	var u turnUsage
 	reason := stopCancelled
 	var errEv *pb.AgentEvent
@@ -454,10 +454,13 @@ func structOf(m map[string]any) *structpb.Struct {
 	return s
 }
 
-// turnText is the text of a turn: its text, or its text blocks.
-func turnText(t provider.Turn) string {
+// turnMessage is the history item of a turn: its text, or its content
+// blocks (Anthropic Messages shape) as text and images; other blocks are
+// named in the text.
+func turnMessage(t provider.Turn) item {
+	it := item{Type: itemMessage, Role: "user", Text: t.Text}
 	if len(t.Blocks) == 0 {
-		return t.Text
+		return it
 	}
 	var parts []string
 	for _, b := range t.Blocks {
@@ -466,11 +469,37 @@ func turnText(t provider.Turn) string {
 			if s, ok := b["text"].(string); ok {
 				parts = append(parts, s)
 			}
+		case "image":
+			if u := imageURL(b); u != "" {
+				it.Images = append(it.Images, u)
+				continue
+			}
+			parts = append(parts, "[an image in a form the openai-api provider cannot send was left out]")
 		default:
-			parts = append(parts, fmt.Sprintf("[%v attachment omitted: the openai-api provider sends text only]", b["type"]))
+			parts = append(parts, fmt.Sprintf("[a %v attachment was left out: the openai-api provider sends text and images only]", b["type"]))
 		}
 	}
-	return strings.Join(parts, "\n")
+	it.Text = strings.Join(parts, "\n")
+	return it
+}
+
+// imageURL is the URL of an image block: a data: URL of base64 data, or
+// the block's https URL; "" for another source.
+func imageURL(b map[string]any) string {
+	src, _ := b["source"].(map[string]any)
+	switch src["type"] {
+	case "base64":
+		mt, _ := src["media_type"].(string)
+		data, _ := src["data"].(string)
+		if mt != "" && data != "" {
+			return "data:" + mt + ";base64," + data
+		}
+	case "url":
+		if u, _ := src["url"].(string); strings.HasPrefix(u, "https://") {
+			return u
+		}
+	}
+	return ""
 }
 
 // instructions is the system prompt.
