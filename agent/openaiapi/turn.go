@@ -62,7 +62,7 @@ func (c *conversation) runTurn(ctx context.Context, qt queuedTurn) {
 		reason, errEv = c.steps(ctx, &u)
 	}
 	if err := c.hist.save(c.home); err != nil {
-		c.log.Error("openai-api: save conversation", "conversation", c.id, "err", err)
+		c.log.Error("openai-api: save conversation", "err", err)
 	}
 	var evs []*pb.AgentEvent
 	if errEv != nil {
@@ -92,7 +92,7 @@ func (c *conversation) steps(ctx context.Context, u *turnUsage) (string, *pb.Age
 			c.mu.Lock()
 			c.lastErr = err.Error()
 			c.mu.Unlock()
-			c.log.Warn("openai-api: model request failed", "conversation", c.id, "err", err)
+			c.log.Warn("openai-api: model request failed", "err", err)
 			return stopError, apiErrorEvent(err)
 		}
 		if res.text != "" {
