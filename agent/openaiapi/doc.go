@@ -13,8 +13,8 @@
 //	response.output_text.delta       TextDelta
 //	output_item.done message         TextDelta{is_complete} (the text when none streamed)
 //	reasoning summary                StatusChange THINKING with the summary
-//	output_item.done function_call   ToolCallStart, EXECUTING_TOOL; then, unless the
-//	                                 path is outside the directory, PermissionRequest
+//	each function_call, in order     ToolCallStart, EXECUTING_TOOL; then, unless the
+//	(after response.completed)       path is outside the directory, PermissionRequest
 //	                                 and WAITING_FOR_USER with a PermissionAsk (ReadOnly
 //	                                 for Read, LS, Grep); after the answer the tool runs:
 //	                                 ToolCallResult (is_error on failure or denial)
