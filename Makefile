@@ -105,7 +105,9 @@ bench: claude ## run the benchmarks of docs/benchmarks.md
 FUZZ_TARGETS := ./agent/claude/:FuzzDecodeLine ./agent/bridge/:FuzzTranslate ./agent/transcripts/:FuzzImportLine \
   ./shared/tunnel/:FuzzFrameDecode ./shared/tunnel/:FuzzUnframe ./shared/authtoken/:FuzzParse \
   ./relay/pki/:FuzzSignMachineCSR ./relay/limits/:FuzzMessageLimitReader \
-  ./agent/codex/:FuzzDecodeLine ./shared/fakeopenai/:FuzzParseRequest
+  ./agent/codex/:FuzzDecodeLine ./shared/fakeopenai/:FuzzParseRequest \
+  ./agent/openaiapi/:FuzzParseCall ./agent/openaiapi/:FuzzDecodeHistory \
+  ./agent/acp/:FuzzTranslate ./agent/acp/:FuzzWithin
 FUZZTIME ?= 30s
 # make test's bounded run counts executions instead of timing them: a -fuzztime duration can end
 # with a bare "context deadline exceeded" and no failing input when a worker is starved at the

@@ -621,7 +621,7 @@ func (s *Session) settles(ev *pb.AgentEvent) int {
 
 func (s *Session) emitCrash(ctx context.Context, msg string) {
 	s.endTurns(ctx,
-		bridge.ErrorEvent(CodeSubprocessCrashed, msg+"; the next message restarts it with --resume", false),
+		bridge.ErrorEvent(CodeSubprocessCrashed, msg+"; the next message restarts it, resuming its conversation", false),
 		bridge.TurnCompleteEvent("crashed"),
 		bridge.StatusEvent(pb.AgentStatus_IDLE, ""))
 }
