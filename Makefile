@@ -99,7 +99,7 @@ deps-check: ## imports point one way: relay and agent never import each other
 	  if [ -n "$$bad" ]; then echo "shared imports agent or relay: $$bad"; exit 1; fi
 
 bench: claude ## run the benchmarks of docs/benchmarks.md
-	$(GO) test -run '^$$' -bench . -benchtime 2s -count 5 ./agent/eventlog/ ./agent/session/ ./agent/server/ | tee bench.out
+	$(GO) test -run '^$$' -bench . -benchtime 2s -count 5 ./agent/eventlog/ ./agent/session/ ./agent/server/ ./agent/sessionsvc/ | tee bench.out
 
 # Every decoder of untrusted input, as package:target.
 FUZZ_TARGETS := ./agent/claude/:FuzzDecodeLine ./agent/bridge/:FuzzTranslate ./agent/transcripts/:FuzzImportLine \
