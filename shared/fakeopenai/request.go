@@ -40,6 +40,9 @@ type Item struct {
 	// CallID, Name, Arguments and Input describe a call; Output is a call
 	// output's text.
 	CallID, Name, Arguments, Input, Output string
+	// Images are the image_url of a message's input_image parts (data:
+	// URLs for inline images), in order.
+	Images []string
 }
 
 // wireRequest is the subset of a Responses API request body that is parsed.
@@ -87,6 +90,7 @@ func ParseRequest(body []byte) (*Request, error) {
 		if it.Text, err = contentText(wi.Content); err != nil {
 			return nil, fmt.Errorf("parse input %d content: %w", i, err)
 		}
+		it.Images = contentImages(wi.Content)
 		if it.Output, err = contentText(wi.Output); err != nil {
 			return nil, fmt.Errorf("parse input %d output: %w", i, err)
 		}
@@ -118,6 +122,36 @@ func contentText(raw json.RawMessage) (string, error) {
 		}
 	}
 	return strings.Join(texts, "\n"), nil
+}
+
+// contentImages returns the image_url of content's input_image parts; nil
+// for string content or content without images.
+func contentImages(raw json.RawMessage) []string {
+	var parts []struct {
+		Type     string `json:"type"`
+		ImageURL string `json:"image_url"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return nil
+	}
+	var out []string
+	for _, p := range parts {
+		if p.Type == "input_image" && p.ImageURL != "" {
+			out = append(out, p.ImageURL)
+		}
+	}
+	return out
+}
+
+// Images returns the images of every user message, in order.
+func (r *Request) Images() []string {
+	var out []string
+	for _, it := range r.Input {
+		if it.Type == "message" && it.Role == "user" {
+			out = append(out, it.Images...)
+		}
+	}
+	return out
 }
 
 // contextPrefix starts the user messages Codex adds itself (environment,

@@ -107,3 +107,25 @@ func FuzzParseRequest(f *testing.F) {
 		}
 	})
 }
+
+func TestImages(t *testing.T) {
+	tests := []struct {
+		name, body string
+		want       []string
+	}{
+		{name: "none", body: `{"input":[{"type":"message","role":"user","content":"hi"}]}`},
+		{name: "data URL", body: `{"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"look"},{"type":"input_image","image_url":"data:image/png;base64,iVBO"}]}]}`, want: []string{"data:image/png;base64,iVBO"}},
+		{name: "two messages", body: `{"input":[{"type":"message","role":"user","content":[{"type":"input_image","image_url":"https://x/a.png"}]},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok"}]},{"type":"message","role":"user","content":[{"type":"input_image","image_url":"https://x/b.png"}]}]}`, want: []string{"https://x/a.png", "https://x/b.png"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := ParseRequest([]byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := req.Images(); !slices.Equal(got, tt.want) {
+				t.Errorf("Images() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
