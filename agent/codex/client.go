@@ -178,8 +178,14 @@ func (c *Client) ResumeThread(ctx context.Context, p ThreadResumeParams) (Thread
 // StartTurn sends a user message to a thread and returns the new turn; its
 // progress arrives on Events until a *TurnEnded with its id.
 func (c *Client) StartTurn(ctx context.Context, threadID, text string) (Turn, error) {
+	return c.StartTurnInput(ctx, threadID, []UserInput{{Type: InputText, Text: text}})
+}
+
+// StartTurnInput is StartTurn with a message of several inputs (text and
+// images).
+func (c *Client) StartTurnInput(ctx context.Context, threadID string, input []UserInput) (Turn, error) {
 	var r TurnStartResponse
-	err := c.call(ctx, MethodTurnStart, TurnStartParams{ThreadID: threadID, Input: []UserInput{{Type: "text", Text: text}}}, &r)
+	err := c.call(ctx, MethodTurnStart, TurnStartParams{ThreadID: threadID, Input: input}, &r)
 	if err != nil {
 		return Turn{}, fmt.Errorf("codex turn/start: %w", err)
 	}

@@ -106,10 +106,31 @@ type Thread struct {
 	Turns         []Turn  `json:"turns"`
 }
 
-// UserInput is one element of turn/start's input; only text is used.
+// UserInput is one element of turn/start's input: text (Type "text") or
+// an image by URL, a data: URL included (Type "image").
 type UserInput struct {
 	Type string `json:"type"`
-	Text string `json:"text"`
+	Text string `json:"text,omitempty"`
+	URL  string `json:"url,omitempty"`
+}
+
+// User input types.
+const (
+	InputText  = "text"
+	InputImage = "image"
+)
+
+// MarshalJSON always sends a text input's text, even an empty one: Codex
+// requires the field.
+func (u UserInput) MarshalJSON() ([]byte, error) {
+	type plain UserInput
+	if u.Type == InputText {
+		return json.Marshal(struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}{u.Type, u.Text})
+	}
+	return json.Marshal(plain(u))
 }
 
 // TurnStartParams are the params of turn/start.

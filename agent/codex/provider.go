@@ -131,6 +131,10 @@ func (p *Provider) Start(ctx context.Context, o provider.Options) (provider.Conv
 
 // Conversation is one thread on its own app-server, as a
 // provider.Conversation. Its output is read with Next.
+//
+// A thread runs one turn at a time: a message sent while a turn runs is
+// queued and started as the next turn when the running one ends, so every
+// message gets its own TurnEnded, in order (queue.go).
 type Conversation struct {
 	c      *Client
 	thread string
@@ -138,7 +142,12 @@ type Conversation struct {
 	log    *slog.Logger
 
 	mu        sync.Mutex
-	turn      string               // the running turn's id
+	turn      string               // the running turn's id, once known
+	lastEnded string               // the id of the last turn that ended
+	running   bool                 // a turn was started and has not ended
+	queue     []queuedTurn         // messages waiting for the running turn
+	cancels   int                  // InterruptTurn calls, to catch one racing a queued start
+	made      []Event              // events made here (queued turns that never ran), before the stream's
 	approvals map[string]*Approval // open approvals by ID
 }
 
@@ -151,62 +160,85 @@ func (cv *Conversation) ThreadID() string { return cv.thread }
 func (cv *Conversation) Model() string { return cv.model }
 
 // Next returns the next event; ok is false once the stream ended (after
-// *Exited, or after Stop). Only one goroutine may call it.
+// *Exited, or after Stop). Only one goroutine may call it. When a turn
+// ends, Next starts the next queued message before returning its
+// TurnEnded.
 func (cv *Conversation) Next() (ev Event, ok bool) {
+	if ev, ok := cv.popMade(); ok {
+		return ev, true
+	}
 	ev, ok = <-cv.c.Events()
 	if !ok {
 		return nil, false
 	}
 	cv.mu.Lock()
-	defer cv.mu.Unlock()
+	ended := false
 	switch e := ev.(type) {
 	case *Approval:
 		cv.approvals[e.ID()] = e
 	case *RequestResolved:
 		delete(cv.approvals, e.ApprovalID)
 	case *TurnStarted:
-		cv.turn = e.Turn.ID
+		if e.Turn.ID != cv.lastEnded {
+			cv.turn = e.Turn.ID
+		}
 	case *TurnEnded:
 		if cv.turn == e.Turn.ID {
 			cv.turn = ""
 		}
+		cv.lastEnded = e.Turn.ID
 		clear(cv.approvals)
+		ended = true
+	}
+	cv.mu.Unlock()
+	if ended {
+		cv.startQueued()
 	}
 	return ev, true
 }
 
-// SendTurn starts a turn with the message's text (and the text of its
-// text blocks; Codex is sent no images).
+// SendTurn starts a turn with the message (its text and images, see
+// TurnInput), or queues it while a turn runs.
 func (cv *Conversation) SendTurn(t provider.Turn) error {
-	text := t.Text
-	if len(t.Blocks) > 0 {
-		var parts []string
-		for _, b := range t.Blocks {
-			if b["type"] == "text" {
-				if s, ok := b["text"].(string); ok {
-					parts = append(parts, s)
-				}
-			}
-		}
-		text = strings.Join(parts, "\n\n")
+	in := TurnInput(t)
+	cv.mu.Lock()
+	if cv.running {
+		cv.queue = append(cv.queue, queuedTurn{id: t.ID, input: in})
+		cv.mu.Unlock()
+		return nil
 	}
+	cv.running = true
+	cv.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	turn, err := cv.c.StartTurn(ctx, cv.thread, text)
+	turn, err := cv.c.StartTurnInput(ctx, cv.thread, in)
 	if err != nil {
+		cv.mu.Lock()
+		queued := len(cv.queue) > 0
+		cv.running = queued
+		cv.mu.Unlock()
+		if queued {
+			// Messages queued behind this one while turn/start failed
+			// (callers that do not serialise SendTurn): no TurnEnded will
+			// start them.
+			cv.startQueued()
+		}
 		return err
 	}
-	cv.mu.Lock()
-	cv.turn = turn.ID
-	cv.mu.Unlock()
+	cv.noteStarted(turn.ID)
 	return nil
 }
 
-// InterruptTurn interrupts the running turn; it ends with TurnEnded
-// interrupted.
+// InterruptTurn interrupts the running turn, which ends with TurnEnded
+// interrupted, and cancels the queued messages: each ends with a TurnEnded
+// interrupted of its own, without reaching Codex.
 func (cv *Conversation) InterruptTurn() error {
 	cv.mu.Lock()
 	turn := cv.turn
+	cv.cancels++
+	for i := range cv.queue {
+		cv.queue[i].cancelled = true
+	}
 	cv.mu.Unlock()
 	if turn == "" {
 		return nil
