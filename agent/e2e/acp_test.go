@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -104,42 +103,9 @@ func TestACPSessionEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// ListSessions names the provider.
-	l, err := agent.API.ListSessions(ctx, &pb.ListSessionsRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, ss := range l.Sessions {
-		if ss.Id == id {
-			found = true
-			if ss.Provider != pb.SessionProvider_SESSION_PROVIDER_ACP {
-				t.Errorf("ListSessions provider = %v, want ACP", ss.Provider)
-			}
-		}
-	}
-	if !found {
-		t.Fatalf("session %s not listed", id)
-	}
-
-	// ResumeSession replays every event from the log.
-	r, err := agent.API.ResumeSession(ctx, &pb.ResumeSessionRequest{SessionId: id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	replayed := until(t, r, func(ev *pb.AgentEvent) bool { return ev.Sequence >= last(all).Sequence })
-	if len(replayed) != len(all) {
-		t.Fatalf("replayed %d events, want %d", len(replayed), len(all))
-	}
-	checkSequences(t, replayed, 0)
-	for i := range all {
-		if fmt.Sprintf("%T", replayed[i].Event) != fmt.Sprintf("%T", all[i].Event) || replayed[i].Sequence != all[i].Sequence {
-			t.Fatalf("replayed event %d = %v, want %v", i, replayed[i], all[i])
-		}
-	}
-	if err := r.CloseSend(); err != nil {
-		t.Fatal(err)
-	}
+	// ListSessions names the provider; ResumeSession replays every event.
+	checkListedAs(t, ctx, agent.API, id, pb.SessionProvider_SESSION_PROVIDER_ACP)
+	checkReplay(t, ctx, agent.API, id, all)
 
 	// After a restart of the agent the next message loads the ACP session
 	// (session/load): the model sees the earlier turns.
