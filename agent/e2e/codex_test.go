@@ -3,13 +3,17 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
 	"github.com/betcode-dev/betcode/agent/codex"
 	"github.com/betcode-dev/betcode/agent/internal/testenv"
+	"github.com/betcode-dev/betcode/agent/session"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 	"github.com/betcode-dev/betcode/shared/fakeopenai"
 )
@@ -37,13 +41,20 @@ func requireCodex(t *testing.T) string {
 // Responses API.
 func startCodexAgent(t *testing.T) (*testenv.Agent, *fakeopenai.Server) {
 	t.Helper()
-	bin := requireCodex(t)
-	api, err := fakeopenai.Start(fakeopenai.Config{Responder: func(r *fakeopenai.Request) fakeopenai.Reply {
+	return startCodexAgentWith(t, func(r *fakeopenai.Request) fakeopenai.Reply {
 		if r.LastToolOutput() == nil && strings.Contains(r.Prompt(), "DENYME") {
 			return fakeopenai.Reply{Call: fakeopenai.ShellCall(deniedCommand, false, "")}
 		}
 		return fakeopenai.KeywordReply(r)
-	}})
+	})
+}
+
+// startCodexAgentWith is startCodexAgent with the fake model answering
+// with responder.
+func startCodexAgentWith(t *testing.T, responder func(*fakeopenai.Request) fakeopenai.Reply) (*testenv.Agent, *fakeopenai.Server) {
+	t.Helper()
+	bin := requireCodex(t)
+	api, err := fakeopenai.Start(fakeopenai.Config{Responder: responder})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,4 +257,162 @@ func TestCodexChatCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, fakeopenai.HelloText) {
 		t.Fatalf("chat --provider codex: code %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
+}
+
+// TestCodexMessageDuringTurn: a message sent while a Codex turn runs is
+// answered after it, as a turn of its own: two TurnCompletes, the answers
+// in order, gapless sequences, and the event log replays all of it.
+func TestCodexMessageDuringTurn(t *testing.T) {
+	agent, api := startCodexAgentWith(t, func(r *fakeopenai.Request) fakeopenai.Reply {
+		reply := fakeopenai.Reply{Text: "answer to " + r.Prompt()}
+		if strings.HasPrefix(r.Prompt(), "first") {
+			// Slow enough that the second message arrives mid-turn.
+			reply.Delay = 150 * time.Millisecond
+		}
+		return reply
+	})
+	ctx := ctxT(t)
+	s := startConv(t, ctx, agent.API, &pb.StartConversation{
+		WorkingDirectory: agent.ProjectDir(t), Provider: pb.SessionProvider_SESSION_PROVIDER_CODEX,
+	})
+	say(t, s, "first message please")
+	evs := until(t, s, func(ev *pb.AgentEvent) bool { return ev.GetTextDelta().GetText() != "" })
+	say(t, s, "second message")
+	evs = append(evs, until(t, s, isTurnComplete)...)
+	first := len(evs)
+	evs = append(evs, until(t, s, isTurnComplete)...)
+	checkSequences(t, evs, 0)
+	id := sessionID(t, evs)
+
+	if got, want := text(evs[:first]), "answer to first message please"; got != want {
+		t.Errorf("first turn's text %q, want %q", got, want)
+	}
+	if got, want := text(evs[first:]), "answer to second message"; got != want {
+		t.Errorf("second turn's text %q, want %q", got, want)
+	}
+	var inputs []string
+	for _, ev := range evs {
+		if ui := ev.GetUserInput(); ui != nil {
+			inputs = append(inputs, ui.GetContent())
+		}
+	}
+	if want := []string{"first message please", "second message"}; !slices.Equal(inputs, want) {
+		t.Errorf("UserInput events %q, want %q", inputs, want)
+	}
+	for i, tc := range []*pb.AgentEvent{evs[first-1], last(evs)} {
+		if r := tc.GetTurnComplete().GetStopReason(); r != codex.StopEndTurn {
+			t.Errorf("turn %d stop reason %q, want %q", i+1, r, codex.StopEndTurn)
+		}
+	}
+	reqs := api.Requests()
+	if len(reqs) != 2 || reqs[0].Prompt() != "first message please" || reqs[1].Prompt() != "second message" {
+		t.Fatalf("%d model requests, want the two messages in order", len(reqs))
+	}
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	replayed := replay(t, agent, id, last(evs).Sequence)
+	if len(replayed) != len(evs) {
+		t.Fatalf("replayed %d events, want %d", len(replayed), len(evs))
+	}
+}
+
+// TestCodexCrashAndRestart: the app-server SIGKILLed mid-turn ends the turn
+// as crashed with SUBPROCESS_CRASHED; the next message starts Codex again
+// with the thread resumed (the model gets the earlier prompts), and the
+// session's sequences stay gapless in the event log.
+func TestCodexCrashAndRestart(t *testing.T) {
+	agent, api := startCodexAgent(t)
+	ctx := ctxT(t)
+	s := startConv(t, ctx, agent.API, &pb.StartConversation{
+		WorkingDirectory: agent.ProjectDir(t), Provider: pb.SessionProvider_SESSION_PROVIDER_CODEX,
+	})
+	say(t, s, "STREAM 3")
+	all := until(t, s, isTurnComplete)
+	id := sessionID(t, all)
+
+	say(t, s, "SLOW")
+	all = append(all, until(t, s, func(ev *pb.AgentEvent) bool { return ev.GetTextDelta().GetText() != "" })...)
+	ms, err := pb.NewSessionServiceClient(agent.Conn).GetSession(ctx, &pb.GetSessionRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := int(ms.GetPid())
+	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err != nil || !strings.HasPrefix(string(comm), "codex") {
+		t.Fatalf("session pid %d is not the app-server: %q, %v", pid, comm, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	evs := until(t, s, isTurnComplete)
+	all = append(all, evs...)
+	var crash *pb.ErrorEvent
+	for _, ev := range evs {
+		if e := ev.GetError(); e != nil && e.Code == session.CodeSubprocessCrashed {
+			crash = e
+		}
+	}
+	if crash == nil || last(evs).GetTurnComplete().GetStopReason() != "crashed" {
+		t.Fatalf("the kill was reported as %v; events %v", crash, evs)
+	}
+
+	say(t, s, "STREAM 2")
+	evs = until(t, s, isTurnComplete)
+	all = append(all, evs...)
+	checkSequences(t, all, 0)
+	if got, want := text(evs), strings.Join(fakeopenai.NumberedDeltas(2), ""); got != want {
+		t.Errorf("text after the restart %q, want %q", got, want)
+	}
+	if r := last(evs).GetTurnComplete().GetStopReason(); r != codex.StopEndTurn {
+		t.Errorf("stop reason after the restart %q", r)
+	}
+	resumed := false
+	for _, ev := range evs {
+		if ev.GetSessionInfo().GetIsResumed() {
+			resumed = true
+		}
+	}
+	if !resumed {
+		t.Errorf("no resumed SessionInfo after the restart: %v", evs)
+	}
+	reqs := api.Requests()
+	prompts := strings.Join(reqs[len(reqs)-1].Prompts(), "|")
+	if !strings.HasPrefix(prompts, "STREAM 3|") || !strings.HasSuffix(prompts, "|STREAM 2") {
+		t.Errorf("the restarted app-server sent prompts %q; want STREAM 3 first (the thread resumed), STREAM 2 last", prompts)
+	}
+	ms, err = pb.NewSessionServiceClient(agent.Conn).GetSession(ctx, &pb.GetSessionRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := int(ms.GetPid()); p == pid || p == 0 {
+		t.Errorf("pid after the restart %d (was %d)", p, pid)
+	}
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+
+	replayed := replay(t, agent, id, last(all).Sequence)
+	checkSequences(t, replayed, 0)
+	if len(replayed) != len(all) {
+		t.Fatalf("replayed %d events, want %d", len(replayed), len(all))
+	}
+	for i := range all {
+		if fmt.Sprintf("%T", replayed[i].Event) != fmt.Sprintf("%T", all[i].Event) {
+			t.Fatalf("replayed event %d = %v, want %v", i, replayed[i], all[i])
+		}
+	}
+}
+
+// replay reads a session's events up to sequence to with ResumeSession.
+func replay(t *testing.T, agent *testenv.Agent, id string, to uint64) []*pb.AgentEvent {
+	t.Helper()
+	r, err := agent.API.ResumeSession(ctxT(t), &pb.ResumeSessionRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := until(t, r, func(ev *pb.AgentEvent) bool { return ev.Sequence >= to })
+	if err := r.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	return evs
 }
