@@ -311,10 +311,7 @@ func TestCodexMessageDuringTurn(t *testing.T) {
 	if err := s.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
-	replayed := replay(t, agent, id, last(evs).Sequence)
-	if len(replayed) != len(evs) {
-		t.Fatalf("replayed %d events, want %d", len(replayed), len(evs))
-	}
+	checkReplay(t, ctx, agent.API, id, evs)
 }
 
 // TestCodexCrashAndRestart: the app-server SIGKILLed mid-turn ends the turn
@@ -391,28 +388,5 @@ func TestCodexCrashAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	replayed := replay(t, agent, id, last(all).Sequence)
-	checkSequences(t, replayed, 0)
-	if len(replayed) != len(all) {
-		t.Fatalf("replayed %d events, want %d", len(replayed), len(all))
-	}
-	for i := range all {
-		if fmt.Sprintf("%T", replayed[i].Event) != fmt.Sprintf("%T", all[i].Event) {
-			t.Fatalf("replayed event %d = %v, want %v", i, replayed[i], all[i])
-		}
-	}
-}
-
-// replay reads a session's events up to sequence to with ResumeSession.
-func replay(t *testing.T, agent *testenv.Agent, id string, to uint64) []*pb.AgentEvent {
-	t.Helper()
-	r, err := agent.API.ResumeSession(ctxT(t), &pb.ResumeSessionRequest{SessionId: id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs := until(t, r, func(ev *pb.AgentEvent) bool { return ev.Sequence >= to })
-	if err := r.CloseSend(); err != nil {
-		t.Fatal(err)
-	}
-	return evs
+	checkReplay(t, ctx, agent.API, id, all)
 }
