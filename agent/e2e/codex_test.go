@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/base64"
 	"fmt"
 	"os"
 	"slices"
@@ -259,9 +260,13 @@ func TestCodexChatCLI(t *testing.T) {
 	}
 }
 
+// onePixelPNG is a 1x1 PNG, base64.
+const onePixelPNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+
 // TestCodexMessageDuringTurn: a message sent while a Codex turn runs is
 // answered after it, as a turn of its own: two TurnCompletes, the answers
-// in order, gapless sequences, and the event log replays all of it.
+// in order, gapless sequences, and the event log replays all of it. The
+// second carries an image, which reaches the model.
 func TestCodexMessageDuringTurn(t *testing.T) {
 	agent, api := startCodexAgentWith(t, func(r *fakeopenai.Request) fakeopenai.Reply {
 		reply := fakeopenai.Reply{Text: "answer to " + r.Prompt()}
@@ -277,7 +282,13 @@ func TestCodexMessageDuringTurn(t *testing.T) {
 	})
 	say(t, s, "first message please")
 	evs := until(t, s, func(ev *pb.AgentEvent) bool { return ev.GetTextDelta().GetText() != "" })
-	say(t, s, "second message")
+	// The second message carries an image: it goes to Codex with it.
+	png, _ := base64.StdEncoding.DecodeString(onePixelPNG)
+	if err := s.Send(&pb.AgentRequest{Request: &pb.AgentRequest_Message{Message: &pb.UserMessage{Content: "second message", Attachments: []*pb.Attachment{
+		{Filename: "pixel.png", MimeType: "image/png", Data: png},
+	}}}}); err != nil {
+		t.Fatal(err)
+	}
 	evs = append(evs, until(t, s, isTurnComplete)...)
 	first := len(evs)
 	evs = append(evs, until(t, s, isTurnComplete)...)
@@ -307,6 +318,9 @@ func TestCodexMessageDuringTurn(t *testing.T) {
 	reqs := api.Requests()
 	if len(reqs) != 2 || reqs[0].Prompt() != "first message please" || reqs[1].Prompt() != "second message" {
 		t.Fatalf("%d model requests, want the two messages in order", len(reqs))
+	}
+	if got, want := reqs[1].Images(), []string{"data:image/png;base64," + onePixelPNG}; !slices.Equal(got, want) {
+		t.Errorf("images reaching the model %q, want %q", got, want)
 	}
 	if err := s.CloseSend(); err != nil {
 		t.Fatal(err)
