@@ -106,6 +106,7 @@ var Keys = []Key{
 	{Name: "max-processes", Kind: Int, Default: 8, Usage: "Claude processes running at once; idle ones are stopped to make room", Check: positive},
 	{Name: "hang-timeout", Kind: Duration, Default: 10 * time.Minute, Usage: "stop a Claude process that prints nothing this long mid-turn (negative: never)"},
 	{Name: "auto-compact-tokens", Kind: Uint, Default: uint64(0), Hot: true, Usage: "compact a session after a turn whose context exceeds this many tokens (0: never)"},
+	{Name: "feature-flag", Kind: StringList, Usage: "turn on a feature flag that is off by default, e.g. subagent_orchestration (ALPHA: SubagentService, docs/subagents.md; repeatable)", Check: checkFeatureFlags},
 	{Name: "tls-cert", Kind: String, Usage: "TLS certificate for TCP listeners (required off loopback)"},
 	{Name: "tls-key", Kind: String, Usage: "TLS key for --tls-cert"},
 	{Name: "tls-client-ca", Kind: String, Usage: "with --tls-cert: accept client certificates of this CA instead of the local token"},
@@ -148,6 +149,17 @@ func checkACPAgents(v any) error {
 			return fmt.Errorf("acp agent %s is named twice", a.Name)
 		}
 		seen[a.Name] = true
+	}
+	return nil
+}
+
+// checkFeatureFlags accepts flag names (the daemon refuses unknown ones
+// with the list of known flags).
+func checkFeatureFlags(v any) error {
+	for i, f := range v.([]string) {
+		if f == "" || strings.ContainsAny(f, " \t=") {
+			return fmt.Errorf("[%d] %q: want a flag name such as subagent_orchestration", i, f)
+		}
 	}
 	return nil
 }

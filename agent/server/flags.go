@@ -1,6 +1,8 @@
 package server
 
 import (
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -29,6 +31,11 @@ type Flag struct {
 // (PERMISSION_DECISION_UNSPECIFIED), taken as DENY.
 const LegacyPermissionFormat = "legacy_permission_format"
 
+// SubagentOrchestration is the flag of SubagentService (package
+// subagent): ALPHA, off unless the daemon is started with
+// --feature-flag subagent_orchestration.
+const SubagentOrchestration = "subagent_orchestration"
+
 // DefaultFlags are the agent's feature flags. Stages follow the spec's table
 // where the spec names the flag; Enabled says whether this agent serves it
 // (SubagentService is not served by betcode-agent yet).
@@ -38,7 +45,7 @@ var DefaultFlags = []Flag{
 	{Name: "session_persistence", Description: "SQLite message storage", Stage: pb.FeatureStage_STABLE, Since: "0.1.0", Enabled: true},
 	{Name: "context_compaction", Description: "Session context compression (CompactSession, auto-compaction)", Stage: pb.FeatureStage_BETA, Since: "0.2.0", Enabled: true},
 	{Name: "worktree_management", Description: "Git worktree operations (WorktreeService)", Stage: pb.FeatureStage_BETA, Since: "0.2.0", Enabled: true},
-	{Name: "subagent_orchestration", Description: "Multi-agent DAG execution (SubagentService)", Stage: pb.FeatureStage_ALPHA, Since: "0.2.0"},
+	{Name: SubagentOrchestration, Description: "Multi-agent DAG execution (SubagentService)", Stage: pb.FeatureStage_ALPHA, Since: "0.2.0"},
 	{
 		Name: LegacyPermissionFormat, Description: "PermissionResponse without a decision, taken as DENY",
 		Stage: pb.FeatureStage_DEPRECATED, Since: "0.1.0", Enabled: true,
@@ -75,6 +82,34 @@ func (f Flag) deprecationText() string {
 		s += ": use " + f.Replacement
 	}
 	return s
+}
+
+// Enable returns a copy of flags with the named ones enabled (the
+// --feature-flag setting); a name that is not a flag is an error.
+func Enable(flags []Flag, names []string) ([]Flag, error) {
+	out := slices.Clone(flags)
+	for _, name := range names {
+		i := slices.IndexFunc(out, func(f Flag) bool { return f.Name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("feature flag %q does not exist (known: %s)", name, strings.Join(flagNames(flags), ", "))
+		}
+		out[i].Enabled = true
+	}
+	return out, nil
+}
+
+// IsEnabled reports whether the flag named name is on in flags.
+func IsEnabled(flags []Flag, name string) bool {
+	f, ok := findFlag(flags, name)
+	return ok && f.Enabled
+}
+
+func flagNames(flags []Flag) []string {
+	names := make([]string, 0, len(flags))
+	for _, f := range flags {
+		names = append(names, f.Name)
+	}
+	return names
 }
 
 func findFlag(flags []Flag, name string) (Flag, bool) {
