@@ -36,6 +36,7 @@ import (
 	"github.com/betcode-dev/betcode/agent/server"
 	"github.com/betcode-dev/betcode/agent/session"
 	"github.com/betcode-dev/betcode/agent/sessionsvc"
+	"github.com/betcode-dev/betcode/agent/subagent"
 	"github.com/betcode-dev/betcode/agent/workspace"
 	"github.com/betcode-dev/betcode/agent/worktree"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
@@ -257,9 +258,16 @@ func Run(ctx context.Context, cfg Config) error {
 		lns = append(lns, l)
 	}
 
+	// Feature flags: the defaults, with --feature-flag turning more on.
+	flags, err := server.Enable(server.DefaultFlags, featureFlags(cfg))
+	if err != nil {
+		closeAll()
+		mgr.Close(context.Background())
+		return err
+	}
 	// VersionService, and the check that refuses clients older than the
 	// minimum (on every call, through the relay too).
-	ver := &server.Version{ServerVersion: cfg.Version, ClaudeVersion: claudeVersion, Log: log,
+	ver := &server.Version{ServerVersion: cfg.Version, ClaudeVersion: claudeVersion, Log: log, Flags: flags,
 		ClaudeRange: server.ClaudeRange{Min: versions.TestedMin, Max: versions.TestedMax}}
 	// Tracing first: its spans (or the caller's trace context) cover the
 	// interceptors below.
@@ -281,6 +289,15 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer sessions.Close()
 	pb.RegisterSessionServiceServer(srv, sessions)
+	// SubagentService (ALPHA): subagents are sessions of the same manager;
+	// with the flag off every call is refused with UNIMPLEMENTED.
+	if server.IsEnabled(flags, server.SubagentOrchestration) {
+		subagents := subagent.New(mgr, subagent.Options{Logger: log})
+		defer subagents.Close()
+		pb.RegisterSubagentServiceServer(srv, subagents)
+	} else {
+		pb.RegisterSubagentServiceServer(srv, subagent.Disabled{})
+	}
 	pb.RegisterVersionServiceServer(srv, ver)
 	home, _ := os.UserHomeDir()
 	pb.RegisterConfigServiceServer(srv, configsvc.New(settingsSnapshot(cfg), configsvc.Options{
@@ -432,6 +449,12 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	log.Info("agent stopped")
 	return runErr
+}
+
+// featureFlags are the flags --feature-flag turns on.
+func featureFlags(cfg Config) []string {
+	names, _ := settingsSnapshot(cfg).Settings["feature-flag"].Value.([]string)
+	return names
 }
 
 func listen(addr string, cfg Config) (net.Listener, error) {
