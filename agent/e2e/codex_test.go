@@ -272,7 +272,7 @@ func TestCodexMessageDuringTurn(t *testing.T) {
 		reply := fakeopenai.Reply{Text: "answer to " + r.Prompt()}
 		if strings.HasPrefix(r.Prompt(), "first") {
 			// Slow enough that the second message arrives mid-turn.
-			reply.Delay = 150 * time.Millisecond
+			reply.Delay = 300 * time.Millisecond
 		}
 		return reply
 	})
@@ -280,7 +280,7 @@ func TestCodexMessageDuringTurn(t *testing.T) {
 	s := startConv(t, ctx, agent.API, &pb.StartConversation{
 		WorkingDirectory: agent.ProjectDir(t), Provider: pb.SessionProvider_SESSION_PROVIDER_CODEX,
 	})
-	say(t, s, "first message please")
+	say(t, s, "first message please take your time")
 	evs := until(t, s, func(ev *pb.AgentEvent) bool { return ev.GetTextDelta().GetText() != "" })
 	// The second message carries an image: it goes to Codex with it.
 	png, _ := base64.StdEncoding.DecodeString(onePixelPNG)
@@ -295,7 +295,7 @@ func TestCodexMessageDuringTurn(t *testing.T) {
 	checkSequences(t, evs, 0)
 	id := sessionID(t, evs)
 
-	if got, want := text(evs[:first]), "answer to first message please"; got != want {
+	if got, want := text(evs[:first]), "answer to first message please take your time"; got != want {
 		t.Errorf("first turn's text %q, want %q", got, want)
 	}
 	if got, want := text(evs[first:]), "answer to second message"; got != want {
@@ -307,8 +307,11 @@ func TestCodexMessageDuringTurn(t *testing.T) {
 			inputs = append(inputs, ui.GetContent())
 		}
 	}
-	if want := []string{"first message please", "second message"}; !slices.Equal(inputs, want) {
+	if want := []string{"first message please take your time", "second message"}; !slices.Equal(inputs, want) {
 		t.Errorf("UserInput events %q, want %q", inputs, want)
+	}
+	if !slices.ContainsFunc(evs[:first], func(ev *pb.AgentEvent) bool { return ev.GetUserInput().GetContent() == "second message" }) {
+		t.Errorf("the second message was not sent during the first turn (the first turn is ~2.4s long)")
 	}
 	for i, tc := range []*pb.AgentEvent{evs[first-1], last(evs)} {
 		if r := tc.GetTurnComplete().GetStopReason(); r != codex.StopEndTurn {
@@ -316,7 +319,7 @@ func TestCodexMessageDuringTurn(t *testing.T) {
 		}
 	}
 	reqs := api.Requests()
-	if len(reqs) != 2 || reqs[0].Prompt() != "first message please" || reqs[1].Prompt() != "second message" {
+	if len(reqs) != 2 || reqs[0].Prompt() != "first message please take your time" || reqs[1].Prompt() != "second message" {
 		t.Fatalf("%d model requests, want the two messages in order", len(reqs))
 	}
 	if got, want := reqs[1].Images(), []string{"data:image/png;base64," + onePixelPNG}; !slices.Equal(got, want) {
