@@ -24,7 +24,7 @@ import (
 // methods, and a thousand half-open TLS connections.
 func TestLimitsAndHostileCalls(t *testing.T) {
 	w := &world{t: t, pki: t.TempDir(), dataDir: t.TempDir(),
-		extraArgs: []string{"--max-message-bytes", "65536", "--rate-limit", "5", "--rate-burst", "10", "--max-pending-conns", "64", "--handshake-timeout", "2s"}}
+		extraArgs: []string{"--max-message-bytes", "65536", "--rate-limit", "0.05", "--rate-burst", "10", "--max-pending-conns", "64", "--handshake-timeout", "2s"}}
 	newWorldOf(t, w)
 	a := w.startAgent("m1", w.addr)
 	ctx := ctxT(t, 120*time.Second)
@@ -92,6 +92,9 @@ func TestLimitsAndHostileCalls(t *testing.T) {
 	t.Logf("an idle unauthenticated connection was closed after %s", time.Since(opened).Round(time.Millisecond))
 
 	// Over the call rate: RESOURCE_EXHAUSTED / RATE_LIMITED with
+	// (one call in 20 s: on a loaded machine a rate of 5/s refilled a token
+	// between the limited call and the Converse below, which then waited
+	// for events until the test's deadline)
 	// retry_after_ms (a Converse stream also gets it as an ErrorEvent);
 	// another token of the same user is not affected.
 	var limited error
