@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/betcode-dev/betcode/shared/pinned"
 )
 
 // ClaudeAgentBinEnv overrides where FindClaudeAgent looks: the path of a
@@ -18,15 +20,7 @@ var ErrClaudeAgentNotInstalled = errors.New("claude-agent-acp not installed (run
 // ClaudeAgentInstallDir returns where scripts/install-acp.sh installs
 // version: $XDG_CACHE_HOME/betcode/acp-<version> (default ~/.cache/...).
 func ClaudeAgentInstallDir(version string) (string, error) {
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("find the cache directory: %w", err)
-		}
-		cache = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(cache, "betcode", "acp-"+version), nil
+	return pinned.Dir("acp", version)
 }
 
 // FindClaudeAgent returns the claude-agent-acp executable that tests and
@@ -35,7 +29,7 @@ func ClaudeAgentInstallDir(version string) (string, error) {
 // wrapping ErrClaudeAgentNotInstalled when there is none.
 func FindClaudeAgent() (string, error) {
 	if p := os.Getenv(ClaudeAgentBinEnv); p != "" {
-		if err := executable(p); err != nil {
+		if err := pinned.Executable(p); err != nil {
 			return "", fmt.Errorf("%s=%s: %w", ClaudeAgentBinEnv, p, err)
 		}
 		return p, nil
@@ -45,21 +39,10 @@ func FindClaudeAgent() (string, error) {
 		return "", err
 	}
 	p := filepath.Join(dir, "node_modules", ".bin", "claude-agent-acp")
-	if err := executable(p); err != nil {
+	if err := pinned.Executable(p); err != nil {
 		return "", fmt.Errorf("@agentclientprotocol/claude-agent-acp %s at %s: %w", PinnedClaudeAgentVersion, p, ErrClaudeAgentNotInstalled)
 	}
 	return p, nil
-}
-
-func executable(p string) error {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return err
-	}
-	if fi.IsDir() || fi.Mode()&0o111 == 0 {
-		return fmt.Errorf("%s is not an executable file", p)
-	}
-	return nil
 }
 
 // ClaudeAgentEnv is the environment that points claude-agent-acp (and

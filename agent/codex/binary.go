@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+
+	"github.com/betcode-dev/betcode/shared/pinned"
 )
 
 // BinaryEnv overrides where FindBinary looks: the path of a native codex
@@ -35,15 +37,7 @@ func platform() (pkg, triple string, ok bool) {
 // InstallDir returns where scripts/install-codex.sh installs version:
 // $XDG_CACHE_HOME/betcode/codex-<version> (default ~/.cache/...).
 func InstallDir(version string) (string, error) {
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("find the cache directory: %w", err)
-		}
-		cache = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(cache, "betcode", "codex-"+version), nil
+	return pinned.Dir("codex", version)
 }
 
 // BinaryIn returns the native binary's path inside an npm prefix where
@@ -62,7 +56,7 @@ func BinaryIn(prefix string) (string, error) {
 // returns an error wrapping ErrNotInstalled when there is none.
 func FindBinary() (string, error) {
 	if p := os.Getenv(BinaryEnv); p != "" {
-		if err := executable(p); err != nil {
+		if err := pinned.Executable(p); err != nil {
 			return "", fmt.Errorf("%s=%s: %w", BinaryEnv, p, err)
 		}
 		return p, nil
@@ -75,19 +69,8 @@ func FindBinary() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := executable(p); err != nil {
+	if err := pinned.Executable(p); err != nil {
 		return "", fmt.Errorf("codex %s at %s: %w", PinnedVersion, p, ErrNotInstalled)
 	}
 	return p, nil
-}
-
-func executable(p string) error {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return err
-	}
-	if fi.IsDir() || fi.Mode()&0o111 == 0 {
-		return fmt.Errorf("%s is not an executable file", p)
-	}
-	return nil
 }

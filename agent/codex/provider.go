@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/betcode-dev/betcode/shared/pinned"
+
 	"github.com/betcode-dev/betcode/agent/provider"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
@@ -53,7 +55,7 @@ func (p *Provider) binary() (string, error) {
 		return FindBinary()
 	}
 	if strings.ContainsRune(p.Binary, filepath.Separator) {
-		if err := executable(p.Binary); err != nil {
+		if err := pinned.Executable(p.Binary); err != nil {
 			return "", err
 		}
 		return p.Binary, nil

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/betcode-dev/betcode/shared/pinned"
+
 	"github.com/betcode-dev/betcode/shared/claudecli/versions"
 )
 
@@ -28,15 +30,7 @@ var ErrNotInstalled = errors.New("claude code cli not installed")
 // $XDG_CACHE_HOME/betcode/claude-code-<Version>, or ~/.cache/... when
 // XDG_CACHE_HOME is unset.
 func InstallDir() (string, error) {
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("find cache dir: %w", err)
-		}
-		cache = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(cache, "betcode", "claude-code-"+Version), nil
+	return pinned.Dir("claude-code", Version)
 }
 
 // Path returns the CLI executable: $BETCODE_CLAUDE_BIN if set, else
@@ -44,7 +38,7 @@ func InstallDir() (string, error) {
 // says how to install it.
 func Path() (string, error) {
 	if p := os.Getenv(BinEnv); p != "" {
-		if err := executable(p); err != nil {
+		if err := pinned.Executable(p); err != nil {
 			return "", fmt.Errorf("%w: %s=%s: %v", ErrNotInstalled, BinEnv, p, err)
 		}
 		return p, nil
@@ -54,22 +48,11 @@ func Path() (string, error) {
 		return "", err
 	}
 	p := filepath.Join(dir, "node_modules", ".bin", "claude")
-	if err := executable(p); err != nil {
+	if err := pinned.Executable(p); err != nil {
 		return "", fmt.Errorf("%w: @anthropic-ai/claude-code@%s: %v; run `make claude` or scripts/install-claude.sh (needs npm)",
 			ErrNotInstalled, Version, err)
 	}
 	return p, nil
-}
-
-func executable(p string) error {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return err
-	}
-	if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
-		return fmt.Errorf("%s is not an executable file", p)
-	}
-	return nil
 }
 
 // Env returns the environment for running the CLI offline against a fake
