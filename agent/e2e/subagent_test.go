@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -52,6 +55,33 @@ func watchOrch(t *testing.T, ctx context.Context, svc pb.SubagentServiceClient, 
 			final = s
 		}
 	}
+}
+
+// waitSubagent watches a subagent to its end and returns it as listed.
+func waitSubagent(t *testing.T, ctx context.Context, svc pb.SubagentServiceClient, id string) *pb.Subagent {
+	t.Helper()
+	w, err := svc.WatchSubagent(ctx, &pb.WatchSubagentRequest{SubagentId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := w.Recv(); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("WatchSubagent: %v", err)
+		}
+	}
+	list, err := svc.ListSubagents(ctx, &pb.ListSubagentsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sa := range list.GetSubagents() {
+		if sa.GetId() == id {
+			return sa
+		}
+	}
+	t.Fatalf("subagent %s not listed", id)
+	return nil
 }
 
 func stepStatuses(o *pb.Orchestration) map[string]pb.SubagentStatus {
@@ -164,6 +194,28 @@ func TestSubagentOrchestration(t *testing.T) {
 			t.Fatalf("listed %v", got)
 		}
 		replayTurn(t, ctx, agent.API, got)
+	})
+
+	t.Run("auto_approve denies other tools", func(t *testing.T) {
+		dir := agent.ProjectDir(t)
+		resp, err := svc.SpawnSubagent(ctx, &pb.SpawnSubagentRequest{ParentSessionId: parent, Spec: &pb.SubagentSpec{
+			Name: "reader", Prompt: "please RUNTOOL", WorkingDirectory: dir, AllowedTools: []string{"Read"}, AutoApprove: true}})
+		if err != nil {
+			t.Fatalf("SpawnSubagent: %v", err)
+		}
+		sa := waitSubagent(t, ctx, svc, resp.GetSubagent().GetId())
+		evs := replayTurn(t, ctx, agent.API, sa)
+		var asked, denied bool
+		for _, ev := range evs {
+			asked = asked || ev.GetPermissionRequest().GetToolName() == "Bash"
+			denied = denied || (ev.GetToolCallResult() != nil && ev.GetToolCallResult().GetIsError())
+		}
+		if sa.GetStatus() != pb.SubagentStatus_SUBAGENT_STATUS_COMPLETED || !asked || !denied {
+			t.Fatalf("subagent %v: Bash asked %v, denied %v", sa, asked, denied)
+		}
+		if _, err := os.Stat(filepath.Join(dir, fakeapi.ToolFile)); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("the denied command ran: %v", err)
+		}
 	})
 
 	t.Run("third step after the first two", func(t *testing.T) {

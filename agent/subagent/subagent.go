@@ -35,8 +35,11 @@ const (
 type subagent struct {
 	id, parent, name, model, worktree, orch, step string
 	created                                       time.Time
-	sess                                          *session.Session
-	now                                           func() time.Time
+	// autoApprove: permission requests (for tools other than the allowed
+	// ones, which run without one) are denied rather than asked.
+	autoApprove bool
+	sess        *session.Session
+	now         func() time.Time
 
 	mu         sync.Mutex
 	status     pb.SubagentStatus
@@ -104,7 +107,7 @@ func (s *Service) spawn(ctx context.Context, parentID string, spec *pb.SubagentS
 		name = "subagent"
 	}
 	sa := &subagent{id: uuid.NewString(), parent: parentID, name: name, model: model, worktree: wt, orch: orch, step: step,
-		created: s.opt.Now(), now: s.opt.Now, changed: make(chan struct{}), done: make(chan struct{})}
+		autoApprove: spec.GetAutoApprove(), created: s.opt.Now(), now: s.opt.Now, changed: make(chan struct{}), done: make(chan struct{})}
 	if err := s.reserve(sa, limit); err != nil {
 		return nil, err
 	}
@@ -198,10 +201,23 @@ func (s *Service) register(sa *subagent) {
 func (s *Service) follow(sa *subagent, from uint64) {
 	err := sa.sess.Stream(s.ctx, session.StreamOptions{From: from, UntilIdle: true}, func(ev *pb.AgentEvent) error {
 		sa.observe(ev)
+		if pr := ev.GetPermissionRequest(); pr != nil && sa.autoApprove {
+			s.deny(sa, pr)
+		}
 		return nil
 	})
 	st, msg := sa.outcome(err, s.ctx.Err() != nil)
 	s.end(sa, st, msg)
+}
+
+// deny answers a permission request of an auto_approve subagent: only
+// its allowed tools may run. The answer is logged as any user's.
+func (s *Service) deny(sa *subagent, pr *pb.PermissionRequest) {
+	err := sa.sess.AnswerPermission(s.ctx, pr.GetRequestId(), pb.PermissionDecision_DENY,
+		"auto_approve subagent: only its allowed_tools may run")
+	if err != nil && !errors.Is(err, session.ErrStale) {
+		s.opt.Logger.Warn("subagent: denying a permission request", "subagent_id", sa.id, "request_id", pr.GetRequestId(), "err", err)
+	}
 }
 
 // end records a terminal status, in memory and in the session's metadata.
