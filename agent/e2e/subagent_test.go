@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -364,6 +365,20 @@ func TestSubagentServiceOffByDefault(t *testing.T) {
 	neg, err := pb.NewVersionServiceClient(agent.Conn).NegotiateCapabilities(ctx, &pb.NegotiateRequest{ClientVersion: "0.2.0", RequestedFeatures: []string{server.SubagentOrchestration}})
 	if err != nil || slices.Contains(neg.GetGrantedFeatures(), server.SubagentOrchestration) || neg.GetCapabilities().GetSubagentsEnabled() {
 		t.Fatalf("NegotiateCapabilities with the flag off: %v, %v", neg, err)
+	}
+}
+
+// TestUnknownFeatureFlag: the agent refuses to start with a flag it does
+// not have, naming the ones it has.
+func TestUnknownFeatureFlag(t *testing.T) {
+	bins := testenv.Binaries(t)
+	cmd := exec.CommandContext(ctxT(t), bins.Agent, "serve", "--listen", "unix://"+filepath.Join(t.TempDir(), "a.sock"),
+		"--data-dir", t.TempDir(), "--claude-bin", testenv.RealClaude(t), "--http-listen", "", "--feature-flag", "no_such_flag")
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || !strings.Contains(string(out), `feature flag "no_such_flag" does not exist`) || !strings.Contains(string(out), server.SubagentOrchestration) {
+		t.Fatalf("serve --feature-flag no_such_flag: %v\n%s", err, out)
 	}
 }
 
