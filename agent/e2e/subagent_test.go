@@ -288,15 +288,9 @@ func TestSubagentOrchestration(t *testing.T) {
 		}
 		id := created.GetOrchestration().GetId()
 		// Both stalled turns have reached the model: cancel then.
-		before := len(api.Requests())
 		if _, err := api.Wait(ctx, func(reqs []fakeapi.Request) bool {
-			n := 0
-			for _, r := range reqs[min(before, len(reqs)):] {
-				if strings.HasPrefix(r.Prompt(), "STALL") {
-					n++
-				}
-			}
-			return n >= 2
+			return slices.ContainsFunc(reqs, func(r fakeapi.Request) bool { return r.Prompt() == "STALL one" }) &&
+				slices.ContainsFunc(reqs, func(r fakeapi.Request) bool { return r.Prompt() == "STALL two" })
 		}); err != nil {
 			t.Fatal(err)
 		}
