@@ -2,7 +2,9 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -107,6 +109,8 @@ var Keys = []Key{
 	{Name: "hang-timeout", Kind: Duration, Default: 10 * time.Minute, Usage: "stop a Claude process that prints nothing this long mid-turn (negative: never)"},
 	{Name: "auto-compact-tokens", Kind: Uint, Default: uint64(0), Hot: true, Usage: "compact a session after a turn whose context exceeds this many tokens (0: never)"},
 	{Name: "feature-flag", Kind: StringList, Usage: "turn on a feature flag that is off by default, e.g. subagent_orchestration (ALPHA: SubagentService, docs/subagents.md; repeatable)", Check: checkFeatureFlags},
+	{Name: "subagent-max-cost-usd", Kind: String, DefaultDoc: "none",
+		Usage: "stop an orchestration (SubagentService) once its steps cost more than this many US dollars, e.g. 5 or 0.50: no further step starts, the running ones are cancelled (docs/subagents.md)", Check: checkCost},
 	{Name: "tls-cert", Kind: String, Usage: "TLS certificate for TCP listeners (required off loopback)"},
 	{Name: "tls-key", Kind: String, Usage: "TLS key for --tls-cert"},
 	{Name: "tls-client-ca", Kind: String, Usage: "with --tls-cert: accept client certificates of this CA instead of the local token"},
@@ -162,6 +166,24 @@ func checkFeatureFlags(v any) error {
 		}
 	}
 	return nil
+}
+
+// checkCost accepts "" (no limit) or a non-negative number of dollars.
+func checkCost(v any) error {
+	_, err := ParseCost(v.(string))
+	return err
+}
+
+// ParseCost parses a subagent-max-cost-usd value: "" is 0 (no limit).
+func ParseCost(s string) (float64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	f, err := strconv.ParseFloat(strings.TrimPrefix(s, "$"), 64)
+	if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, fmt.Errorf("%q: want a non-negative number of dollars such as 5 or 0.50", s)
+	}
+	return f, nil
 }
 
 // checkCodexSandbox accepts Codex's sandbox modes.

@@ -292,7 +292,13 @@ func Run(ctx context.Context, cfg Config) error {
 	// SubagentService (ALPHA): subagents are sessions of the same manager;
 	// with the flag off every call is refused with UNIMPLEMENTED.
 	if server.IsEnabled(flags, server.SubagentOrchestration) {
-		subagents := subagent.New(mgr, subagent.Options{Logger: log})
+		maxCost, err := config.ParseCost(setting[string](cfg, "subagent-max-cost-usd"))
+		if err != nil {
+			closeAll()
+			mgr.Close(context.Background())
+			return fmt.Errorf("subagent-max-cost-usd: %w", err)
+		}
+		subagents := subagent.New(mgr, subagent.Options{Logger: log, MaxCostUSD: maxCost})
 		defer subagents.Close()
 		pb.RegisterSubagentServiceServer(srv, subagents)
 	} else {
@@ -452,9 +458,13 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 // featureFlags are the flags --feature-flag turns on.
-func featureFlags(cfg Config) []string {
-	names, _ := settingsSnapshot(cfg).Settings["feature-flag"].Value.([]string)
-	return names
+func featureFlags(cfg Config) []string { return setting[[]string](cfg, "feature-flag") }
+
+// setting is a setting that only the settings snapshot carries (zero
+// without one).
+func setting[T any](cfg Config, key string) T {
+	v, _ := settingsSnapshot(cfg).Settings[key].Value.(T)
+	return v
 }
 
 func listen(addr string, cfg Config) (net.Listener, error) {

@@ -337,6 +337,31 @@ func TestSubagentOrchestration(t *testing.T) {
 	})
 }
 
+// TestSubagentCostLimit: once the steps cost more than
+// --subagent-max-cost-usd, no further step starts.
+func TestSubagentCostLimit(t *testing.T) {
+	api := testenv.FakeAPI(t)
+	agent := testenv.StartAgent(t, testenv.AgentOptions{APIURL: api.URL(),
+		Args: []string{"--feature-flag", server.SubagentOrchestration, "--subagent-max-cost-usd", "0.000001"}})
+	svc := pb.NewSubagentServiceClient(agent.Conn)
+	ctx := ctxT(t)
+	parent := startSession(t, ctx, agent.API, &pb.StartSessionRequest{WorkingDirectory: agent.ProjectDir(t)}).GetSession().GetId()
+	created, err := svc.CreateOrchestration(ctx, &pb.CreateOrchestrationRequest{ParentSessionId: parent,
+		Steps: []*pb.OrchestrationStep{step("a", "hello"), step("b", "hello again", "a")}})
+	if err != nil {
+		t.Fatalf("CreateOrchestration: %v", err)
+	}
+	updates, final := watchOrch(t, ctx, svc, created.GetOrchestration().GetId(), nil)
+	want := map[string]pb.SubagentStatus{"a": pb.SubagentStatus_SUBAGENT_STATUS_COMPLETED, "b": pb.SubagentStatus_SUBAGENT_STATUS_CANCELLED}
+	if got := stepStatuses(final); final.GetStatus() != pb.OrchestrationStatus_ORCHESTRATION_STATUS_FAILED || !maps.Equal(got, want) {
+		t.Fatalf("final %v %v after %v, want FAILED %v", final.GetStatus(), got, updates, want)
+	}
+	subs := subagentsOf(t, ctx, svc, final.GetId())
+	if len(subs) != 1 || subs["a"].GetUsage().GetCostUsd() <= 0 {
+		t.Fatalf("subagents %v: want only a, with a cost", subs)
+	}
+}
+
 // TestSubagentServiceOffByDefault: without the flag every call is refused
 // with UNIMPLEMENTED and the flag is not granted.
 func TestSubagentServiceOffByDefault(t *testing.T) {
