@@ -1,0 +1,130 @@
+package subagent
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/betcode-dev/betcode/agent/internal/testenv"
+	"github.com/betcode-dev/betcode/agent/server"
+	"github.com/betcode-dev/betcode/agent/session"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/claudecli"
+)
+
+// newService returns a Service over a Manager driving the real Claude Code
+// CLI against the fake API, and a parent session.
+func newService(t *testing.T, opt Options) (*Service, string) {
+	t.Helper()
+	home := t.TempDir()
+	fake := testenv.FakeAPI(t)
+	m, err := session.Open(context.Background(), session.Config{
+		ClaudeBin: testenv.RealClaude(t), ClaudeEnv: claudecli.Env(home, fake.URL()),
+		DefaultDir: home, CancelGrace: time.Second, StopGrace: 2 * time.Second,
+	}, filepath.Join(t.TempDir(), "agent.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	svc := New(m, opt)
+	t.Cleanup(svc.Close)
+	parent, err := m.Create(context.Background(), session.CreateRequest{WorkingDirectory: home, Name: "parent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, parent.ID()
+}
+
+func wantCode(t *testing.T, what string, err error, c codes.Code, code string) {
+	t.Helper()
+	if status.Code(err) != c || server.BetCodeCode(err) != code {
+		t.Fatalf("%s: %v (betcode %q), want %v / %s", what, err, server.BetCodeCode(err), c, code)
+	}
+}
+
+func waitDone(t *testing.T, svc *Service, id string) *pb.Subagent {
+	t.Helper()
+	sa, err := svc.subagent(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sa.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("subagent %s did not end: %v", id, sa.proto())
+	}
+	return sa.proto()
+}
+
+func TestSpawnLimitListAndCancel(t *testing.T) {
+	svc, parent := newService(t, Options{MaxPerParent: 1})
+	ctx := testenv.Ctx(t, 90*time.Second)
+	running := []pb.SubagentStatus{pb.SubagentStatus_SUBAGENT_STATUS_RUNNING}
+
+	first, err := svc.SpawnSubagent(ctx, &pb.SpawnSubagentRequest{ParentSessionId: parent, Spec: &pb.SubagentSpec{Name: "staller", Prompt: "STALL here", Metadata: map[string]string{"ticket": "T-1"}}})
+	if err != nil {
+		t.Fatalf("SpawnSubagent: %v", err)
+	}
+	sa := first.GetSubagent()
+	if sa.GetStatus() != pb.SubagentStatus_SUBAGENT_STATUS_RUNNING || sa.GetParentSessionId() != parent || sa.GetSessionId() == "" {
+		t.Fatalf("spawned %v", sa)
+	}
+	sess, err := svc.m.Get(ctx, sa.GetSessionId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md := sess.Metadata(); md[MetaParent] != parent || md[MetaID] != sa.GetId() || md[metaClientPrefix+"ticket"] != "T-1" {
+		t.Fatalf("session metadata %v", md)
+	}
+	_, err = svc.SpawnSubagent(ctx, &pb.SpawnSubagentRequest{ParentSessionId: parent, Spec: &pb.SubagentSpec{Prompt: "hello"}})
+	wantCode(t, "second SpawnSubagent", err, codes.ResourceExhausted, CodeSubagentLimit)
+	if list, err := svc.ListSubagents(ctx, &pb.ListSubagentsRequest{ParentSessionId: parent, Statuses: running}); err != nil || len(list.GetSubagents()) != 1 {
+		t.Fatalf("running subagents %v, %v", list, err)
+	}
+
+	resp, err := svc.CancelSubagent(ctx, &pb.CancelSubagentRequest{SubagentId: sa.GetId(), Reason: "test"})
+	if err != nil || !resp.GetWasActive() || resp.GetSubagent().GetStatus() != pb.SubagentStatus_SUBAGENT_STATUS_CANCELLED {
+		t.Fatalf("CancelSubagent: %v, %v", resp, err)
+	}
+	if md := sess.Metadata(); md[MetaStatus] != "cancelled" {
+		t.Fatalf("final status in the session metadata: %v", md)
+	}
+	if list, err := svc.ListSubagents(ctx, &pb.ListSubagentsRequest{Statuses: running}); err != nil || len(list.GetSubagents()) != 0 {
+		t.Fatalf("running subagents after the cancel %v, %v", list, err)
+	}
+
+	second, err := svc.SpawnSubagent(ctx, &pb.SpawnSubagentRequest{ParentSessionId: parent, Spec: &pb.SubagentSpec{Prompt: "hello"}})
+	if err != nil {
+		t.Fatalf("SpawnSubagent once the first ended: %v", err)
+	}
+	done := waitDone(t, svc, second.GetSubagent().GetId())
+	if done.GetStatus() != pb.SubagentStatus_SUBAGENT_STATUS_COMPLETED || done.GetResult() == "" || done.GetError() != "" {
+		t.Fatalf("second subagent %v", done)
+	}
+	again, err := svc.CancelSubagent(ctx, &pb.CancelSubagentRequest{SubagentId: done.GetId()})
+	if err != nil || again.GetWasActive() {
+		t.Fatalf("cancelling a finished subagent: %v, %v", again, err)
+	}
+	_, err = svc.CancelSubagent(ctx, &pb.CancelSubagentRequest{SubagentId: "nope"})
+	wantCode(t, "CancelSubagent of an unknown id", err, codes.NotFound, CodeSubagentNotFound)
+}
+
+func TestDisabledRefusesEveryCall(t *testing.T) {
+	ctx := context.Background()
+	var d Disabled
+	errs := map[string]error{}
+	_, errs["SpawnSubagent"] = d.SpawnSubagent(ctx, nil)
+	_, errs["ListSubagents"] = d.ListSubagents(ctx, nil)
+	_, errs["CancelSubagent"] = d.CancelSubagent(ctx, nil)
+	errs["WatchSubagent"] = d.WatchSubagent(nil, nil)
+	_, errs["CreateOrchestration"] = d.CreateOrchestration(ctx, nil)
+	errs["WatchOrchestration"] = d.WatchOrchestration(nil, nil)
+	_, errs["CancelOrchestration"] = d.CancelOrchestration(ctx, nil)
+	for name, err := range errs {
+		wantCode(t, name, err, codes.Unimplemented, server.CodeNotImplemented)
+	}
+}
