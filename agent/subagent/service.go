@@ -103,8 +103,26 @@ func (s *Service) followManager() {
 // Close cancels every subagent and orchestration and waits for their
 // goroutines.
 func (s *Service) Close() {
-	s.cancel()
+	s.mu.Lock()
+	s.cancel() // under mu: no goroutine starts after it (see start)
+	s.mu.Unlock()
 	s.wg.Wait()
+}
+
+// start runs f on a goroutine Close waits for, unless the service has
+// stopped; it reports whether f runs.
+func (s *Service) start(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx.Err() != nil {
+		return false
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+	return true
 }
 
 // SpawnSubagent starts one subagent for a parent session.
@@ -178,25 +196,22 @@ func (s *Service) CreateOrchestration(ctx context.Context, req *pb.CreateOrchest
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	if s.ctx.Err() != nil {
-		s.mu.Unlock()
-		return nil, sessionStatus(session.ErrClosed, "create orchestration")
-	}
-	s.orchs[o.id] = o
-	s.wg.Add(1)
-	s.mu.Unlock()
 	log := s.opt.Logger.With("orchestration_id", o.id, "parent_session_id", o.parent)
-	log.Info("subagent: orchestration started", "steps", len(o.steps), "max_parallel", o.limit)
-	go func() {
-		defer s.wg.Done()
+	started := s.start(func() {
 		o.run(s.ctx, s.runStep(o))
 		snap := o.snapshot()
 		o.mu.Lock()
 		reason := o.reason
 		o.mu.Unlock()
 		log.Info("subagent: orchestration ended", "status", snap.GetStatus().String(), "reason", reason, "cost_usd", o.totalCost())
-	}()
+	})
+	if !started {
+		return nil, sessionStatus(session.ErrClosed, "create orchestration")
+	}
+	s.mu.Lock()
+	s.orchs[o.id] = o
+	s.mu.Unlock()
+	log.Info("subagent: orchestration started", "steps", len(o.steps), "max_parallel", o.limit)
 	return &pb.CreateOrchestrationResponse{Orchestration: o.snapshot()}, nil
 }
 

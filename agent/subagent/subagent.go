@@ -145,11 +145,9 @@ func (s *Service) spawn(ctx context.Context, parentID string, spec *pb.SubagentS
 	sa.mu.Unlock()
 	sa.setStatus(pb.SubagentStatus_SUBAGENT_STATUS_RUNNING, "prompt sent")
 	log.Info("subagent: started", "orchestration_id", orch, "step_id", step)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.follow(sa, from)
-	}()
+	if !s.start(func() { s.follow(sa, from) }) {
+		s.end(sa, pb.SubagentStatus_SUBAGENT_STATUS_CANCELLED, "the agent is shutting down")
+	}
 	return sa, nil
 }
 
