@@ -38,7 +38,7 @@ const SubagentOrchestration = "subagent_orchestration"
 
 // DefaultFlags are the agent's feature flags. Stages follow the spec's table
 // where the spec names the flag; Enabled says whether this agent serves it
-// (SubagentService is not served by betcode-agent yet).
+// (--feature-flag turns on the ones that are off, see Enable).
 var DefaultFlags = []Flag{
 	{Name: "streaming_deltas", Description: "Real-time text streaming", Stage: pb.FeatureStage_STABLE, Since: "0.1.0", Enabled: true},
 	{Name: "permission_bridge", Description: "Permission request forwarding", Stage: pb.FeatureStage_STABLE, Since: "0.1.0", Enabled: true},
