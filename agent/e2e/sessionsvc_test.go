@@ -107,9 +107,10 @@ func TestSessionServiceThroughTheDaemon(t *testing.T) {
 	wantStatus(t, "second StopSession", err, codes.FailedPrecondition, "BETCODE-2020")
 }
 
-// TestProviderErrors: providers the agent cannot run are refused with
-// BETCODE-2002 by SessionService and by AgentService's StartSession and
-// Converse.
+// TestProviderErrors: providers the agent cannot run are refused by
+// SessionService and by AgentService's StartSession and Converse, with
+// BETCODE-2002 (not supported or not installed) or BETCODE-2030 (not
+// configured) and what to do about it.
 func TestProviderErrors(t *testing.T) {
 	api := testenv.FakeAPI(t)
 	// A Codex that is not installed (codex_test.go covers one not configured).
@@ -118,21 +119,24 @@ func TestProviderErrors(t *testing.T) {
 	ctx := ctxT(t)
 	dir := agent.ProjectDir(t)
 	for _, tc := range []struct {
-		kind pb.SessionProvider
-		want string
+		kind    pb.SessionProvider
+		code    codes.Code
+		betcode string
+		want    string
 	}{
-		{pb.SessionProvider_SESSION_PROVIDER_OPENCLAW, "openclaw is not supported by BetCode"},
-		{pb.SessionProvider_SESSION_PROVIDER_CODEX, "codex is not installed"},
-		{pb.SessionProvider_SESSION_PROVIDER_OPENAI_API, "openai-api is not supported by this agent"},
+		{pb.SessionProvider_SESSION_PROVIDER_OPENCLAW, codes.InvalidArgument, "BETCODE-2002", "openclaw is not supported by BetCode"},
+		{pb.SessionProvider_SESSION_PROVIDER_CODEX, codes.InvalidArgument, "BETCODE-2002", "codex is not installed"},
+		{pb.SessionProvider_SESSION_PROVIDER_OPENAI_API, codes.Unavailable, "BETCODE-2030", "set --openai-base-url"},
+		{pb.SessionProvider_SESSION_PROVIDER_ACP, codes.Unavailable, "BETCODE-2030", "--acp-agent"},
 	} {
 		t.Run(tc.kind.String(), func(t *testing.T) {
 			_, err := svc.CreateSession(ctx, &pb.CreateSessionRequest{WorkingDirectory: dir, Provider: tc.kind})
-			wantStatus(t, "CreateSession", err, codes.InvalidArgument, "BETCODE-2002")
+			wantStatus(t, "CreateSession", err, tc.code, tc.betcode)
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("CreateSession error %q lacks %q", err, tc.want)
 			}
 			_, err = agent.API.StartSession(ctx, &pb.StartSessionRequest{WorkingDirectory: dir, Provider: tc.kind})
-			wantStatus(t, "StartSession", err, codes.InvalidArgument, "BETCODE-2002")
+			wantStatus(t, "StartSession", err, tc.code, tc.betcode)
 			conv, err := agent.API.Converse(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -142,11 +146,11 @@ func TestProviderErrors(t *testing.T) {
 			}
 			// A fatal ErrorEvent with the code, then the status.
 			ev, err := conv.Recv()
-			if err != nil || ev.GetError().GetCode() != "BETCODE-2002" || !ev.GetError().GetIsFatal() {
-				t.Fatalf("Converse start: first answer %v, %v; want a fatal BETCODE-2002 ErrorEvent", ev, err)
+			if err != nil || ev.GetError().GetCode() != tc.betcode || !ev.GetError().GetIsFatal() {
+				t.Fatalf("Converse start: first answer %v, %v; want a fatal %s ErrorEvent", ev, err, tc.betcode)
 			}
 			_, err = conv.Recv()
-			wantStatus(t, "Converse start", err, codes.InvalidArgument, "BETCODE-2002")
+			wantStatus(t, "Converse start", err, tc.code, tc.betcode)
 		})
 	}
 	list, err := svc.ListSessions(ctx, &pb.SessionServiceListSessionsRequest{IncludeTerminated: true})
