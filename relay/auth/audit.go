@@ -21,6 +21,11 @@ type auditor struct {
 	log *slog.Logger
 	now func() time.Time
 
+	// flushing is held for a whole flush, so that a flush returns only
+	// once the events queued before it are written, including those that a
+	// concurrent flush (the background writer) took off the queue first.
+	flushing sync.Mutex
+
 	mu      sync.Mutex
 	events  []store.AuditEvent
 	touches map[string]touch
@@ -83,6 +88,8 @@ func (a *auditor) run(ctx context.Context) {
 }
 
 func (a *auditor) flush(ctx context.Context) {
+	a.flushing.Lock()
+	defer a.flushing.Unlock()
 	a.mu.Lock()
 	events, touches, dropped := a.events, a.touches, a.dropped
 	a.events, a.touches, a.dropped = nil, map[string]touch{}, 0

@@ -145,7 +145,8 @@ func (a *Authenticator) Audit(e store.AuditEvent) {
 	a.audit.add(e)
 }
 
-// FlushAudit writes the audit events queued so far.
+// FlushAudit writes the audit events queued so far and returns once they
+// are stored (also those the background writer is writing).
 func (a *Authenticator) FlushAudit(ctx context.Context) { a.audit.flush(ctx) }
 
 // Ready is closed once the first revocation list is loaded.
