@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -130,6 +131,7 @@ func (s *Session) Meta() eventlog.Session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	meta := s.meta
+	meta.Metadata = maps.Clone(s.meta.Metadata) // written under s.mu
 	if s.sentTurns != s.doneTurns {
 		meta.Status = StatusActive
 	}
@@ -747,6 +749,9 @@ func (s *Session) persist(ctx context.Context) error {
 	open := s.unsettled() // counts TurnCompletes emitted but not yet committed
 	s.mu.Lock()
 	meta := s.meta
+	// The map is written under s.mu (SetMetadata, a provider's resume id):
+	// the write below reads a copy.
+	meta.Metadata = maps.Clone(s.meta.Metadata)
 	if !open {
 		meta.Status = StatusIdle
 	} else {
