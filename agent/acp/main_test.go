@@ -2,14 +2,11 @@ package acp
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"os"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/betcode-dev/betcode/agent/internal/leakcheck"
 	"github.com/betcode-dev/betcode/agent/provider"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 	"github.com/betcode-dev/betcode/shared/fakeacp"
@@ -19,36 +16,7 @@ import (
 // the run when goroutines of this package outlive the tests.
 func TestMain(m *testing.M) {
 	fakeacp.Main()
-	code := m.Run()
-	if code == 0 {
-		if leaked := leakedGoroutines(); leaked != "" {
-			fmt.Fprintf(os.Stderr, "goroutines of package acp outlived the tests:\n%s\n", leaked)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// leakedGoroutines returns the stacks of goroutines (other than the
-// caller's) running code of this package, waiting a little for ones that
-// are finishing, as goleak does.
-func leakedGoroutines() string {
-	var leaked []string
-	for try := 0; try < 100; try++ {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		leaked = leaked[:0]
-		for i, g := range strings.Split(string(buf), "\n\n") {
-			if i > 0 && strings.Contains(g, "betcode/agent/acp.") {
-				leaked = append(leaked, g)
-			}
-		}
-		if len(leaked) == 0 {
-			return ""
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return strings.Join(leaked, "\n\n")
+	leakcheck.Main(m, "betcode/agent/acp")
 }
 
 func testLogger(t testing.TB) *slog.Logger {
