@@ -159,41 +159,10 @@ func TestCodexSessionEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// ListSessions names the provider.
-	l, err := agent.API.ListSessions(ctx, &pb.ListSessionsRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, ss := range l.Sessions {
-		if ss.Id == id {
-			found = true
-			if ss.Provider != pb.SessionProvider_SESSION_PROVIDER_CODEX {
-				t.Errorf("ListSessions provider = %v, want CODEX", ss.Provider)
-			}
-		}
-	}
-	if !found {
-		t.Fatalf("session %s not listed", id)
-	}
-
-	// ResumeSession replays the same events from the log.
-	r, err := agent.API.ResumeSession(ctx, &pb.ResumeSessionRequest{SessionId: id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	replayed := until(t, r, func(ev *pb.AgentEvent) bool { return ev.Sequence >= last(all).Sequence })
-	if len(replayed) != len(all) {
-		t.Fatalf("replayed %d events, want %d", len(replayed), len(all))
-	}
-	for i := range all {
-		if fmt.Sprintf("%T", replayed[i].Event) != fmt.Sprintf("%T", all[i].Event) || replayed[i].Sequence != all[i].Sequence {
-			t.Fatalf("replayed event %d = %v, want %v", i, replayed[i], all[i])
-		}
-	}
-	if err := r.CloseSend(); err != nil {
-		t.Fatal(err)
-	}
+	// ListSessions names the provider; ResumeSession replays the same
+	// events from the log.
+	checkListedAs(t, ctx, agent.API, id, pb.SessionProvider_SESSION_PROVIDER_CODEX)
+	checkReplay(t, ctx, agent.API, id, all)
 
 	// After a restart of the agent the next message resumes the thread.
 	resumeAfterRestart(t, agent, api, id, last(all).Sequence)
