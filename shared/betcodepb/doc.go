@@ -1,6 +1,6 @@
 // Package betcodepb holds the Go code generated from the BetCode gRPC API,
 // package betcode.v1 (proto/betcode/v1): message types and the client and
-// server stubs of AgentService, SessionService, SubagentService,
+// server stubs of AgentService, SessionService, SubagentService, TeamService,
 // WorktreeService, MachineService, TunnelService, ConfigService,
 // GitLabService, VersionService and BetCodeHealth.
 //

@@ -234,9 +234,16 @@ type SubagentSpec struct {
 	// Maximum agent turns (0 = daemon default).
 	MaxTurns uint32 `protobuf:"varint,9,opt,name=max_turns,json=maxTurns,proto3" json:"max_turns,omitempty"`
 	// Free-form client metadata.
-	Metadata      map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Metadata map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// TeamService teammate spec to use (its role, instructions, skills and
+	// model are given to the subagent before its prompt; empty = none).
+	TeammateSpecId string `protobuf:"bytes,11,opt,name=teammate_spec_id,json=teammateSpecId,proto3" json:"teammate_spec_id,omitempty"`
+	// Provider (UNSPECIFIED = the parent session's provider).
+	Provider SessionProvider `protobuf:"varint,12,opt,name=provider,proto3,enum=betcode.v1.SessionProvider" json:"provider,omitempty"`
+	// Provider configuration when provider is set (as StartConversation's).
+	ProviderConfig map[string]string `protobuf:"bytes,13,rep,name=provider_config,json=providerConfig,proto3" json:"provider_config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SubagentSpec) Reset() {
@@ -339,6 +346,27 @@ func (x *SubagentSpec) GetMetadata() map[string]string {
 	return nil
 }
 
+func (x *SubagentSpec) GetTeammateSpecId() string {
+	if x != nil {
+		return x.TeammateSpecId
+	}
+	return ""
+}
+
+func (x *SubagentSpec) GetProvider() SessionProvider {
+	if x != nil {
+		return x.Provider
+	}
+	return SessionProvider_SESSION_PROVIDER_UNSPECIFIED
+}
+
+func (x *SubagentSpec) GetProviderConfig() map[string]string {
+	if x != nil {
+		return x.ProviderConfig
+	}
+	return nil
+}
+
 // Subagent describes one subagent.
 type Subagent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -371,7 +399,12 @@ type Subagent struct {
 	// Error description (when failed).
 	Error string `protobuf:"bytes,14,opt,name=error,proto3" json:"error,omitempty"`
 	// Accumulated usage.
-	Usage         *UsageReport `protobuf:"bytes,15,opt,name=usage,proto3" json:"usage,omitempty"`
+	Usage *UsageReport `protobuf:"bytes,15,opt,name=usage,proto3" json:"usage,omitempty"`
+	// Attempt number within its orchestration step (1 = first; 0 outside
+	// an orchestration).
+	Attempt uint32 `protobuf:"varint,16,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// Provider its session runs.
+	Provider      SessionProvider `protobuf:"varint,17,opt,name=provider,proto3,enum=betcode.v1.SessionProvider" json:"provider,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -509,6 +542,20 @@ func (x *Subagent) GetUsage() *UsageReport {
 		return x.Usage
 	}
 	return nil
+}
+
+func (x *Subagent) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *Subagent) GetProvider() SessionProvider {
+	if x != nil {
+		return x.Provider
+	}
+	return SessionProvider_SESSION_PROVIDER_UNSPECIFIED
 }
 
 // SpawnSubagentRequest starts one subagent.
@@ -1067,8 +1114,11 @@ type OrchestrationStep struct {
 	DependsOn []string `protobuf:"bytes,3,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
 	// Append the results of the dependencies to this step's prompt.
 	IncludeDependencyResults bool `protobuf:"varint,4,opt,name=include_dependency_results,json=includeDependencyResults,proto3" json:"include_dependency_results,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	// Attempts before the step counts as failed (0 or 1 = no retry; at most
+	// 5). A retry runs a new subagent with the same spec.
+	MaxAttempts   uint32 `protobuf:"varint,5,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OrchestrationStep) Reset() {
@@ -1129,6 +1179,13 @@ func (x *OrchestrationStep) GetIncludeDependencyResults() bool {
 	return false
 }
 
+func (x *OrchestrationStep) GetMaxAttempts() uint32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
+}
+
 // OrchestrationStepState is the run state of one step.
 type OrchestrationStepState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1138,8 +1195,12 @@ type OrchestrationStepState struct {
 	DependsOn []string `protobuf:"bytes,2,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
 	// Its state.
 	Status SubagentStatus `protobuf:"varint,3,opt,name=status,proto3,enum=betcode.v1.SubagentStatus" json:"status,omitempty"`
-	// Subagent running it (empty until started).
-	SubagentId    string `protobuf:"bytes,4,opt,name=subagent_id,json=subagentId,proto3" json:"subagent_id,omitempty"`
+	// Subagent running it (empty until started); the latest attempt's.
+	SubagentId string `protobuf:"bytes,4,opt,name=subagent_id,json=subagentId,proto3" json:"subagent_id,omitempty"`
+	// Attempt number of subagent_id (1 = first; 0 = not started).
+	Attempt uint32 `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// Why the latest attempt failed, if it did.
+	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1198,6 +1259,20 @@ func (x *OrchestrationStepState) GetStatus() SubagentStatus {
 func (x *OrchestrationStepState) GetSubagentId() string {
 	if x != nil {
 		return x.SubagentId
+	}
+	return ""
+}
+
+func (x *OrchestrationStepState) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *OrchestrationStepState) GetError() string {
+	if x != nil {
+		return x.Error
 	}
 	return ""
 }
@@ -1682,12 +1757,104 @@ func (x *CancelOrchestrationResponse) GetOrchestration() *Orchestration {
 	return nil
 }
 
+// ListOrchestrationsRequest selects orchestrations.
+type ListOrchestrationsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Parent session (empty = all).
+	ParentSessionId string `protobuf:"bytes,1,opt,name=parent_session_id,json=parentSessionId,proto3" json:"parent_session_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ListOrchestrationsRequest) Reset() {
+	*x = ListOrchestrationsRequest{}
+	mi := &file_betcode_v1_subagent_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOrchestrationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOrchestrationsRequest) ProtoMessage() {}
+
+func (x *ListOrchestrationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_subagent_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOrchestrationsRequest.ProtoReflect.Descriptor instead.
+func (*ListOrchestrationsRequest) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_subagent_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListOrchestrationsRequest) GetParentSessionId() string {
+	if x != nil {
+		return x.ParentSessionId
+	}
+	return ""
+}
+
+// ListOrchestrationsResponse holds the orchestrations.
+type ListOrchestrationsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Oldest first.
+	Orchestrations []*Orchestration `protobuf:"bytes,1,rep,name=orchestrations,proto3" json:"orchestrations,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ListOrchestrationsResponse) Reset() {
+	*x = ListOrchestrationsResponse{}
+	mi := &file_betcode_v1_subagent_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOrchestrationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOrchestrationsResponse) ProtoMessage() {}
+
+func (x *ListOrchestrationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_subagent_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOrchestrationsResponse.ProtoReflect.Descriptor instead.
+func (*ListOrchestrationsResponse) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_subagent_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ListOrchestrationsResponse) GetOrchestrations() []*Orchestration {
+	if x != nil {
+		return x.Orchestrations
+	}
+	return nil
+}
+
 var File_betcode_v1_subagent_proto protoreflect.FileDescriptor
 
 const file_betcode_v1_subagent_proto_rawDesc = "" +
 	"\n" +
 	"\x19betcode/v1/subagent.proto\x12\n" +
-	"betcode.v1\x1a\x16betcode/v1/agent.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xad\x03\n" +
+	"betcode.v1\x1a\x16betcode/v1/agent.proto\x1a\x18betcode/v1/session.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xaa\x05\n" +
 	"\fSubagentSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06prompt\x18\x02 \x01(\tR\x06prompt\x12\x14\n" +
@@ -1700,10 +1867,16 @@ const file_betcode_v1_subagent_proto_rawDesc = "" +
 	"\fauto_approve\x18\b \x01(\bR\vautoApprove\x12\x1b\n" +
 	"\tmax_turns\x18\t \x01(\rR\bmaxTurns\x12B\n" +
 	"\bmetadata\x18\n" +
-	" \x03(\v2&.betcode.v1.SubagentSpec.MetadataEntryR\bmetadata\x1a;\n" +
+	" \x03(\v2&.betcode.v1.SubagentSpec.MetadataEntryR\bmetadata\x12(\n" +
+	"\x10teammate_spec_id\x18\v \x01(\tR\x0eteammateSpecId\x127\n" +
+	"\bprovider\x18\f \x01(\x0e2\x1b.betcode.v1.SessionProviderR\bprovider\x12U\n" +
+	"\x0fprovider_config\x18\r \x03(\v2,.betcode.v1.SubagentSpec.ProviderConfigEntryR\x0eproviderConfig\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb8\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aA\n" +
+	"\x13ProviderConfigEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8b\x05\n" +
 	"\bSubagent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x11parent_session_id\x18\x02 \x01(\tR\x0fparentSessionId\x12\x1d\n" +
@@ -1725,7 +1898,9 @@ const file_betcode_v1_subagent_proto_rawDesc = "" +
 	"finishedAt\x12\x16\n" +
 	"\x06result\x18\r \x01(\tR\x06result\x12\x14\n" +
 	"\x05error\x18\x0e \x01(\tR\x05error\x12-\n" +
-	"\x05usage\x18\x0f \x01(\v2\x17.betcode.v1.UsageReportR\x05usage\"p\n" +
+	"\x05usage\x18\x0f \x01(\v2\x17.betcode.v1.UsageReportR\x05usage\x12\x18\n" +
+	"\aattempt\x18\x10 \x01(\rR\aattempt\x127\n" +
+	"\bprovider\x18\x11 \x01(\x0e2\x1b.betcode.v1.SessionProviderR\bprovider\"p\n" +
 	"\x14SpawnSubagentRequest\x12*\n" +
 	"\x11parent_session_id\x18\x01 \x01(\tR\x0fparentSessionId\x12,\n" +
 	"\x04spec\x18\x02 \x01(\v2\x18.betcode.v1.SubagentSpecR\x04spec\"I\n" +
@@ -1761,20 +1936,23 @@ const file_betcode_v1_subagent_proto_rawDesc = "" +
 	"\x0fprevious_status\x18\x01 \x01(\x0e2\x1a.betcode.v1.SubagentStatusR\x0epreviousStatus\x122\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x1a.betcode.v1.SubagentStatusR\x06status\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x128\n" +
-	"\ttimestamp\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\"\xae\x01\n" +
+	"\ttimestamp\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\"\xd1\x01\n" +
 	"\x11OrchestrationStep\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12,\n" +
 	"\x04spec\x18\x02 \x01(\v2\x18.betcode.v1.SubagentSpecR\x04spec\x12\x1d\n" +
 	"\n" +
 	"depends_on\x18\x03 \x03(\tR\tdependsOn\x12<\n" +
-	"\x1ainclude_dependency_results\x18\x04 \x01(\bR\x18includeDependencyResults\"\xa5\x01\n" +
+	"\x1ainclude_dependency_results\x18\x04 \x01(\bR\x18includeDependencyResults\x12!\n" +
+	"\fmax_attempts\x18\x05 \x01(\rR\vmaxAttempts\"\xd5\x01\n" +
 	"\x16OrchestrationStepState\x12\x17\n" +
 	"\astep_id\x18\x01 \x01(\tR\x06stepId\x12\x1d\n" +
 	"\n" +
 	"depends_on\x18\x02 \x03(\tR\tdependsOn\x122\n" +
 	"\x06status\x18\x03 \x01(\x0e2\x1a.betcode.v1.SubagentStatusR\x06status\x12\x1f\n" +
 	"\vsubagent_id\x18\x04 \x01(\tR\n" +
-	"subagentId\"\xca\x02\n" +
+	"subagentId\x12\x18\n" +
+	"\aattempt\x18\x05 \x01(\rR\aattempt\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"\xca\x02\n" +
 	"\rOrchestration\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x11parent_session_id\x18\x02 \x01(\tR\x0fparentSessionId\x12\x12\n" +
@@ -1807,7 +1985,11 @@ const file_betcode_v1_subagent_proto_rawDesc = "" +
 	"\x10orchestration_id\x18\x01 \x01(\tR\x0forchestrationId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"^\n" +
 	"\x1bCancelOrchestrationResponse\x12?\n" +
-	"\rorchestration\x18\x01 \x01(\v2\x19.betcode.v1.OrchestrationR\rorchestration*\x88\x02\n" +
+	"\rorchestration\x18\x01 \x01(\v2\x19.betcode.v1.OrchestrationR\rorchestration\"G\n" +
+	"\x19ListOrchestrationsRequest\x12*\n" +
+	"\x11parent_session_id\x18\x01 \x01(\tR\x0fparentSessionId\"_\n" +
+	"\x1aListOrchestrationsResponse\x12A\n" +
+	"\x0eorchestrations\x18\x01 \x03(\v2\x19.betcode.v1.OrchestrationR\x0eorchestrations*\x88\x02\n" +
 	"\x0eSubagentStatus\x12\x1f\n" +
 	"\x1bSUBAGENT_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SUBAGENT_STATUS_PENDING\x10\x01\x12\x1b\n" +
@@ -1826,7 +2008,7 @@ const file_betcode_v1_subagent_proto_rawDesc = "" +
 	"\rFailurePolicy\x12\x1e\n" +
 	"\x1aFAILURE_POLICY_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18FAILURE_POLICY_FAIL_FAST\x10\x01\x12\x1b\n" +
-	"\x17FAILURE_POLICY_CONTINUE\x10\x022\xa5\x05\n" +
+	"\x17FAILURE_POLICY_CONTINUE\x10\x022\x8a\x06\n" +
 	"\x0fSubagentService\x12T\n" +
 	"\rSpawnSubagent\x12 .betcode.v1.SpawnSubagentRequest\x1a!.betcode.v1.SpawnSubagentResponse\x12T\n" +
 	"\rListSubagents\x12 .betcode.v1.ListSubagentsRequest\x1a!.betcode.v1.ListSubagentsResponse\x12W\n" +
@@ -1834,7 +2016,8 @@ const file_betcode_v1_subagent_proto_rawDesc = "" +
 	"\rWatchSubagent\x12 .betcode.v1.WatchSubagentRequest\x1a!.betcode.v1.WatchSubagentResponse0\x01\x12f\n" +
 	"\x13CreateOrchestration\x12&.betcode.v1.CreateOrchestrationRequest\x1a'.betcode.v1.CreateOrchestrationResponse\x12e\n" +
 	"\x12WatchOrchestration\x12%.betcode.v1.WatchOrchestrationRequest\x1a&.betcode.v1.WatchOrchestrationResponse0\x01\x12f\n" +
-	"\x13CancelOrchestration\x12&.betcode.v1.CancelOrchestrationRequest\x1a'.betcode.v1.CancelOrchestrationResponseB;Z9github.com/betcode-dev/betcode/shared/betcodepb;betcodepbb\x06proto3"
+	"\x13CancelOrchestration\x12&.betcode.v1.CancelOrchestrationRequest\x1a'.betcode.v1.CancelOrchestrationResponse\x12c\n" +
+	"\x12ListOrchestrations\x12%.betcode.v1.ListOrchestrationsRequest\x1a&.betcode.v1.ListOrchestrationsResponseB;Z9github.com/betcode-dev/betcode/shared/betcodepb;betcodepbb\x06proto3"
 
 var (
 	file_betcode_v1_subagent_proto_rawDescOnce sync.Once
@@ -1849,7 +2032,7 @@ func file_betcode_v1_subagent_proto_rawDescGZIP() []byte {
 }
 
 var file_betcode_v1_subagent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_betcode_v1_subagent_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_betcode_v1_subagent_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_betcode_v1_subagent_proto_goTypes = []any{
 	(SubagentStatus)(0),                 // 0: betcode.v1.SubagentStatus
 	(OrchestrationStatus)(0),            // 1: betcode.v1.OrchestrationStatus
@@ -1874,60 +2057,70 @@ var file_betcode_v1_subagent_proto_goTypes = []any{
 	(*WatchOrchestrationResponse)(nil),  // 20: betcode.v1.WatchOrchestrationResponse
 	(*CancelOrchestrationRequest)(nil),  // 21: betcode.v1.CancelOrchestrationRequest
 	(*CancelOrchestrationResponse)(nil), // 22: betcode.v1.CancelOrchestrationResponse
-	nil,                                 // 23: betcode.v1.SubagentSpec.MetadataEntry
-	(*timestamppb.Timestamp)(nil),       // 24: google.protobuf.Timestamp
-	(*UsageReport)(nil),                 // 25: betcode.v1.UsageReport
-	(*AgentEvent)(nil),                  // 26: betcode.v1.AgentEvent
+	(*ListOrchestrationsRequest)(nil),   // 23: betcode.v1.ListOrchestrationsRequest
+	(*ListOrchestrationsResponse)(nil),  // 24: betcode.v1.ListOrchestrationsResponse
+	nil,                                 // 25: betcode.v1.SubagentSpec.MetadataEntry
+	nil,                                 // 26: betcode.v1.SubagentSpec.ProviderConfigEntry
+	(SessionProvider)(0),                // 27: betcode.v1.SessionProvider
+	(*timestamppb.Timestamp)(nil),       // 28: google.protobuf.Timestamp
+	(*UsageReport)(nil),                 // 29: betcode.v1.UsageReport
+	(*AgentEvent)(nil),                  // 30: betcode.v1.AgentEvent
 }
 var file_betcode_v1_subagent_proto_depIdxs = []int32{
-	23, // 0: betcode.v1.SubagentSpec.metadata:type_name -> betcode.v1.SubagentSpec.MetadataEntry
-	0,  // 1: betcode.v1.Subagent.status:type_name -> betcode.v1.SubagentStatus
-	24, // 2: betcode.v1.Subagent.created_at:type_name -> google.protobuf.Timestamp
-	24, // 3: betcode.v1.Subagent.started_at:type_name -> google.protobuf.Timestamp
-	24, // 4: betcode.v1.Subagent.finished_at:type_name -> google.protobuf.Timestamp
-	25, // 5: betcode.v1.Subagent.usage:type_name -> betcode.v1.UsageReport
-	3,  // 6: betcode.v1.SpawnSubagentRequest.spec:type_name -> betcode.v1.SubagentSpec
-	4,  // 7: betcode.v1.SpawnSubagentResponse.subagent:type_name -> betcode.v1.Subagent
-	0,  // 8: betcode.v1.ListSubagentsRequest.statuses:type_name -> betcode.v1.SubagentStatus
-	4,  // 9: betcode.v1.ListSubagentsResponse.subagents:type_name -> betcode.v1.Subagent
-	4,  // 10: betcode.v1.CancelSubagentResponse.subagent:type_name -> betcode.v1.Subagent
-	26, // 11: betcode.v1.WatchSubagentResponse.agent_event:type_name -> betcode.v1.AgentEvent
-	13, // 12: betcode.v1.WatchSubagentResponse.status_change:type_name -> betcode.v1.SubagentStatusChange
-	0,  // 13: betcode.v1.SubagentStatusChange.previous_status:type_name -> betcode.v1.SubagentStatus
-	0,  // 14: betcode.v1.SubagentStatusChange.status:type_name -> betcode.v1.SubagentStatus
-	24, // 15: betcode.v1.SubagentStatusChange.timestamp:type_name -> google.protobuf.Timestamp
-	3,  // 16: betcode.v1.OrchestrationStep.spec:type_name -> betcode.v1.SubagentSpec
-	0,  // 17: betcode.v1.OrchestrationStepState.status:type_name -> betcode.v1.SubagentStatus
-	1,  // 18: betcode.v1.Orchestration.status:type_name -> betcode.v1.OrchestrationStatus
-	15, // 19: betcode.v1.Orchestration.steps:type_name -> betcode.v1.OrchestrationStepState
-	24, // 20: betcode.v1.Orchestration.created_at:type_name -> google.protobuf.Timestamp
-	24, // 21: betcode.v1.Orchestration.finished_at:type_name -> google.protobuf.Timestamp
-	14, // 22: betcode.v1.CreateOrchestrationRequest.steps:type_name -> betcode.v1.OrchestrationStep
-	2,  // 23: betcode.v1.CreateOrchestrationRequest.failure_policy:type_name -> betcode.v1.FailurePolicy
-	16, // 24: betcode.v1.CreateOrchestrationResponse.orchestration:type_name -> betcode.v1.Orchestration
-	24, // 25: betcode.v1.WatchOrchestrationResponse.timestamp:type_name -> google.protobuf.Timestamp
-	16, // 26: betcode.v1.WatchOrchestrationResponse.snapshot:type_name -> betcode.v1.Orchestration
-	15, // 27: betcode.v1.WatchOrchestrationResponse.step_update:type_name -> betcode.v1.OrchestrationStepState
-	16, // 28: betcode.v1.CancelOrchestrationResponse.orchestration:type_name -> betcode.v1.Orchestration
-	5,  // 29: betcode.v1.SubagentService.SpawnSubagent:input_type -> betcode.v1.SpawnSubagentRequest
-	7,  // 30: betcode.v1.SubagentService.ListSubagents:input_type -> betcode.v1.ListSubagentsRequest
-	9,  // 31: betcode.v1.SubagentService.CancelSubagent:input_type -> betcode.v1.CancelSubagentRequest
-	11, // 32: betcode.v1.SubagentService.WatchSubagent:input_type -> betcode.v1.WatchSubagentRequest
-	17, // 33: betcode.v1.SubagentService.CreateOrchestration:input_type -> betcode.v1.CreateOrchestrationRequest
-	19, // 34: betcode.v1.SubagentService.WatchOrchestration:input_type -> betcode.v1.WatchOrchestrationRequest
-	21, // 35: betcode.v1.SubagentService.CancelOrchestration:input_type -> betcode.v1.CancelOrchestrationRequest
-	6,  // 36: betcode.v1.SubagentService.SpawnSubagent:output_type -> betcode.v1.SpawnSubagentResponse
-	8,  // 37: betcode.v1.SubagentService.ListSubagents:output_type -> betcode.v1.ListSubagentsResponse
-	10, // 38: betcode.v1.SubagentService.CancelSubagent:output_type -> betcode.v1.CancelSubagentResponse
-	12, // 39: betcode.v1.SubagentService.WatchSubagent:output_type -> betcode.v1.WatchSubagentResponse
-	18, // 40: betcode.v1.SubagentService.CreateOrchestration:output_type -> betcode.v1.CreateOrchestrationResponse
-	20, // 41: betcode.v1.SubagentService.WatchOrchestration:output_type -> betcode.v1.WatchOrchestrationResponse
-	22, // 42: betcode.v1.SubagentService.CancelOrchestration:output_type -> betcode.v1.CancelOrchestrationResponse
-	36, // [36:43] is the sub-list for method output_type
-	29, // [29:36] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	25, // 0: betcode.v1.SubagentSpec.metadata:type_name -> betcode.v1.SubagentSpec.MetadataEntry
+	27, // 1: betcode.v1.SubagentSpec.provider:type_name -> betcode.v1.SessionProvider
+	26, // 2: betcode.v1.SubagentSpec.provider_config:type_name -> betcode.v1.SubagentSpec.ProviderConfigEntry
+	0,  // 3: betcode.v1.Subagent.status:type_name -> betcode.v1.SubagentStatus
+	28, // 4: betcode.v1.Subagent.created_at:type_name -> google.protobuf.Timestamp
+	28, // 5: betcode.v1.Subagent.started_at:type_name -> google.protobuf.Timestamp
+	28, // 6: betcode.v1.Subagent.finished_at:type_name -> google.protobuf.Timestamp
+	29, // 7: betcode.v1.Subagent.usage:type_name -> betcode.v1.UsageReport
+	27, // 8: betcode.v1.Subagent.provider:type_name -> betcode.v1.SessionProvider
+	3,  // 9: betcode.v1.SpawnSubagentRequest.spec:type_name -> betcode.v1.SubagentSpec
+	4,  // 10: betcode.v1.SpawnSubagentResponse.subagent:type_name -> betcode.v1.Subagent
+	0,  // 11: betcode.v1.ListSubagentsRequest.statuses:type_name -> betcode.v1.SubagentStatus
+	4,  // 12: betcode.v1.ListSubagentsResponse.subagents:type_name -> betcode.v1.Subagent
+	4,  // 13: betcode.v1.CancelSubagentResponse.subagent:type_name -> betcode.v1.Subagent
+	30, // 14: betcode.v1.WatchSubagentResponse.agent_event:type_name -> betcode.v1.AgentEvent
+	13, // 15: betcode.v1.WatchSubagentResponse.status_change:type_name -> betcode.v1.SubagentStatusChange
+	0,  // 16: betcode.v1.SubagentStatusChange.previous_status:type_name -> betcode.v1.SubagentStatus
+	0,  // 17: betcode.v1.SubagentStatusChange.status:type_name -> betcode.v1.SubagentStatus
+	28, // 18: betcode.v1.SubagentStatusChange.timestamp:type_name -> google.protobuf.Timestamp
+	3,  // 19: betcode.v1.OrchestrationStep.spec:type_name -> betcode.v1.SubagentSpec
+	0,  // 20: betcode.v1.OrchestrationStepState.status:type_name -> betcode.v1.SubagentStatus
+	1,  // 21: betcode.v1.Orchestration.status:type_name -> betcode.v1.OrchestrationStatus
+	15, // 22: betcode.v1.Orchestration.steps:type_name -> betcode.v1.OrchestrationStepState
+	28, // 23: betcode.v1.Orchestration.created_at:type_name -> google.protobuf.Timestamp
+	28, // 24: betcode.v1.Orchestration.finished_at:type_name -> google.protobuf.Timestamp
+	14, // 25: betcode.v1.CreateOrchestrationRequest.steps:type_name -> betcode.v1.OrchestrationStep
+	2,  // 26: betcode.v1.CreateOrchestrationRequest.failure_policy:type_name -> betcode.v1.FailurePolicy
+	16, // 27: betcode.v1.CreateOrchestrationResponse.orchestration:type_name -> betcode.v1.Orchestration
+	28, // 28: betcode.v1.WatchOrchestrationResponse.timestamp:type_name -> google.protobuf.Timestamp
+	16, // 29: betcode.v1.WatchOrchestrationResponse.snapshot:type_name -> betcode.v1.Orchestration
+	15, // 30: betcode.v1.WatchOrchestrationResponse.step_update:type_name -> betcode.v1.OrchestrationStepState
+	16, // 31: betcode.v1.CancelOrchestrationResponse.orchestration:type_name -> betcode.v1.Orchestration
+	16, // 32: betcode.v1.ListOrchestrationsResponse.orchestrations:type_name -> betcode.v1.Orchestration
+	5,  // 33: betcode.v1.SubagentService.SpawnSubagent:input_type -> betcode.v1.SpawnSubagentRequest
+	7,  // 34: betcode.v1.SubagentService.ListSubagents:input_type -> betcode.v1.ListSubagentsRequest
+	9,  // 35: betcode.v1.SubagentService.CancelSubagent:input_type -> betcode.v1.CancelSubagentRequest
+	11, // 36: betcode.v1.SubagentService.WatchSubagent:input_type -> betcode.v1.WatchSubagentRequest
+	17, // 37: betcode.v1.SubagentService.CreateOrchestration:input_type -> betcode.v1.CreateOrchestrationRequest
+	19, // 38: betcode.v1.SubagentService.WatchOrchestration:input_type -> betcode.v1.WatchOrchestrationRequest
+	21, // 39: betcode.v1.SubagentService.CancelOrchestration:input_type -> betcode.v1.CancelOrchestrationRequest
+	23, // 40: betcode.v1.SubagentService.ListOrchestrations:input_type -> betcode.v1.ListOrchestrationsRequest
+	6,  // 41: betcode.v1.SubagentService.SpawnSubagent:output_type -> betcode.v1.SpawnSubagentResponse
+	8,  // 42: betcode.v1.SubagentService.ListSubagents:output_type -> betcode.v1.ListSubagentsResponse
+	10, // 43: betcode.v1.SubagentService.CancelSubagent:output_type -> betcode.v1.CancelSubagentResponse
+	12, // 44: betcode.v1.SubagentService.WatchSubagent:output_type -> betcode.v1.WatchSubagentResponse
+	18, // 45: betcode.v1.SubagentService.CreateOrchestration:output_type -> betcode.v1.CreateOrchestrationResponse
+	20, // 46: betcode.v1.SubagentService.WatchOrchestration:output_type -> betcode.v1.WatchOrchestrationResponse
+	22, // 47: betcode.v1.SubagentService.CancelOrchestration:output_type -> betcode.v1.CancelOrchestrationResponse
+	24, // 48: betcode.v1.SubagentService.ListOrchestrations:output_type -> betcode.v1.ListOrchestrationsResponse
+	41, // [41:49] is the sub-list for method output_type
+	33, // [33:41] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_betcode_v1_subagent_proto_init() }
@@ -1936,6 +2129,7 @@ func file_betcode_v1_subagent_proto_init() {
 		return
 	}
 	file_betcode_v1_agent_proto_init()
+	file_betcode_v1_session_proto_init()
 	file_betcode_v1_subagent_proto_msgTypes[9].OneofWrappers = []any{
 		(*WatchSubagentResponse_AgentEvent)(nil),
 		(*WatchSubagentResponse_StatusChange)(nil),
@@ -1950,7 +2144,7 @@ func file_betcode_v1_subagent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_betcode_v1_subagent_proto_rawDesc), len(file_betcode_v1_subagent_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   21,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

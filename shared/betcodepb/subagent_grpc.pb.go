@@ -26,6 +26,7 @@ const (
 	SubagentService_CreateOrchestration_FullMethodName = "/betcode.v1.SubagentService/CreateOrchestration"
 	SubagentService_WatchOrchestration_FullMethodName  = "/betcode.v1.SubagentService/WatchOrchestration"
 	SubagentService_CancelOrchestration_FullMethodName = "/betcode.v1.SubagentService/CancelOrchestration"
+	SubagentService_ListOrchestrations_FullMethodName  = "/betcode.v1.SubagentService/ListOrchestrations"
 )
 
 // SubagentServiceClient is the client API for SubagentService service.
@@ -63,6 +64,9 @@ type SubagentServiceClient interface {
 	WatchOrchestration(ctx context.Context, in *WatchOrchestrationRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchOrchestrationResponse], error)
 	// CancelOrchestration cancels all unfinished steps.
 	CancelOrchestration(ctx context.Context, in *CancelOrchestrationRequest, opts ...grpc.CallOption) (*CancelOrchestrationResponse, error)
+	// ListOrchestrations lists the orchestrations of a parent session (all
+	// of them when parent_session_id is empty), oldest first.
+	ListOrchestrations(ctx context.Context, in *ListOrchestrationsRequest, opts ...grpc.CallOption) (*ListOrchestrationsResponse, error)
 }
 
 type subagentServiceClient struct {
@@ -161,6 +165,16 @@ func (c *subagentServiceClient) CancelOrchestration(ctx context.Context, in *Can
 	return out, nil
 }
 
+func (c *subagentServiceClient) ListOrchestrations(ctx context.Context, in *ListOrchestrationsRequest, opts ...grpc.CallOption) (*ListOrchestrationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListOrchestrationsResponse)
+	err := c.cc.Invoke(ctx, SubagentService_ListOrchestrations_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SubagentServiceServer is the server API for SubagentService service.
 // All implementations must embed UnimplementedSubagentServiceServer
 // for forward compatibility.
@@ -196,6 +210,9 @@ type SubagentServiceServer interface {
 	WatchOrchestration(*WatchOrchestrationRequest, grpc.ServerStreamingServer[WatchOrchestrationResponse]) error
 	// CancelOrchestration cancels all unfinished steps.
 	CancelOrchestration(context.Context, *CancelOrchestrationRequest) (*CancelOrchestrationResponse, error)
+	// ListOrchestrations lists the orchestrations of a parent session (all
+	// of them when parent_session_id is empty), oldest first.
+	ListOrchestrations(context.Context, *ListOrchestrationsRequest) (*ListOrchestrationsResponse, error)
 	mustEmbedUnimplementedSubagentServiceServer()
 }
 
@@ -226,6 +243,9 @@ func (UnimplementedSubagentServiceServer) WatchOrchestration(*WatchOrchestration
 }
 func (UnimplementedSubagentServiceServer) CancelOrchestration(context.Context, *CancelOrchestrationRequest) (*CancelOrchestrationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelOrchestration not implemented")
+}
+func (UnimplementedSubagentServiceServer) ListOrchestrations(context.Context, *ListOrchestrationsRequest) (*ListOrchestrationsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListOrchestrations not implemented")
 }
 func (UnimplementedSubagentServiceServer) mustEmbedUnimplementedSubagentServiceServer() {}
 func (UnimplementedSubagentServiceServer) testEmbeddedByValue()                         {}
@@ -360,6 +380,24 @@ func _SubagentService_CancelOrchestration_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SubagentService_ListOrchestrations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListOrchestrationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SubagentServiceServer).ListOrchestrations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SubagentService_ListOrchestrations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SubagentServiceServer).ListOrchestrations(ctx, req.(*ListOrchestrationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SubagentService_ServiceDesc is the grpc.ServiceDesc for SubagentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -386,6 +424,10 @@ var SubagentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelOrchestration",
 			Handler:    _SubagentService_CancelOrchestration_Handler,
+		},
+		{
+			MethodName: "ListOrchestrations",
+			Handler:    _SubagentService_ListOrchestrations_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
