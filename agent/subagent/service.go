@@ -32,6 +32,9 @@ type Options struct {
 	// and it ends FAILED. 0: no limit. (The proto has no per-request
 	// field for it yet.)
 	MaxCostUSD float64
+	// Specs resolves SubagentSpec.teammate_spec_id; nil: a spec naming
+	// one is refused (FAILED_PRECONDITION).
+	Specs SpecResolver
 }
 
 func (o *Options) setDefaults() {
