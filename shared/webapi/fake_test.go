@@ -48,6 +48,7 @@ type fakeAgent struct {
 	watches  int           // WatchSessions calls
 	watchEnd chan struct{} // receives when a WatchSessions call ends
 	watchErr chan error    // ends a WatchSessions call with the error
+	team     *fakeTeam     // TeamService (team_test.go)
 }
 
 func betcodeErr(c codes.Code, reason, msg string, md map[string]string) error {
@@ -56,7 +57,9 @@ func betcodeErr(c codes.Code, reason, msg string, md map[string]string) error {
 }
 
 func newFakeAgent() *fakeAgent {
-	return &fakeAgent{changed: make(chan struct{}), events: map[string][]*pb.AgentEvent{}, watchEnd: make(chan struct{}, 100), watchErr: make(chan error, 1)}
+	f := &fakeAgent{changed: make(chan struct{}), events: map[string][]*pb.AgentEvent{}, watchEnd: make(chan struct{}, 100), watchErr: make(chan error, 1)}
+	f.team = newFakeTeam(f)
+	return f
 }
 
 // change runs fn under the lock and wakes streams.
@@ -325,6 +328,7 @@ func newTestServer(t *testing.T, opts Options) *testServer {
 	pb.RegisterAgentServiceServer(gs, fake)
 	pb.RegisterConfigServiceServer(gs, fake)
 	pb.RegisterVersionServiceServer(gs, fake)
+	pb.RegisterTeamServiceServer(gs, fake.team)
 	lis := bufconn.Listen(1 << 20)
 	served := make(chan struct{})
 	go func() {

@@ -83,6 +83,7 @@ type Handler struct {
 	machines  pb.MachineServiceClient
 	admin     pb.AdminServiceClient
 	version   pb.VersionServiceClient
+	team      pb.TeamServiceClient
 
 	timing  timing
 	rulesMu sync.Mutex // serialises the read-modify-write of permission rules
@@ -125,6 +126,7 @@ func New(opts Options) (*Handler, error) {
 		machines:  pb.NewMachineServiceClient(opts.Conn),
 		admin:     pb.NewAdminServiceClient(opts.Conn),
 		version:   pb.NewVersionServiceClient(opts.Conn),
+		team:      pb.NewTeamServiceClient(opts.Conn),
 		hubs:      map[[32]byte]*watchHub{},
 		timing:    defaultTiming,
 	}
