@@ -35,9 +35,11 @@ const tunnelMoveWait = 2 * time.Second
 //
 //  1. readiness goes NOT_SERVING, the listener closes (new connections go to
 //     other replicas), and clients' HTTP/2 connections get a GOAWAY;
-//  2. new calls are refused UNAVAILABLE / RELAY_DRAINING (a bufferable one
-//     is buffered instead), forwarded streams end with that status (clients
-//     resume elsewhere from their last sequence), unary calls and buffered
+//  2. new calls, forwarded or served by the relay itself (MachineService,
+//     AdminService...: drain_local.go; health keeps answering, NOT_SERVING),
+//     are refused UNAVAILABLE / RELAY_DRAINING (a bufferable one is buffered
+//     instead), forwarded streams end with that status (clients resume
+//     elsewhere from their last sequence), unary calls and buffered
 //     deliveries under way finish;
 //  3. the agents are told to reconnect, goAwayRate a second (an ErrorFrame
 //     RELAY_DRAINING on the tunnel, which an agent answers by reconnecting
@@ -78,7 +80,7 @@ func newDrainMetrics(reg prometheus.Registerer) drainMetrics {
 	m := drainMetrics{
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "betcode_relay_drain_refused_calls_total",
-			Help: "Calls this replica refused because it was draining, by kind: unary, stream, buffered (a QueueMessage stored in the shared buffer instead), tunnel (an agent's Register or OpenTunnel).",
+			Help: "Calls this replica refused because it was draining, forwarded or served by the relay itself, by kind: unary, stream, buffered (a QueueMessage stored in the shared buffer instead), tunnel (an agent's Register or OpenTunnel).",
 		}, []string{"kind"}),
 		endedStreams: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "betcode_relay_drain_ended_streams_total",

@@ -264,8 +264,10 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer peers.Close()
 	}
-	gs := grpc.NewServer()
 	drain := newDrain(lg, reg)
+	// The relay's own services are gated by the drain as forwarded calls
+	// are (drain_local.go).
+	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(drain.unaryInterceptor), grpc.ChainStreamInterceptor(drain.streamInterceptor))
 	rt := &router.Router{Gate: drain,
 		Local: gs, Auth: authn, Streams: calls, MaxMessageBytes: lim.Config().MaxMessageBytes, Registry: tunnels, Store: st, Limits: cfg.Limits, Log: lg, Metrics: router.NewMetrics(reg),
 		Self: cfg.AdvertiseAddr, Peers: peers, PresenceTTL: presenceTTL,
