@@ -1,0 +1,114 @@
+package team
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+)
+
+var t0 = time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+
+func at(sec int) *timestamppb.Timestamp {
+	return timestamppb.New(t0.Add(time.Duration(sec) * time.Second))
+}
+
+func toolStart(sec int, id, tool string, input map[string]any) *pb.AgentEvent {
+	in, err := structpb.NewStruct(input)
+	if err != nil {
+		panic(err)
+	}
+	return &pb.AgentEvent{Timestamp: at(sec), Event: &pb.AgentEvent_ToolCallStart{ToolCallStart: &pb.ToolCallStart{ToolId: id, ToolName: tool, Input: in}}}
+}
+
+func toolResult(sec int, id, output string, isErr bool) *pb.AgentEvent {
+	return &pb.AgentEvent{Timestamp: at(sec), Event: &pb.AgentEvent_ToolCallResult{ToolCallResult: &pb.ToolCallResult{ToolId: id, Output: output, IsError: isErr}}}
+}
+
+func textOf(parent, s string) *pb.AgentEvent {
+	return &pb.AgentEvent{ParentToolUseId: parent, Event: &pb.AgentEvent_TextDelta{TextDelta: &pb.TextDelta{Text: s, IsComplete: parent != ""}}}
+}
+
+func turnEnd(sec int) *pb.AgentEvent {
+	return &pb.AgentEvent{Timestamp: at(sec), Event: &pb.AgentEvent_TurnComplete{TurnComplete: &pb.TurnComplete{StopReason: "end_turn"}}}
+}
+
+func permissionOf(parent string) *pb.AgentEvent {
+	return &pb.AgentEvent{ParentToolUseId: parent, Event: &pb.AgentEvent_PermissionRequest{PermissionRequest: &pb.PermissionRequest{RequestId: "r1", ToolName: "Bash"}}}
+}
+
+var researchInput = map[string]any{"description": "Research OAuth", "prompt": "Find the OAuth pitfalls", "subagent_type": "researcher"}
+
+func taskTool(id string, status pb.TeammateStatus, created int) *pb.Teammate {
+	return &pb.Teammate{
+		AgentId: id, SessionId: "s1", Name: "Research OAuth", AgentType: "researcher", Status: status,
+		Kind: pb.TeammateKind_TEAMMATE_KIND_TASK_TOOL, Prompt: "Find the OAuth pitfalls", CreatedAt: at(created),
+	}
+}
+
+func with(t *pb.Teammate, f func(*pb.Teammate)) *pb.Teammate { f(t); return t }
+
+func TestTaskToolFold(t *testing.T) {
+	working := pb.TeammateStatus_TEAMMATE_STATUS_WORKING
+	stopped := pb.TeammateStatus_TEAMMATE_STATUS_STOPPED
+	tests := []struct {
+		name    string
+		events  []*pb.AgentEvent
+		pending []*pb.AgentEvent
+		want    []*pb.Teammate
+	}{
+		{name: "no calls", events: []*pb.AgentEvent{textOf("", "hello"), turnEnd(1)}, want: []*pb.Teammate{}},
+		{name: "other tools are not teammates", events: []*pb.AgentEvent{
+			toolStart(1, "t1", "Bash", map[string]any{"command": "ls"}), toolResult(2, "t1", "x", false),
+		}, want: []*pb.Teammate{}},
+		{name: "Agent call working, with its text so far", events: []*pb.AgentEvent{
+			toolStart(1, "a1", "Agent", researchInput), textOf("a1", "Reading RFC 6749. "), textOf("", "lead text"), textOf("a1", "Found three."),
+		}, want: []*pb.Teammate{with(taskTool("a1", working, 1), func(t *pb.Teammate) { t.Output = "Reading RFC 6749. Found three." })}},
+		{name: "Task (before 2.1) call stopped with its result", events: []*pb.AgentEvent{
+			toolStart(1, "a1", "Task", researchInput), textOf("a1", "working"), toolResult(5, "a1", "The report.", false), turnEnd(6),
+		}, want: []*pb.Teammate{with(taskTool("a1", stopped, 1), func(t *pb.Teammate) { t.Output, t.FinishedAt = "The report.", at(5) })}},
+		{name: "failed call", events: []*pb.AgentEvent{
+			toolStart(1, "a1", "Agent", researchInput), toolResult(2, "a1", "Agent type 'x' not found", true),
+		}, want: []*pb.Teammate{with(taskTool("a1", stopped, 1), func(t *pb.Teammate) {
+			t.Output, t.Error, t.FinishedAt = "Agent type 'x' not found", "Agent type 'x' not found", at(2)
+		})}},
+		{name: "turn ended without a result", events: []*pb.AgentEvent{
+			toolStart(1, "a1", "Agent", researchInput), textOf("a1", "half"), turnEnd(3),
+		}, want: []*pb.Teammate{with(taskTool("a1", stopped, 1), func(t *pb.Teammate) { t.Output, t.Error, t.FinishedAt = "half", ErrTurnEnded, at(3) })}},
+		{name: "idle while its subagent asks", events: []*pb.AgentEvent{toolStart(1, "a1", "Agent", researchInput)},
+			pending: []*pb.AgentEvent{permissionOf("a1")},
+			want:    []*pb.Teammate{taskTool("a1", pb.TeammateStatus_TEAMMATE_STATUS_IDLE, 1)}},
+		{name: "a prompt of the lead does not make it idle", events: []*pb.AgentEvent{toolStart(1, "a1", "Agent", researchInput)},
+			pending: []*pb.AgentEvent{permissionOf("")},
+			want:    []*pb.Teammate{taskTool("a1", working, 1)}},
+		{name: "defaults: no description, no type", events: []*pb.AgentEvent{toolStart(1, "a1", "Agent", map[string]any{"prompt": "p"})},
+			want: []*pb.Teammate{{AgentId: "a1", SessionId: "s1", Name: DefaultAgentType, AgentType: DefaultAgentType, Status: working,
+				Kind: pb.TeammateKind_TEAMMATE_KIND_TASK_TOOL, Prompt: "p", CreatedAt: at(1)}}},
+		{name: "long prompt truncated", events: []*pb.AgentEvent{toolStart(1, "a1", "Agent", map[string]any{"prompt": strings.Repeat("p", MaxText+10), "description": "d", "subagent_type": "x"})},
+			want: []*pb.Teammate{{AgentId: "a1", SessionId: "s1", Name: "d", AgentType: "x", Status: working,
+				Kind: pb.TeammateKind_TEAMMATE_KIND_TASK_TOOL, Prompt: strings.Repeat("p", MaxText), CreatedAt: at(1)}}},
+		{name: "two in parallel, in call order; a repeated start is ignored", events: []*pb.AgentEvent{
+			toolStart(1, "a1", "Agent", researchInput), toolStart(2, "a2", "Agent", researchInput), toolStart(3, "a1", "Agent", researchInput),
+			toolResult(4, "a2", "two", false),
+		}, want: []*pb.Teammate{
+			taskTool("a1", working, 1),
+			with(taskTool("a2", stopped, 2), func(t *pb.Teammate) { t.Output, t.FinishedAt = "two", at(4) }),
+		}},
+		{name: "a later turn's end does not change a stopped one", events: []*pb.AgentEvent{
+			toolStart(1, "a1", "Agent", researchInput), toolResult(2, "a1", "done", false), turnEnd(3), turnEnd(9),
+		}, want: []*pb.Teammate{with(taskTool("a1", stopped, 1), func(t *pb.Teammate) { t.Output, t.FinishedAt = "done", at(2) })}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newTaskToolFold("s1")
+			for _, ev := range tt.events {
+				f.add(ev)
+			}
+			checkProtos(t, "teammates", f.teammates(tt.pending), tt.want)
+		})
+	}
+}
