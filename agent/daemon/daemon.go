@@ -37,6 +37,7 @@ import (
 	"github.com/betcode-dev/betcode/agent/session"
 	"github.com/betcode-dev/betcode/agent/sessionsvc"
 	"github.com/betcode-dev/betcode/agent/subagent"
+	"github.com/betcode-dev/betcode/agent/team"
 	"github.com/betcode-dev/betcode/agent/workspace"
 	"github.com/betcode-dev/betcode/agent/worktree"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
@@ -289,8 +290,17 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer sessions.Close()
 	pb.RegisterSessionServiceServer(srv, sessions)
+	// Teammate and skill specs (TeamService); SubagentSpec.teammate_spec_id
+	// names one.
+	teamSpecs, err := team.OpenStore(filepath.Join(cfg.DataDir, team.FileName), team.StoreOptions{})
+	if err != nil {
+		closeAll()
+		mgr.Close(context.Background())
+		return err
+	}
 	// SubagentService (ALPHA): subagents are sessions of the same manager;
 	// with the flag off every call is refused with UNIMPLEMENTED.
+	var subagentSvc pb.SubagentServiceServer = subagent.Disabled{}
 	if server.IsEnabled(flags, server.SubagentOrchestration) {
 		maxCost, err := config.ParseCost(setting[string](cfg, "subagent-max-cost-usd"))
 		if err != nil {
@@ -298,12 +308,20 @@ func Run(ctx context.Context, cfg Config) error {
 			mgr.Close(context.Background())
 			return fmt.Errorf("subagent-max-cost-usd: %w", err)
 		}
-		subagents := subagent.New(mgr, subagent.Options{Logger: log, MaxCostUSD: maxCost})
+		subagents := subagent.New(mgr, subagent.Options{Logger: log, MaxCostUSD: maxCost, Specs: teamSpecs})
 		defer subagents.Close()
-		pb.RegisterSubagentServiceServer(srv, subagents)
-	} else {
-		pb.RegisterSubagentServiceServer(srv, subagent.Disabled{})
+		subagentSvc = subagents
 	}
+	pb.RegisterSubagentServiceServer(srv, subagentSvc)
+	// TeamService (always on): the ccgrid view of the same sessions and
+	// subagents; with the flag off a session has no subagent teammates.
+	teamSvc, err := team.New(team.Options{Logger: log, Sessions: team.ManagerSessions{M: mgr}, Subagents: subagentSvc, Store: teamSpecs})
+	if err != nil {
+		closeAll()
+		mgr.Close(context.Background())
+		return err
+	}
+	pb.RegisterTeamServiceServer(srv, teamSvc)
 	pb.RegisterVersionServiceServer(srv, ver)
 	home, _ := os.UserHomeDir()
 	pb.RegisterConfigServiceServer(srv, configsvc.New(settingsSnapshot(cfg), configsvc.Options{
