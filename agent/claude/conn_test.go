@@ -108,6 +108,7 @@ func TestArgsNeverBare(t *testing.T) {
 		{"resume", Options{SessionID: "u1", Resume: true}, "--resume u1"},
 		{"model", Options{Model: "sonnet"}, "--model sonnet"},
 		{"plan", Options{PermissionMode: "plan"}, "--permission-mode plan"},
+		{"max turns", Options{MaxTurns: 3}, "--max-turns 3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

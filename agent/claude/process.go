@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,6 +26,7 @@ type Options struct {
 	Resume         bool     // continue SessionID with --resume
 	AllowedTools   []string // --allowedTools
 	PermissionMode string   // --permission-mode, optional (e.g. "plan")
+	MaxTurns       int      // --max-turns, optional (0: the CLI's default)
 	ExtraArgs      []string // appended verbatim
 	Env            []string // extra environment (KEY=VALUE), added to os.Environ()
 	Logger         *slog.Logger
@@ -56,6 +58,9 @@ func (o Options) Args() []string {
 	}
 	if o.PermissionMode != "" {
 		args = append(args, "--permission-mode", o.PermissionMode)
+	}
+	if o.MaxTurns > 0 {
+		args = append(args, "--max-turns", strconv.Itoa(o.MaxTurns))
 	}
 	return append(args, o.ExtraArgs...)
 }

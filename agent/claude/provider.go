@@ -43,7 +43,7 @@ func (p *Provider) Start(ctx context.Context, o provider.Options) (provider.Conv
 	}
 	opts := Options{
 		Bin: p.Bin, Dir: o.Dir, Model: o.Model, SessionID: o.SessionID,
-		AllowedTools: o.AllowedTools, PermissionMode: o.PermissionMode, Env: o.Env, Logger: o.Logger,
+		AllowedTools: o.AllowedTools, PermissionMode: o.PermissionMode, MaxTurns: o.MaxTurns, Env: o.Env, Logger: o.Logger,
 	}
 	if o.ResumeID != "" {
 		opts.SessionID, opts.Resume = o.ResumeID, true

@@ -54,6 +54,15 @@ type Provider struct {
 
 var _ provider.Provider = (*Provider)(nil)
 
+// maxSteps is the most model requests of one turn: the session's max
+// turns when set, else the provider's (a test knob) or the default.
+func maxSteps(sessionMax, providerMax int) int {
+	if sessionMax > 0 {
+		return sessionMax
+	}
+	return cmp.Or(providerMax, defaultMaxSteps)
+}
+
 // Kind is SESSION_PROVIDER_OPENAI_API.
 func (p *Provider) Kind() pb.SessionProvider { return pb.SessionProvider_SESSION_PROVIDER_OPENAI_API }
 
@@ -102,7 +111,7 @@ func (p *Provider) Start(ctx context.Context, opts provider.Options) (provider.C
 		log:         log.With("provider", "openai-api", "conversation", hist.ID),
 		retries:     p.retries(),
 		idleTimeout: cmp.Or(p.idleTimeout, defaultIdleTimeout),
-		maxSteps:    cmp.Or(p.maxSteps, defaultMaxSteps),
+		maxSteps:    maxSteps(opts.MaxTurns, p.maxSteps),
 		out:         newOutQueue(),
 		ctx:         cctx,
 		stop:        stop,

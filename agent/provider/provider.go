@@ -37,6 +37,11 @@ type Options struct {
 	AllowedTools []string
 	// PermissionMode is a provider-specific mode ("" = default).
 	PermissionMode string
+	// MaxTurns bounds the model round trips of one user message (0 = the
+	// provider's default). Claude Code and openai-api honour it; a turn
+	// stopped by it ends with stop reason "max_turns" or
+	// "error_max_turns".
+	MaxTurns int
 	// Env is extra environment (KEY=VALUE) for a process-based provider.
 	Env []string
 	// Config is the session's provider_config (provider-specific keys).

@@ -176,6 +176,10 @@ type CreateRequest struct {
 	// denies, without asking: the CLI's own bypass mode refuses to run as
 	// root).
 	PermissionMode string
+	// MaxTurns bounds the model round trips of each turn (the CLI's
+	// --max-turns; 0: no limit). Only providers that can honour it take it
+	// (Claude Code, openai-api); others are refused.
+	MaxTurns int
 }
 
 // applyPermissionMode records req's permission mode in meta.
@@ -237,6 +241,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Session, erro
 		return nil, err
 	}
 	if err := m.applyProvider(ctx, req, &meta); err != nil {
+		return nil, err
+	}
+	if err := applyMaxTurns(req, &meta); err != nil {
 		return nil, err
 	}
 	if len(req.AllowedTools) > 0 {
@@ -371,7 +378,13 @@ func (m *Manager) Close(ctx context.Context) error {
 		s.closeSubscribers(ErrClosed)
 	}
 	m.feed.close(ErrClosed)
-	return m.log.Close()
+	err := m.log.Close()
+	// A turn whose end the log did not publish (it failed, or the CLI
+	// was not stopped) still gets its span ended, and so exported.
+	for _, s := range all {
+		s.abandonTurnSpans("interrupted", whyInterrupted)
+	}
+	return err
 }
 
 // SlowConsumer is the error for a client cut off after receiving lastSeq.

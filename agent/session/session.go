@@ -446,7 +446,7 @@ func (s *Session) ensureProcessLocked(ctx context.Context) error {
 	}
 	opts := provider.Options{
 		SessionID: s.id, Dir: s.meta.WorkingDirectory, Model: s.meta.Model,
-		Env: s.m.claudeEnv(s.meta), Config: providerConfig(s.meta),
+		Env: s.m.claudeEnv(s.meta), Config: providerConfig(s.meta), MaxTurns: maxTurns(s.meta),
 		Logger: s.m.cfg.Logger.With("session_id", s.id),
 	}
 	if s.meta.ClaudeStarted {
