@@ -378,13 +378,7 @@ func (m *Manager) Close(ctx context.Context) error {
 		s.closeSubscribers(ErrClosed)
 	}
 	m.feed.close(ErrClosed)
-	err := m.log.Close()
-	// A turn whose end the log did not publish (it failed, or the CLI
-	// was not stopped) still gets its span ended, and so exported.
-	for _, s := range all {
-		s.abandonTurnSpans("interrupted", whyInterrupted)
-	}
-	return err
+	return m.log.Close()
 }
 
 // SlowConsumer is the error for a client cut off after receiving lastSeq.
