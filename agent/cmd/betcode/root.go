@@ -68,7 +68,8 @@ func newRootCmd() *cobra.Command {
 	pf.String("machine", "", "with --relay: the machine for this command (default: the one you switched to)")
 	addTracingFlags(pf)
 	root.AddCommand(newChatCmd(g), newSessionsCmd(g), newReplayCmd(g), newMachinesCmd(g), newMachineCmd(g), newSendCmd(g),
-		newLoginCmd(g), newLogoutCmd(), newConfigCmd(g), newVersionCmd(g), newDaemonCmd(g), newGitLabCmd(g), newWorktreeCmd(g), newSessionCmd(g))
+		newLoginCmd(g), newLogoutCmd(), newConfigCmd(g), newVersionCmd(g), newDaemonCmd(g), newGitLabCmd(g), newWorktreeCmd(g), newSessionCmd(g),
+		newSubagentCmd(g), newOrchestrationCmd(g), newTeamCmd(g))
 	withHints(root, g)
 	withTracing(root, g)
 	return root
