@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	acpsdk "github.com/coder/acp-go-sdk"
+
+	"github.com/betcode-dev/betcode/agent/internal/confine"
 )
 
 // maxReadBytes bounds fs/read_text_file: a bigger file is refused rather
@@ -33,8 +35,7 @@ func within(dir, p string) (string, error) {
 		bases = append(bases, real)
 	}
 	for _, base := range bases {
-		rel, err := filepath.Rel(base, p)
-		if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		if rel, ok := confine.Rel(base, p); ok {
 			return rel, nil
 		}
 	}

@@ -3,10 +3,11 @@ package openaiapi
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/betcode-dev/betcode/agent/internal/confine"
 )
 
 // workdir is a session's working directory, the only tree the file tools
@@ -61,50 +62,18 @@ func (w *workdir) resolve(p string) (string, error) {
 		return "", errors.New("path contains a NUL byte")
 	}
 	abs := w.abs(p)
-	if _, ok := within(w.dir, abs); !ok {
-		if _, ok := within(w.real, abs); !ok {
+	if _, ok := confine.Rel(w.dir, abs); !ok {
+		if _, ok := confine.Rel(w.real, abs); !ok {
 			return "", fmt.Errorf("%s is %w %s", p, errOutside, w.dir)
 		}
 	}
-	real, err := evalExisting(abs)
+	real, err := confine.ResolveExisting(abs)
 	if err != nil {
 		return "", fmt.Errorf("resolve %s: %w", p, err)
 	}
-	rel, ok := within(w.real, real)
+	rel, ok := confine.Rel(w.real, real)
 	if !ok {
 		return "", fmt.Errorf("%s resolves to %s, %w %s", p, real, errOutside, w.dir)
 	}
 	return rel, nil
-}
-
-// within returns p relative to dir and whether p is dir or below it.
-func within(dir, p string) (string, bool) {
-	rel, err := filepath.Rel(dir, p)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
-		return "", false
-	}
-	return rel, true
-}
-
-// evalExisting resolves the symlinks of the longest prefix of abs that
-// exists and appends the rest: a file about to be created resolves through
-// its existing parents.
-func evalExisting(abs string) (string, error) {
-	var rest []string
-	p := abs
-	for {
-		real, err := filepath.EvalSymlinks(p)
-		if err == nil {
-			return filepath.Join(append([]string{real}, rest...)...), nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return "", err
-		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			return "", err
-		}
-		rest = append([]string{filepath.Base(p)}, rest...)
-		p = parent
-	}
 }

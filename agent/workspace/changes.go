@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/betcode-dev/betcode/agent/internal/confine"
 	"github.com/betcode-dev/betcode/agent/server"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
@@ -285,35 +286,14 @@ func insideTree(root, p string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	real, err := resolveExisting(filepath.Join(root, rel))
+	real, err := confine.ResolveExisting(filepath.Join(root, rel))
 	if err != nil {
 		return "", err
 	}
-	if real != realRoot && !strings.HasPrefix(real, realRoot+string(filepath.Separator)) {
+	if _, in := confine.Rel(realRoot, real); !in {
 		return "", errors.New("leads out of the work tree through a symlink")
 	}
 	return filepath.ToSlash(rel), nil
-}
-
-// resolveExisting resolves the symlinks of the longest existing prefix of
-// p and appends the rest (a deleted file's path still names its parent).
-func resolveExisting(p string) (string, error) {
-	var rest []string
-	for {
-		real, err := filepath.EvalSymlinks(p)
-		if err == nil {
-			return filepath.Join(append([]string{real}, rest...)...), nil
-		}
-		if !errors.Is(err, os.ErrNotExist) {
-			return "", err
-		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			return "", err
-		}
-		rest = append([]string{filepath.Base(p)}, rest...)
-		p = parent
-	}
 }
 
 // isBinaryDiff tells whether git reported a binary difference instead of
