@@ -4,7 +4,8 @@
 // MOCK_ROLE=agent|relay (default relay), MOCK_TOKEN (default dev), MOCK_PORT (default 7820),
 // MOCK_STATIC=dir serves a built app (e.g. ../shared/webui/dist) on the same port.
 // A prompt containing "ask" adds a question ("ask multi": two in one call), "flood" streams 5,000 text deltas at ~1,000/s,
-// ("flood md": a 60 KB markdown answer at the same rate), "todo" sends a todo list; every turn asks permission for a Bash call.
+// ("flood md": a 60 KB markdown answer at the same rate), "todo" sends a todo list, "team" runs a Task tool subagent;
+// every turn asks permission for a Bash call.
 import { createServer } from 'node:http';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { extname, join, normalize } from 'node:path';
@@ -24,6 +25,8 @@ const machines = ROLE === 'agent'
     ];
 let rules = [{ id: 'r1', toolName: 'Bash', pathPattern: 'go test *', behavior: 'allow', rule: 'Bash(go test *)', source: 'settings' }];
 const pushSubs = [];
+let teammateSpecs = [];
+let skillSpecs = [];
 const sessions = new Map(); // id → { s: Session, events: [], waiters: Map }
 let nextId = 1;
 
@@ -97,6 +100,16 @@ async function turn(rec, prompt) {
       { id: '2', subject: 'Fix the failure', activeForm: 'Fixing the failure', status: 'in_progress' },
       { id: '3', subject: 'Commit', activeForm: 'Committing', status: 'pending' },
     ] });
+  }
+  if (prompt.includes('team')) {
+    // A Task tool subagent: its items carry parentToolUseId; its result ends it.
+    const id = 'task' + rec.events.length;
+    emit(rec, { type: 'tool_call', toolId: id, toolName: 'Task', input: { description: 'Find the flaky test', prompt: 'Find which test is flaky', subagent_type: 'general-purpose' }, description: 'Find the flaky test' });
+    for (const w of ['Reading ', 'the test ', 'logs…']) {
+      await sleep(800);
+      emit(rec, { type: 'lead_output', text: w, complete: false, parentToolUseId: id });
+    }
+    emit(rec, { type: 'tool_result', toolId: id, output: 'TestReload is flaky: it races the reconnect.', isError: false, durationMs: 2400 });
   }
   emit(rec, { type: 'tool_call', toolId: 't' + rec.events.length, toolName: 'Bash', input: { command: 'touch hello.txt && ls -la' }, description: 'Create hello.txt' });
   const toolId = rec.events[rec.events.length - 1].toolId;
@@ -246,6 +259,40 @@ const server = createServer(async (req, res) => {
   ] });
   if ((m = p.match(/^\/api\/sessions\/([^/]+)\/diff$/))) return json(res, 200, { path: url.searchParams.get('path'), binary: url.searchParams.get('path') === 'logo.png', truncated: false,
     diff: 'diff --git a/main.go b/main.go\nindex 1..2 100644\n--- a/main.go\n+++ b/main.go\n@@ -1,5 +1,7 @@\n package main\n \n+import "fmt"\n+\n func main() {\n-\tprintln("hi")\n+\tfmt.Println("hello")\n }\n' });
+  if ((m = p.match(/^\/api\/sessions\/([^/]+)\/(teammates|tasks)$/))) {
+    const r = rec(m[1]);
+    if (!r) return json(res, 404, { error: 'no such session', code: 'SESSION_NOT_FOUND' });
+    if (m[2] === 'tasks') return json(res, 200, (r.events.findLast((e) => e.type === 'task_sync')?.tasks || []).map((t) => ({ ...t, blocks: [], blockedBy: [] })));
+    return json(res, 200, r.events.filter((e) => e.type === 'tool_call' && e.toolName === 'Task').map((c) => {
+      const done = r.events.find((e) => e.type === 'tool_result' && e.toolId === c.toolId);
+      const text = r.events.filter((e) => e.parentToolUseId === c.toolId && e.type === 'lead_output').map((e) => e.text).join('');
+      return { agentId: c.toolId, sessionId: m[1], name: c.input.description, agentType: c.input.subagent_type, status: done ? 'stopped' : 'working',
+        output: done ? done.output : text, kind: 'task_tool', prompt: c.input.prompt, createdAt: c.ts };
+    }));
+  }
+  if (p === '/api/teammate-specs' && req.method === 'GET') return json(res, 200, teammateSpecs);
+  if (p === '/api/skill-specs' && req.method === 'GET') return json(res, 200, skillSpecs);
+  if (p === '/api/teammate-specs' && req.method === 'POST') {
+    if (!body.name) return json(res, 400, { error: 'a teammate spec needs a name', code: 'INVALID_ARGUMENT' });
+    if (teammateSpecs.some((x) => x.name === body.name)) return json(res, 409, { error: 'the name is taken', code: 'ALREADY_EXISTS' });
+    const x = { id: 'spec-' + Date.now(), name: body.name, role: body.role || '', instructions: body.instructions, skillIds: body.skillIds || [], createdAt: now() };
+    teammateSpecs = [...teammateSpecs, x];
+    return json(res, 201, x);
+  }
+  if (p === '/api/skill-specs' && req.method === 'POST') {
+    if (!body.name || !['official', 'external', 'internal'].includes(body.skillType)) return json(res, 400, { error: 'name and skillType are required', code: 'INVALID_ARGUMENT' });
+    if (skillSpecs.some((x) => x.name === body.name)) return json(res, 409, { error: 'the name is taken', code: 'ALREADY_EXISTS' });
+    const x = { id: 'skill-' + Date.now(), name: body.name, description: body.description || '', skillType: body.skillType, skillMdContent: body.skillMdContent, pluginName: body.pluginName, createdAt: now() };
+    skillSpecs = [...skillSpecs, x];
+    return json(res, 201, x);
+  }
+  if ((m = p.match(/^\/api\/teammate-specs\/([^/]+)$/)) && req.method === 'DELETE') { teammateSpecs = teammateSpecs.filter((x) => x.id !== m[1]); return json(res, 204); }
+  if ((m = p.match(/^\/api\/skill-specs\/([^/]+)$/)) && req.method === 'DELETE') {
+    const user = teammateSpecs.find((x) => x.skillIds.includes(m[1]));
+    if (user) return json(res, 409, { error: `teammate spec ${user.name} uses it`, code: 'FAILED_PRECONDITION' });
+    skillSpecs = skillSpecs.filter((x) => x.id !== m[1]);
+    return json(res, 204);
+  }
   if (p === '/api/permission-rules' && req.method === 'GET') return json(res, 200, rules);
   if (p === '/api/permission-rules' && req.method === 'POST') {
     const r = { id: 'r' + Date.now(), toolName: body.toolName, pathPattern: body.pathPattern, behavior: body.behavior, rule: body.toolName + (body.pathPattern ? `(${body.pathPattern})` : ''), source: 'web' };

@@ -675,6 +675,9 @@ function touchPrompt(c: Conv, id: string) {
   c.v++;
 }
 
+/** Called with every streamed item a conversation took (src/team.ts re-reads the team on some). */
+export const streamHooks = new Set<(m: StreamEvent) => void>();
+
 const str = (x: unknown) => (typeof x === 'string' ? x : x == null ? '' : JSON.stringify(x, null, 2));
 const obj = (x: unknown) => (x && typeof x === 'object' ? (x as Record<string, unknown>) : {});
 
@@ -777,6 +780,7 @@ function streamItem(m: StreamEvent) {
   c.v++;
   scheduleSave(c);
   changed();
+  streamHooks.forEach((f) => f(m));
 }
 
 /**

@@ -43,3 +43,21 @@ export interface StreamEvent {
   type: string; sessionId?: string; seq?: number; ts?: string; id?: string;
   [k: string]: unknown;
 }
+
+// Teams (docs/web-api.md, "Teams"): ccgrid's Teammate, TeamTask, TeammateSpec and SkillSpec.
+export type TeammateStatus = 'starting' | 'working' | 'idle' | 'stopped';
+export interface Teammate {
+  agentId: string; sessionId: string; name: string; agentType: string; status: TeammateStatus; output: string;
+  kind: 'subagent' | 'task_tool'; teammateSessionId?: string; subagentStatus?: string; error?: string;
+  orchestrationId?: string; stepId?: string; prompt?: string; createdAt?: string; finishedAt?: string; costUsd?: number;
+}
+export interface TeamTask {
+  id: string; subject: string; description?: string; status: Task['status']; assignedAgentId?: string;
+  blocks: string[]; blockedBy: string[]; stepStatus?: string; orchestrationId?: string;
+}
+export interface TeammateSpec { id: string; name: string; role: string; instructions?: string; skillIds: string[]; model?: string; createdAt: string; updatedAt?: string }
+export type SkillType = 'official' | 'external' | 'internal';
+export interface SkillSpec {
+  id: string; name: string; description: string; skillType: SkillType; createdAt: string;
+  pluginName?: string; skillMdContent?: string; allowedTools?: string; argumentHint?: string;
+}

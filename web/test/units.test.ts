@@ -1,5 +1,5 @@
 // Unit tests of the pure modules: markdown sanitizing, line diffs, the highlighter, the grouping
-// of AskUserQuestion events, incremental markdown blocks.
+// of AskUserQuestion events, incremental markdown blocks, the team panel's model.
 // Run: npm test (bundled by Vite in SSR mode, run by node's test runner).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -12,6 +12,8 @@ import { addAsk, buildAnswers, choose, parseAnswered, type Ask } from '../src/qu
 import { groupQuestion, type Item, type QuestionItem } from '../src/store';
 import { delay, pollSSO, type DevicePoll } from '../src/sso';
 import { DEFAULT_PROVIDER, PROVIDERS, providerBadge, providerLabel } from '../src/providers';
+import { MIN_GAP, refreshTeam, statusLabel, taskRows, team, touchesTeam, watchTeam } from '../src/team';
+import type { Teammate } from '../src/types';
 
 test('markdown escapes raw HTML', () => {
   const h = renderMarkdown('hi <script>alert(1)</script> <img src=x onerror=alert(1)>\n\n<div onclick="x()">block</div>');
@@ -189,4 +191,67 @@ test('providers: Claude Code is the default and gets no badge; the others do', (
   assert.equal(providerBadge('acp'), 'ACP agent');
   assert.equal(providerBadge('some-new-one'), 'some-new-one');
   assert.equal(providerLabel(undefined), 'Claude Code');
+});
+
+test('team: the events that may change a session\'s teammates or tasks', () => {
+  const tools = new Set<string>();
+  const ev = (type: string, more: Record<string, unknown> = {}) => ({ type, sessionId: 's', ...more });
+  assert.ok(touchesTeam(ev('tool_call', { toolId: 't1', toolName: 'Task' }), tools));
+  assert.ok(touchesTeam(ev('tool_call', { toolId: 't2', toolName: 'Agent' }), tools));
+  assert.ok(!touchesTeam(ev('tool_call', { toolId: 't3', toolName: 'Bash' }), tools));
+  assert.ok(touchesTeam(ev('tool_result', { toolId: 't1' }), tools), 'the end of a Task call');
+  assert.ok(!touchesTeam(ev('tool_result', { toolId: 't3' }), tools), 'the end of a Bash call');
+  assert.ok(touchesTeam(ev('lead_output', { text: 'x', parentToolUseId: 't2' }), tools), 'a subagent\'s item');
+  assert.ok(!touchesTeam(ev('lead_output', { text: 'x' }), tools));
+  assert.ok(touchesTeam(ev('task_sync', { tasks: [] }), tools));
+  assert.ok(touchesTeam(ev('turn_complete'), tools));
+  assert.ok(!touchesTeam(ev('usage'), tools));
+});
+
+test('team: tasks show their owner\'s name and what blocks them', () => {
+  const mate = (agentId: string, name: string): Teammate => ({ agentId, sessionId: 's', name, agentType: 'subagent', status: 'working', output: '', kind: 'subagent' });
+  const rows = taskRows({
+    teammates: [mate('a1', 'researcher')],
+    tasks: [
+      { id: 'o/1', subject: 'research', status: 'completed', assignedAgentId: 'a1', blocks: ['o/2'], blockedBy: [] },
+      { id: 'o/2', subject: 'build', status: 'pending', assignedAgentId: 'a9', blocks: [], blockedBy: ['o/1', 'gone'] },
+      { id: '3', subject: 'todo', status: 'in_progress', blocks: [], blockedBy: [] },
+    ],
+  });
+  assert.deepEqual(rows.map((r) => [r.owner, r.blockedBy]), [['researcher', []], ['a9', ['research', 'gone']], ['', []]]);
+  const m = mate('a1', 'x');
+  assert.equal(statusLabel({ ...m, status: 'stopped', subagentStatus: 'completed' }), 'stopped');
+  assert.equal(statusLabel({ ...m, status: 'stopped', subagentStatus: 'failed' }), 'stopped (failed)');
+  assert.equal(statusLabel({ ...m, status: 'idle' }), 'idle');
+});
+
+test('team: re-read at most once per MIN_GAP, and an agent without TeamService is remembered', async () => {
+  const g = globalThis as unknown as Record<string, unknown>;
+  const saved = { fetch: g.fetch, document: g.document };
+  const calls: string[] = [];
+  let status = 200;
+  g.document = { visibilityState: 'hidden' };
+  g.fetch = async (url: string) => {
+    calls.push(url);
+    return new Response(status === 200 ? (url.endsWith('/tasks') ? '[]' : '[{"agentId":"a","status":"working"}]') : '{"error":"no","code":"UNIMPLEMENTED"}', { status });
+  };
+  const settle = () => new Promise((r) => setTimeout(r, 20));
+  try {
+    const stop = watchTeam('sx');
+    await settle();
+    assert.deepEqual(calls, ['/api/sessions/sx/teammates', '/api/sessions/sx/tasks']);
+    assert.equal(team('sx').teammates.length, 1);
+    refreshTeam('sx');
+    refreshTeam('sx');
+    await settle();
+    assert.equal(calls.length, 2, 'no second read within MIN_GAP');
+    status = 501;
+    await new Promise((r) => setTimeout(r, MIN_GAP));
+    assert.equal(calls.length, 4, 'one read after MIN_GAP');
+    assert.ok(team('sx').unsupported);
+    stop();
+  } finally {
+    g.fetch = saved.fetch;
+    g.document = saved.document;
+  }
 });

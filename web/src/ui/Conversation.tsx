@@ -11,9 +11,10 @@ import {
   type QuestionItem, type TextItem, type ToolItem,
 } from '../store';
 import { href } from '../router';
-import type { FileAttachment, Session, Task } from '../types';
+import type { FileAttachment, Session } from '../types';
 import { Attachments, money, readImages, Spinner, StatusChip, TopBar } from './common';
 import { shortPath } from './Sessions';
+import { TeamPanel } from './Team';
 
 export function Conversation({ machine, session }: { machine: string; session: string }) {
   const s = useAppState();
@@ -139,7 +140,7 @@ export function Conversation({ machine, session }: { machine: string; session: s
           )}
           <div class="log-end" ref={endRef} aria-hidden="true" />
         </div>
-        {c.tasks.length > 0 && <Todos tasks={c.tasks} />}
+        <TeamPanel session={session} todos={c.tasks} />
         <Composer session={session} busy={busy} onSend={toBottom} />
       </main>
     </div>
@@ -398,28 +399,6 @@ function Question({ it, c, open }: { it: QuestionItem; c: Conv; open: boolean })
         </p>
       )}
     </form>
-  );
-}
-
-function Todos({ tasks }: { tasks: Task[] }) {
-  const done = tasks.filter((t) => t.status === 'completed').length;
-  const now = tasks.find((t) => t.status === 'in_progress');
-  return (
-    <details class="todos" data-testid="todo-list">
-      <summary>
-        Tasks {done}/{tasks.length}
-        {now && <span class="muted"> · {now.activeForm || now.subject}</span>}
-      </summary>
-      <ul aria-label="Tasks">
-        {tasks.map((t) => (
-          <li key={t.id} class={'todo ' + t.status}>
-            <span aria-hidden="true">{t.status === 'completed' ? '☑' : t.status === 'in_progress' ? '◐' : '☐'}</span>{' '}
-            <span class="sr-only">{t.status.replace('_', ' ')}: </span>
-            {t.status === 'in_progress' && t.activeForm ? t.activeForm : t.subject}
-          </li>
-        ))}
-      </ul>
-    </details>
   );
 }
 

@@ -5,6 +5,7 @@ import { applyTheme, changed, errText, logout, state, toast, useAppState, type T
 import { href } from '../router';
 import type { PermissionRule, PushState, UsageReport } from '../types';
 import { ago, ErrorBox, money, Spinner, TopBar } from './common';
+import { Specs } from './Specs';
 
 export function Settings() {
   const s = useAppState();
@@ -37,6 +38,7 @@ export function Settings() {
         </section>
         <Push />
         <Rules />
+        <Specs />
         <UsageTotals />
       </main>
     </>
