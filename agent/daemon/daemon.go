@@ -238,7 +238,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	gitlabSvc, err := gitlab.New(gitlab.Options{Config: cfg.GitLab, SessionDir: gitlab.SessionDirs(mgr.Get), Logger: log})
+	gitlabSvc, err := gitlab.New(gitlab.Options{Config: cfg.GitLab, SessionDir: gitlab.SessionDirs(mgr.Get), Logger: log,
+		TracerProvider: cfg.Tracing.TracerProvider()})
 	if err != nil {
 		mgr.Close(context.Background())
 		return err

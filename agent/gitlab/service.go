@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	gl "gitlab.com/gitlab-org/api/client-go"
+	"go.opentelemetry.io/otel/trace"
 
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
@@ -26,6 +27,10 @@ type Options struct {
 	Git string
 	// HTTPClient, if set, carries the calls to GitLab (tests, proxies).
 	HTTPClient *http.Client
+	// TracerProvider, if set, gives every HTTP request to GitLab a client
+	// span under the gRPC call's (trace.go); no trace context is sent to
+	// GitLab.
+	TracerProvider trace.TracerProvider
 	// Logger gets failed GitLab calls (never the token); default: discard.
 	Logger *slog.Logger
 }
@@ -61,7 +66,7 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := newClient(opts.Config, base, token, opts.HTTPClient)
+	c, err := newClient(opts.Config, base, token, tracedClient(opts.HTTPClient, opts.TracerProvider))
 	if err != nil {
 		return nil, err
 	}
