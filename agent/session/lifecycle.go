@@ -199,6 +199,9 @@ func (m *Manager) Delete(ctx context.Context, id string) (wasActive bool, err er
 	s.stopProcess()
 	<-stopped
 	s.clearPending()
+	// No event of a deleted session is published: its turn's span ends
+	// here, or it would never be exported.
+	s.abandonTurnSpans("deleted", whyDeleted)
 	s.closeSubscribers(ErrNotFound)
 
 	ctx = context.WithoutCancel(ctx)

@@ -378,7 +378,13 @@ func (m *Manager) Close(ctx context.Context) error {
 		s.closeSubscribers(ErrClosed)
 	}
 	m.feed.close(ErrClosed)
-	return m.log.Close()
+	err := m.log.Close()
+	// A turn whose end the log did not publish (it failed, or the CLI
+	// was not stopped) still gets its span ended, and so exported.
+	for _, s := range all {
+		s.abandonTurnSpans("interrupted", whyInterrupted)
+	}
+	return err
 }
 
 // SlowConsumer is the error for a client cut off after receiving lastSeq.
