@@ -5,8 +5,8 @@
 // - shows push notifications (payload of docs/web-api.md) and answers permission requests
 //   from their Allow / Deny actions without opening a window.
 /* eslint-env serviceworker */
-const VERSION = "610f92289495b532";
-const PRECACHE = ["/","/assets/index-_NSTsTw-.js","/assets/index-td60VMyz.css","/icon-192.png","/icon-512.png","/icon.svg","/index.html","/manifest.webmanifest"];
+const VERSION = "c4d12ac8e5c69f3d";
+const PRECACHE = ["/","/assets/index-BtKh_3zy.js","/assets/index-td60VMyz.css","/icon-192.png","/icon-512.png","/icon.svg","/index.html","/manifest.webmanifest"];
 const CACHE = 'betcode-shell-' + VERSION;
 
 self.addEventListener('install', (e) => {

@@ -78,7 +78,8 @@ function Mate({ m }: { m: Teammate }) {
         <div class="mate-body">
           {m.error && <p class="error small">{m.error}</p>}
           {m.output ? (
-            <pre class="code out mate-out" data-testid="teammate-output">{m.output}</pre>
+            // Focusable: a long output scrolls, and keyboard users must reach it.
+            <pre class="code out mate-out" data-testid="teammate-output" tabIndex={0}>{m.output}</pre>
           ) : (
             <p class="muted small">No output yet.</p>
           )}
