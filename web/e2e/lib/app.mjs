@@ -116,3 +116,37 @@ export const sessionURL = (page) => page.url();
 export async function visible(page, id) {
   return page.locator(tid(id)).first().isVisible();
 }
+
+/**
+ * withAxe loads axe-core into every page of ctx before the app's own
+ * scripts (an init script, so the app's CSP does not apply to it).
+ */
+export async function withAxe(ctx) {
+  const { createRequire } = await import('node:module');
+  const { readFileSync } = await import('node:fs');
+  const src = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+  await ctx.addInitScript({ content: src });
+}
+
+/**
+ * a11y runs axe-core's WCAG 2.1 A and AA rules on the elements matching
+ * selectors (all present), in the light and the dark colour scheme, and
+ * returns the violations as {scheme, rule, impact, targets}.
+ */
+export async function a11y(page, selectors) {
+  const out = [];
+  for (const scheme of ['light', 'dark']) {
+    await page.emulateMedia({ colorScheme: scheme });
+    await page.waitForTimeout(100); // the theme's transition-free repaint
+    const vs = await page.evaluate(
+      (include) =>
+        window.axe
+          .run({ include: include.map((s) => [s]) }, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } })
+          .then((r) => r.violations.map((v) => ({ rule: v.id, impact: v.impact, targets: v.nodes.map((n) => n.target.join(' ')) }))),
+      selectors,
+    );
+    for (const v of vs) out.push({ scheme, ...v });
+  }
+  await page.emulateMedia({ colorScheme: null });
+  return out;
+}
