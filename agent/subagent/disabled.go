@@ -48,3 +48,8 @@ func (Disabled) WatchOrchestration(*pb.WatchOrchestrationRequest, pb.SubagentSer
 func (Disabled) CancelOrchestration(context.Context, *pb.CancelOrchestrationRequest) (*pb.CancelOrchestrationResponse, error) {
 	return nil, ErrDisabled
 }
+
+// ListOrchestrations fails with ErrDisabled.
+func (Disabled) ListOrchestrations(context.Context, *pb.ListOrchestrationsRequest) (*pb.ListOrchestrationsResponse, error) {
+	return nil, ErrDisabled
+}

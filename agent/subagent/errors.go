@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/betcode-dev/betcode/agent/provider"
 	"github.com/betcode-dev/betcode/agent/server"
 	"github.com/betcode-dev/betcode/agent/session"
 )
@@ -23,6 +24,15 @@ const (
 	// (NOT_FOUND); the spec names no code for them.
 	CodeSubagentNotFound      = "SUBAGENT_NOT_FOUND"
 	CodeOrchestrationNotFound = "ORCHESTRATION_NOT_FOUND"
+	// CodeSpecNotFound: teammate_spec_id names no saved teammate spec
+	// (NOT_FOUND).
+	CodeSpecNotFound = "SPEC_NOT_FOUND"
+	// CodeSpecsUnavailable: teammate_spec_id on an agent without teammate
+	// specs (FAILED_PRECONDITION).
+	CodeSpecsUnavailable = "TEAMMATE_SPECS_UNAVAILABLE"
+	// CodeNotARepository: create_worktree in a directory outside any git
+	// repository (FAILED_PRECONDITION), as WorktreeService says it.
+	CodeNotARepository = "NOT_A_REPOSITORY"
 )
 
 // ErrDisabled is the error of every call when the subagent_orchestration
@@ -39,6 +49,10 @@ func fail(c codes.Code, code, format string, args ...any) error {
 func sessionStatus(err error, what string) error {
 	var inv *session.InvalidError
 	var dirErr *session.DirectoryError
+	var unsup *provider.UnsupportedError
+	var missing *provider.NotInstalledError
+	var unconf *provider.NotConfiguredError
+	var pool *session.PoolExhaustedError
 	switch {
 	case errors.Is(err, session.ErrNotFound):
 		return fail(codes.NotFound, CodeSessionNotFound, "%s: session does not exist", what)
@@ -52,6 +66,37 @@ func sessionStatus(err error, what string) error {
 		return fail(codes.InvalidArgument, server.CodeInvalidArgument, "%s: %s", what, dirErr.Error())
 	case errors.As(err, &inv):
 		return fail(codes.InvalidArgument, server.CodeInvalidArgument, "%s: %s", what, inv.Msg)
+	// The provider errors as AgentService answers them (BETCODE-2002: the
+	// provider cannot run here; BETCODE-2030: it is not configured).
+	case errors.As(err, &unsup):
+		return fail(codes.InvalidArgument, "BETCODE-2002", "BETCODE-2002: %s: %v", what, unsup)
+	case errors.As(err, &missing):
+		return fail(codes.InvalidArgument, "BETCODE-2002", "BETCODE-2002: %s: %v", what, missing)
+	case errors.As(err, &unconf):
+		return fail(codes.Unavailable, "BETCODE-2030", "BETCODE-2030: %s: %v", what, unconf)
+	case errors.As(err, &pool):
+		return fail(codes.ResourceExhausted, server.CodePoolExhausted, "%s: %v", what, pool)
+	}
+	if st, ok := status.FromError(err); ok {
+		// Already a status (the worktree service's, e.g. WORKTREE_NOT_FOUND):
+		// keep its code and details, say what failed.
+		return prefixStatus(st, what)
 	}
 	return fail(codes.Internal, server.CodeInternal, "%s: %v", what, err)
+}
+
+// prefixStatus is st with its message prefixed by what.
+func prefixStatus(st *status.Status, what string) error {
+	p := st.Proto()
+	p.Message = what + ": " + p.Message
+	return status.ErrorProto(p)
+}
+
+// errorCode is the BetCode code of a status error ("" for none).
+func errorCode(err error) string { return server.BetCodeCode(err) }
+
+// isShutdown reports whether err (a status of sessionStatus) says the agent
+// is shutting down.
+func isShutdown(err error) bool {
+	return server.BetCodeCode(err) == server.CodeAgentShuttingDown
 }

@@ -2,6 +2,7 @@ package subagent
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -45,14 +46,18 @@ func newFakeSteps(ids ...string) *fakeSteps {
 	return f
 }
 
-func (f *fakeSteps) run(ctx context.Context, step *pb.OrchestrationStep, _ string, started func(string)) stepResult {
+func (f *fakeSteps) run(ctx context.Context, step *pb.OrchestrationStep, _ string, attempt uint32, started func(string)) stepResult {
 	id := step.GetId()
 	f.mu.Lock()
 	f.running++
 	f.maxRun = max(f.maxRun, f.running)
-	f.log = append(f.log, "start "+id)
+	if attempt > 1 {
+		f.log = append(f.log, fmt.Sprintf("start %s#%d", id, attempt))
+	} else {
+		f.log = append(f.log, "start "+id)
+	}
 	f.mu.Unlock()
-	started("sa-" + id)
+	started(fmt.Sprintf("sa-%s-%d", id, attempt))
 	f.started <- id
 	var res stepResult
 	select {
@@ -68,7 +73,11 @@ func (f *fakeSteps) run(ctx context.Context, step *pb.OrchestrationStep, _ strin
 }
 
 func (f *fakeSteps) end(id string, st pb.SubagentStatus, cost float64) {
-	f.release[id] <- stepResult{status: st, result: "result of " + id, costUSD: cost}
+	res := stepResult{status: st, result: "result of " + id, costUSD: cost}
+	if st == stFailed {
+		res.err = "AGENT_ERROR: " + id + " failed"
+	}
+	f.release[id] <- res
 }
 
 // waitStart waits for the next step to start and checks which.

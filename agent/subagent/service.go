@@ -11,6 +11,8 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/betcode-dev/betcode/agent/server"
 	"github.com/betcode-dev/betcode/agent/session"
@@ -21,8 +23,9 @@ import (
 type Options struct {
 	Logger *slog.Logger
 	Now    func() time.Time
-	// MaxParallel is the most steps of one orchestration running at once;
-	// a request's max_parallel may only lower it [4].
+	// MaxParallel is the most steps of one orchestration running at once
+	// (the daemon's subagent-max-parallel, at most MaxParallelLimit); a
+	// request's max_parallel may only lower it [4].
 	MaxParallel int
 	// MaxPerParent is the most unfinished subagents SpawnSubagent starts
 	// for one parent session (SUBAGENT_LIMIT beyond) [16].
@@ -35,9 +38,17 @@ type Options struct {
 	// Specs resolves SubagentSpec.teammate_spec_id; nil: a spec naming
 	// one is refused (FAILED_PRECONDITION).
 	Specs SpecResolver
+	// Worktrees makes the worktrees of create_worktree; nil: refused.
+	Worktrees Worktrees
+	// Store keeps subagents and orchestrations across restarts [the
+	// manager's event log].
+	Store KV
 }
 
-func (o *Options) setDefaults() {
+// MaxParallelLimit is the highest Options.MaxParallel.
+const MaxParallelLimit = 16
+
+func (o *Options) setDefaults(m *session.Manager) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -47,8 +58,12 @@ func (o *Options) setDefaults() {
 	if o.MaxParallel <= 0 {
 		o.MaxParallel = 4
 	}
+	o.MaxParallel = min(o.MaxParallel, MaxParallelLimit)
 	if o.MaxPerParent <= 0 {
 		o.MaxPerParent = 16
+	}
+	if o.Store == nil && m != nil {
+		o.Store = m.Log()
 	}
 }
 
@@ -65,22 +80,28 @@ type Service struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	store store
+
 	mu        sync.Mutex
 	subagents map[string]*subagent
 	order     []*subagent // oldest first
 	orchs     map[string]*orchestration
+	orchOrder []*orchestration  // oldest first
 	worktrees map[string]string // worktree id -> unfinished subagent using it
 }
 
 var _ pb.SubagentServiceServer = (*Service)(nil)
 
-// New returns a Service over m. It stops (cancelling every subagent and
-// orchestration) when Close is called or m closes.
+// New returns a Service over m, with the subagents and orchestrations of
+// earlier runs of the agent (those that were running reported FAILED,
+// "interrupted by an agent restart"). It stops (cancelling every subagent
+// and orchestration) when Close is called or m closes.
 func New(m *session.Manager, opt Options) *Service {
-	opt.setDefaults()
+	opt.setDefaults(m)
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Service{m: m, opt: opt, ctx: ctx, cancel: cancel,
+	s := &Service{m: m, opt: opt, ctx: ctx, cancel: cancel, store: store{kv: opt.Store},
 		subagents: map[string]*subagent{}, orchs: map[string]*orchestration{}, worktrees: map[string]string{}}
+	s.restore(ctx)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -134,7 +155,11 @@ func (s *Service) SpawnSubagent(ctx context.Context, req *pb.SpawnSubagentReques
 	if err := checkSpec(spec, ""); err != nil {
 		return nil, err
 	}
-	sa, err := s.spawn(ctx, req.GetParentSessionId(), spec, spec.GetPrompt(), "", "", true)
+	spec, err := s.resolveSpec(ctx, spec, "")
+	if err != nil {
+		return nil, err
+	}
+	sa, err := s.spawn(ctx, spawnRequest{parent: req.GetParentSessionId(), spec: spec, prompt: spec.GetPrompt(), limit: true})
 	if err != nil {
 		return nil, err
 	}
@@ -183,15 +208,35 @@ func (s *Service) CancelSubagent(ctx context.Context, req *pb.CancelSubagentRequ
 
 // CreateOrchestration validates a plan and starts running it.
 func (s *Service) CreateOrchestration(ctx context.Context, req *pb.CreateOrchestrationRequest) (*pb.CreateOrchestrationResponse, error) {
-	if _, err := s.m.Get(ctx, req.GetParentSessionId()); err != nil {
+	parent, err := s.m.Get(ctx, req.GetParentSessionId())
+	if err != nil {
 		return nil, sessionStatus(err, "parent session")
 	}
+	// The steps as they will run: teammate specs applied once, so that
+	// every attempt runs the same spec.
+	steps := make([]*pb.OrchestrationStep, 0, len(req.GetSteps()))
 	for i, st := range req.GetSteps() {
-		if err := checkSpec(st.GetSpec(), stepName(i, st.GetId())); err != nil {
+		what := stepName(i, st.GetId())
+		if err := checkSpec(st.GetSpec(), what); err != nil {
 			return nil, err
 		}
+		if n := st.GetMaxAttempts(); n > MaxAttemptsLimit {
+			return nil, fail(codes.InvalidArgument, server.CodeInvalidArgument, "%s: max_attempts %d is more than %d", what, n, MaxAttemptsLimit)
+		}
+		if _, err := planSession(parent, st.GetSpec(), what); err != nil {
+			return nil, err
+		}
+		spec, err := s.resolveSpec(ctx, st.GetSpec(), what)
+		if err != nil {
+			return nil, err
+		}
+		run := proto.CloneOf(st)
+		run.Spec = spec
+		steps = append(steps, run)
 	}
-	o, err := newOrchestration(uuid.NewString(), req, s.opt.MaxParallel, s.opt.MaxCostUSD, s.opt.Now)
+	plan := proto.CloneOf(req)
+	plan.Steps = steps
+	o, err := newOrchestration(uuid.NewString(), plan, s.opt.MaxParallel, s.opt.MaxCostUSD, s.opt.Now)
 	var perr *PlanError
 	if errors.As(err, &perr) {
 		return nil, fail(codes.InvalidArgument, CodeDAGCycle, "invalid orchestration plan: %s", perr.Msg)
@@ -199,7 +244,15 @@ func (s *Service) CreateOrchestration(ctx context.Context, req *pb.CreateOrchest
 	if err != nil {
 		return nil, err
 	}
+	o.save = s.saveOrchestration
 	log := s.opt.Logger.With("orchestration_id", o.id, "parent_session_id", o.parent)
+	// Saved and registered before it starts, so that its first step's
+	// update never precedes its record.
+	o.persist()
+	s.mu.Lock()
+	s.orchs[o.id] = o
+	s.orchOrder = append(s.orchOrder, o)
+	s.mu.Unlock()
 	started := s.start(func() {
 		o.run(s.ctx, s.runStep(o))
 		snap := o.snapshot()
@@ -209,21 +262,23 @@ func (s *Service) CreateOrchestration(ctx context.Context, req *pb.CreateOrchest
 		log.Info("subagent: orchestration ended", "status", snap.GetStatus().String(), "reason", reason, "cost_usd", o.totalCost())
 	})
 	if !started {
+		// The agent is stopping: it never ran, and the next agent reports
+		// it interrupted.
+		o.interrupt()
+		o.finish(pb.OrchestrationStatus_ORCHESTRATION_STATUS_CANCELLED)
+		close(o.done)
 		return nil, sessionStatus(session.ErrClosed, "create orchestration")
 	}
-	s.mu.Lock()
-	s.orchs[o.id] = o
-	s.mu.Unlock()
 	log.Info("subagent: orchestration started", "steps", len(o.steps), "max_parallel", o.limit)
 	return &pb.CreateOrchestrationResponse{Orchestration: o.snapshot()}, nil
 }
 
-// runStep runs an orchestration's step as a subagent.
+// runStep runs an attempt of an orchestration's step as a subagent.
 func (s *Service) runStep(o *orchestration) stepRun {
-	return func(ctx context.Context, step *pb.OrchestrationStep, prompt string, started func(string)) stepResult {
-		sa, err := s.spawn(ctx, o.parent, step.GetSpec(), prompt, o.id, step.GetId(), false)
+	return func(ctx context.Context, step *pb.OrchestrationStep, prompt string, attempt uint32, started func(string)) stepResult {
+		sa, err := s.spawn(ctx, spawnRequest{parent: o.parent, spec: step.GetSpec(), prompt: prompt, orch: o.id, step: step.GetId(), attempt: attempt})
 		if err != nil {
-			return stepResult{status: pb.SubagentStatus_SUBAGENT_STATUS_FAILED, err: err.Error()}
+			return stepResult{status: pb.SubagentStatus_SUBAGENT_STATUS_FAILED, err: status.Convert(err).Message(), interrupted: isShutdown(err)}
 		}
 		started(sa.id)
 		select {
@@ -263,13 +318,28 @@ func (s *Service) CancelOrchestration(ctx context.Context, req *pb.CancelOrchest
 	return &pb.CancelOrchestrationResponse{Orchestration: o.snapshot()}, nil
 }
 
+// ListOrchestrations lists orchestrations, oldest first.
+func (s *Service) ListOrchestrations(_ context.Context, req *pb.ListOrchestrationsRequest) (*pb.ListOrchestrationsResponse, error) {
+	s.mu.Lock()
+	all := slices.Clone(s.orchOrder)
+	s.mu.Unlock()
+	out := &pb.ListOrchestrationsResponse{}
+	for _, o := range all {
+		if p := req.GetParentSessionId(); p != "" && o.parent != p {
+			continue
+		}
+		out.Orchestrations = append(out.Orchestrations, o.snapshot())
+	}
+	return out, nil
+}
+
 func (s *Service) subagent(id string) (*subagent, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sa := s.subagents[id]; sa != nil {
 		return sa, nil
 	}
-	return nil, fail(codes.NotFound, CodeSubagentNotFound, "subagent %q does not exist (subagents are forgotten when the agent restarts; their sessions remain)", id)
+	return nil, fail(codes.NotFound, CodeSubagentNotFound, "subagent %q does not exist", id)
 }
 
 func (s *Service) orchestration(id string) (*orchestration, error) {
@@ -278,7 +348,7 @@ func (s *Service) orchestration(id string) (*orchestration, error) {
 	if o := s.orchs[id]; o != nil {
 		return o, nil
 	}
-	return nil, fail(codes.NotFound, CodeOrchestrationNotFound, "orchestration %q does not exist (orchestrations are forgotten when the agent restarts)", id)
+	return nil, fail(codes.NotFound, CodeOrchestrationNotFound, "orchestration %q does not exist", id)
 }
 
 // callUser is the user the relay made the call for, or "" locally.

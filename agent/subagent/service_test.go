@@ -9,34 +9,70 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/betcode-dev/betcode/agent/claude"
 	"github.com/betcode-dev/betcode/agent/internal/testenv"
+	"github.com/betcode-dev/betcode/agent/provider"
 	"github.com/betcode-dev/betcode/agent/server"
 	"github.com/betcode-dev/betcode/agent/session"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 	"github.com/betcode-dev/betcode/shared/claudecli"
+	"github.com/betcode-dev/betcode/shared/fakeapi"
 )
 
-// newService returns a Service over a Manager driving the real Claude Code
-// CLI against the fake API, and a parent session.
+// env is a Manager driving the real Claude Code CLI against the fake API,
+// with a parent session.
+type env struct {
+	t      *testing.T
+	home   string
+	db     string
+	fake   *fakeapi.Server
+	m      *session.Manager
+	parent string
+}
+
+// newEnv opens a manager (extra providers besides Claude Code, if any)
+// over a new event log.
+func newEnv(t *testing.T, extra ...provider.Provider) *env {
+	t.Helper()
+	e := &env{t: t, home: t.TempDir(), db: filepath.Join(t.TempDir(), "agent.db"), fake: testenv.FakeAPI(t)}
+	e.open(extra...)
+	parent, err := e.m.Create(context.Background(), session.CreateRequest{WorkingDirectory: e.home, Name: "parent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.parent = parent.ID()
+	return e
+}
+
+// open opens the manager over e's event log (again, after closeManager:
+// a restarted agent).
+func (e *env) open(extra ...provider.Provider) {
+	e.t.Helper()
+	claudeBin := testenv.RealClaude(e.t)
+	m, err := session.Open(context.Background(), session.Config{
+		ClaudeBin: claudeBin, ClaudeEnv: claudecli.Env(e.home, e.fake.URL()),
+		Providers:  provider.NewRegistry(append([]provider.Provider{&claude.Provider{Bin: claudeBin}}, extra...)...),
+		DefaultDir: e.home, CancelGrace: time.Second, StopGrace: 2 * time.Second,
+	}, e.db)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.m = m
+	e.t.Cleanup(func() { _ = m.Close(context.Background()) })
+}
+
+// service starts a Service over e's manager.
+func (e *env) service(opt Options) *Service {
+	svc := New(e.m, opt)
+	e.t.Cleanup(svc.Close)
+	return svc
+}
+
+// newService returns a Service over a new env, and the parent session.
 func newService(t *testing.T, opt Options) (*Service, string) {
 	t.Helper()
-	home := t.TempDir()
-	fake := testenv.FakeAPI(t)
-	m, err := session.Open(context.Background(), session.Config{
-		ClaudeBin: testenv.RealClaude(t), ClaudeEnv: claudecli.Env(home, fake.URL()),
-		DefaultDir: home, CancelGrace: time.Second, StopGrace: 2 * time.Second,
-	}, filepath.Join(t.TempDir(), "agent.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close(context.Background()) })
-	svc := New(m, opt)
-	t.Cleanup(svc.Close)
-	parent, err := m.Create(context.Background(), session.CreateRequest{WorkingDirectory: home, Name: "parent"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return svc, parent.ID()
+	e := newEnv(t)
+	return e.service(opt), e.parent
 }
 
 func wantCode(t *testing.T, what string, err error, c codes.Code, code string) {
@@ -124,6 +160,7 @@ func TestDisabledRefusesEveryCall(t *testing.T) {
 	_, errs["CreateOrchestration"] = d.CreateOrchestration(ctx, nil)
 	errs["WatchOrchestration"] = d.WatchOrchestration(nil, nil)
 	_, errs["CancelOrchestration"] = d.CancelOrchestration(ctx, nil)
+	_, errs["ListOrchestrations"] = d.ListOrchestrations(ctx, nil)
 	for name, err := range errs {
 		wantCode(t, name, err, codes.Unimplemented, server.CodeNotImplemented)
 	}

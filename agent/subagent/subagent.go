@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/betcode-dev/betcode/agent/provider"
 	"github.com/betcode-dev/betcode/agent/server"
 	"github.com/betcode-dev/betcode/agent/session"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
@@ -25,7 +26,9 @@ const (
 	MetaID            = metaPrefix + "id"
 	MetaOrchestration = metaPrefix + "orchestration_id"
 	MetaStep          = metaPrefix + "step_id"
+	MetaAttempt       = metaPrefix + "attempt" // of its orchestration step, "1", "2", ...
 	MetaName          = metaPrefix + "name"
+	MetaTeammateSpec  = metaPrefix + "teammate_spec_id"
 	MetaStatus        = metaPrefix + "status" // final status, e.g. "completed"
 	MetaError         = metaPrefix + "error"
 	metaClientPrefix  = metaPrefix + "meta." // SubagentSpec.metadata
@@ -34,12 +37,20 @@ const (
 // subagent is one subagent: a session running one prompt.
 type subagent struct {
 	id, parent, name, model, worktree, orch, step string
+	sessionID                                     string
+	attempt                                       uint32 // within its step; 0 outside an orchestration
+	provider                                      pb.SessionProvider
+	maxTurns                                      uint32 // 0: none
 	created                                       time.Time
 	// autoApprove: permission requests (for tools other than the allowed
 	// ones, which run without one) are denied rather than asked.
 	autoApprove bool
-	sess        *session.Session
-	now         func() time.Time
+	// sess is the subagent's session; nil for one restored from the store
+	// (it is loaded when watched).
+	sess *session.Session
+	now  func() time.Time
+	// saveMu orders the saves of its record.
+	saveMu sync.Mutex
 
 	mu         sync.Mutex
 	status     pb.SubagentStatus
@@ -51,12 +62,16 @@ type subagent struct {
 	stopReason string
 	usage      pb.UsageReport
 	cancelled  bool
-	changes    []*pb.SubagentStatusChange
-	changed    chan struct{} // closed and replaced on every change
-	done       chan struct{} // closed at the terminal status
+	// interrupted: ended by the agent's shutdown; its record is not
+	// saved any more, so that the next agent reports it interrupted.
+	interrupted bool
+	changes     []*pb.SubagentStatusChange
+	changed     chan struct{} // closed and replaced on every change
+	done        chan struct{} // closed at the terminal status
 }
 
-// checkSpec refuses a spec the service cannot run; what names the step.
+// checkSpec refuses a spec the service cannot run, whatever its parent;
+// what names the step.
 func checkSpec(spec *pb.SubagentSpec, what string) error {
 	prefix := ""
 	if what != "" {
@@ -67,12 +82,60 @@ func checkSpec(spec *pb.SubagentSpec, what string) error {
 		return fail(codes.InvalidArgument, server.CodeInvalidArgument, "%sspec.prompt is required", prefix)
 	case spec.GetAutoApprove() && len(spec.GetAllowedTools()) == 0:
 		return fail(codes.InvalidArgument, CodeInvalidPermissionConfig, "%sauto_approve requires allowed_tools", prefix)
-	case spec.GetCreateWorktree():
-		return fail(codes.InvalidArgument, server.CodeInvalidArgument, "%screate_worktree is not supported yet: create one with WorktreeService.CreateWorktree and pass its worktree_id", prefix)
+	case spec.GetCreateWorktree() && spec.GetWorktreeId() != "":
+		return fail(codes.InvalidArgument, server.CodeInvalidArgument, "%sgive worktree_id or create_worktree, not both", prefix)
 	case spec.GetWorktreeId() != "" && spec.GetWorkingDirectory() != "":
 		return fail(codes.InvalidArgument, server.CodeInvalidArgument, "%sgive worktree_id or working_directory, not both", prefix)
+	case len(spec.GetProviderConfig()) > 0 && spec.GetProvider() == pb.SessionProvider_SESSION_PROVIDER_UNSPECIFIED:
+		return fail(codes.InvalidArgument, server.CodeInvalidArgument, "%sprovider_config requires provider (without one the subagent takes the parent's provider and its configuration)", prefix)
 	}
 	return nil
+}
+
+// sessionPlan is how a subagent's session runs: its provider, the
+// provider's configuration and environment, and the model.
+type sessionPlan struct {
+	provider    pb.SessionProvider
+	config, env map[string]string
+	model       string
+}
+
+// planSession works out a subagent's provider from its spec and parent:
+// the spec's provider with its provider_config, or the parent's provider
+// with the parent's configuration. The parent's environment and model go
+// along only with the parent's provider. A max_turns the provider cannot
+// honour is refused.
+func planSession(parent *session.Session, spec *pb.SubagentSpec, what string) (sessionPlan, error) {
+	parentKind := provider.Default(parent.Provider())
+	config, env := parent.ProviderConfig()
+	p := sessionPlan{provider: parentKind, config: config, env: env, model: spec.GetModel()}
+	if k := spec.GetProvider(); k != pb.SessionProvider_SESSION_PROVIDER_UNSPECIFIED {
+		p.provider, p.config = provider.Default(k), spec.GetProviderConfig()
+		if p.provider != parentKind {
+			p.env = nil
+		}
+	}
+	if p.model == "" && p.provider == parentKind {
+		p.model = parent.Meta().Model
+	}
+	if n := spec.GetMaxTurns(); n > 0 && !honoursMaxTurns(p.provider) {
+		prefix := ""
+		if what != "" {
+			prefix = what + ": "
+		}
+		return p, fail(codes.InvalidArgument, server.CodeInvalidArgument,
+			"%smax_turns %d: provider %s cannot bound a subagent's turns (claude-code and openai-api can)", prefix, n, provider.Name(p.provider))
+	}
+	return p, nil
+}
+
+// honoursMaxTurns reports whether sessions of kind take a turn limit.
+func honoursMaxTurns(kind pb.SessionProvider) bool {
+	switch kind {
+	case pb.SessionProvider_SESSION_PROVIDER_CLAUDE_CODE, pb.SessionProvider_SESSION_PROVIDER_OPENAI_API:
+		return true
+	}
+	return false
 }
 
 func stepName(i int, id string) string {
@@ -82,36 +145,62 @@ func stepName(i int, id string) string {
 	return "step " + id
 }
 
-// spawn creates a subagent's session under parentID and sends it prompt.
-// With limit, the parent's MaxPerParent is enforced. Errors are statuses;
-// a session that was created but could not take the prompt gives a FAILED
-// subagent, not an error.
-func (s *Service) spawn(ctx context.Context, parentID string, spec *pb.SubagentSpec, prompt, orch, step string, limit bool) (*subagent, error) {
-	parent, err := s.m.Get(ctx, parentID)
+// spawnRequest is one subagent to start.
+type spawnRequest struct {
+	parent string
+	spec   *pb.SubagentSpec // teammate spec applied (resolveSpec)
+	prompt string
+	// orch, step and attempt place an orchestration step's subagent.
+	orch, step string
+	attempt    uint32
+	// limit enforces the parent's MaxPerParent.
+	limit bool
+}
+
+// spawn creates a subagent's session and sends it its prompt. Errors are
+// statuses; a session that was created but could not take the prompt
+// gives a FAILED subagent, not an error.
+func (s *Service) spawn(ctx context.Context, r spawnRequest) (*subagent, error) {
+	spec := r.spec
+	parent, err := s.m.Get(ctx, r.parent)
 	if err != nil {
 		return nil, sessionStatus(err, "parent session")
 	}
-	pm := parent.Meta()
-	dir, model, wt := spec.GetWorkingDirectory(), spec.GetModel(), spec.GetWorktreeId()
-	if dir == "" && wt == "" {
-		dir = pm.WorkingDirectory
+	plan, err := planSession(parent, spec, "")
+	if err != nil {
+		return nil, err
 	}
-	if model == "" {
-		model = pm.Model
+	dir, wt := spec.GetWorkingDirectory(), spec.GetWorktreeId()
+	if dir == "" && wt == "" {
+		dir = parent.Meta().WorkingDirectory
 	}
 	name := spec.GetName()
 	if name == "" {
-		name = step
+		name = r.step
 	}
 	if name == "" {
 		name = "subagent"
 	}
-	sa := &subagent{id: uuid.NewString(), parent: parentID, name: name, model: model, worktree: wt, orch: orch, step: step,
+	sa := &subagent{id: uuid.NewString(), parent: r.parent, name: name, model: plan.model, worktree: wt, orch: r.orch, step: r.step,
+		attempt: r.attempt, provider: plan.provider, maxTurns: spec.GetMaxTurns(),
 		autoApprove: spec.GetAutoApprove(), created: s.opt.Now(), now: s.opt.Now, changed: make(chan struct{}), done: make(chan struct{})}
-	if err := s.reserve(sa, limit); err != nil {
+	if err := s.reserve(sa, r.limit); err != nil {
 		return nil, err
 	}
-	md := map[string]string{MetaParent: parentID, MetaID: sa.id, MetaName: name, MetaOrchestration: orch, MetaStep: step}
+	if spec.GetCreateWorktree() {
+		id, err := s.createWorktree(ctx, dir, name, sa.id)
+		if err != nil {
+			s.release(sa)
+			return nil, err
+		}
+		s.holdWorktree(sa, id)
+		dir = ""
+	}
+	md := map[string]string{MetaParent: r.parent, MetaID: sa.id, MetaName: name, MetaOrchestration: r.orch, MetaStep: r.step,
+		MetaTeammateSpec: spec.GetTeammateSpecId()}
+	if r.attempt > 0 {
+		md[MetaAttempt] = fmt.Sprint(r.attempt)
+	}
 	for k, v := range spec.GetMetadata() {
 		md[metaClientPrefix+k] = v
 	}
@@ -120,23 +209,29 @@ func (s *Service) spawn(ctx context.Context, parentID string, spec *pb.SubagentS
 			delete(md, k)
 		}
 	}
-	config, env := parent.ProviderConfig()
 	sess, err := s.m.Create(ctx, session.CreateRequest{
-		WorkingDirectory: dir, Model: model, WorktreeID: wt, AllowedTools: spec.GetAllowedTools(),
+		WorkingDirectory: dir, Model: plan.model, WorktreeID: sa.worktree, AllowedTools: spec.GetAllowedTools(),
 		Metadata: md, Name: truncate("subagent "+name, session.MaxNameRunes), CreatedBy: callUser(ctx),
-		Provider: parent.Provider(), Env: env, ProviderConfig: config,
+		Provider: plan.provider, Env: plan.env, ProviderConfig: plan.config, MaxTurns: int(spec.GetMaxTurns()),
 	})
 	if err != nil {
 		s.release(sa)
 		return nil, sessionStatus(err, "create subagent session")
 	}
-	sa.sess = sess
+	sa.sess, sa.sessionID = sess, sess.ID()
+	if sa.model == "" {
+		sa.model = sess.Meta().Model
+	}
 	sa.setStatus(pb.SubagentStatus_SUBAGENT_STATUS_PENDING, "session "+sess.ID()+" created")
 	s.register(sa)
-	log := s.opt.Logger.With("subagent_id", sa.id, "session_id", sess.ID(), "parent_session_id", parentID)
+	s.save(sa)
+	log := s.opt.Logger.With("subagent_id", sa.id, "session_id", sess.ID(), "parent_session_id", r.parent)
 	from := sess.LastSeq()
-	if err := sess.Send(ctx, session.Message{Text: prompt, SentBy: callUser(ctx)}); err != nil {
+	if err := sess.Send(ctx, session.Message{Text: r.prompt, SentBy: callUser(ctx)}); err != nil {
 		log.Warn("subagent: could not start", "err", err)
+		if errors.Is(err, session.ErrClosed) || errors.Is(err, session.ErrDraining) {
+			sa.markInterrupted()
+		}
 		s.end(sa, pb.SubagentStatus_SUBAGENT_STATUS_FAILED, "could not start: "+err.Error())
 		return sa, nil
 	}
@@ -144,8 +239,11 @@ func (s *Service) spawn(ctx context.Context, parentID string, spec *pb.SubagentS
 	sa.started = s.opt.Now()
 	sa.mu.Unlock()
 	sa.setStatus(pb.SubagentStatus_SUBAGENT_STATUS_RUNNING, "prompt sent")
-	log.Info("subagent: started", "orchestration_id", orch, "step_id", step)
+	s.save(sa)
+	log.Info("subagent: started", "orchestration_id", r.orch, "step_id", r.step, "attempt", r.attempt,
+		"provider", provider.Name(sa.provider), "worktree_id", sa.worktree)
 	if !s.start(func() { s.follow(sa, from) }) {
+		sa.markInterrupted()
 		s.end(sa, pb.SubagentStatus_SUBAGENT_STATUS_CANCELLED, "the agent is shutting down")
 	}
 	return sa, nil
@@ -179,6 +277,14 @@ func (s *Service) reserve(sa *subagent, limit bool) error {
 	return nil
 }
 
+// holdWorktree gives sa the worktree made for it.
+func (s *Service) holdWorktree(sa *subagent, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sa.worktree = id
+	s.worktrees[id] = sa.id
+}
+
 // release frees the subagent's worktree.
 func (s *Service) release(sa *subagent) {
 	s.mu.Lock()
@@ -198,7 +304,9 @@ func (s *Service) register(sa *subagent) {
 // follow reads the subagent's turn until it ended and records the outcome.
 func (s *Service) follow(sa *subagent, from uint64) {
 	err := sa.sess.Stream(s.ctx, session.StreamOptions{From: from, UntilIdle: true}, func(ev *pb.AgentEvent) error {
-		sa.observe(ev)
+		if sa.observe(ev) {
+			s.save(sa)
+		}
 		if pr := ev.GetPermissionRequest(); pr != nil && sa.autoApprove {
 			s.deny(sa, pr)
 		}
@@ -218,7 +326,8 @@ func (s *Service) deny(sa *subagent, pr *pb.PermissionRequest) {
 	}
 }
 
-// end records a terminal status, in memory and in the session's metadata.
+// end records a terminal status: in memory, in the store and in the
+// session's metadata (unless the agent's shutdown ended it).
 func (s *Service) end(sa *subagent, st pb.SubagentStatus, msg string) {
 	sa.mu.Lock()
 	sa.finished = s.opt.Now()
@@ -227,18 +336,21 @@ func (s *Service) end(sa *subagent, st pb.SubagentStatus, msg string) {
 	} else if sa.errMsg == "" {
 		sa.errMsg = msg
 	}
-	errMsg := sa.errMsg
+	errMsg, interrupted := sa.errMsg, sa.interrupted
 	sa.mu.Unlock()
 	s.release(sa)
-	md := map[string]string{MetaStatus: statusWord(st)}
-	if st != pb.SubagentStatus_SUBAGENT_STATUS_COMPLETED {
-		md[MetaError] = errMsg
-	}
-	if err := sa.sess.SetMetadata(context.Background(), md); err != nil && !errors.Is(err, session.ErrNotFound) {
-		s.opt.Logger.Warn("subagent: saving status", "subagent_id", sa.id, "err", err)
+	if !interrupted {
+		md := map[string]string{MetaStatus: statusWord(st)}
+		if st != pb.SubagentStatus_SUBAGENT_STATUS_COMPLETED {
+			md[MetaError] = errMsg
+		}
+		if err := sa.sess.SetMetadata(context.Background(), md); err != nil && !errors.Is(err, session.ErrNotFound) {
+			s.opt.Logger.Warn("subagent: saving status", "subagent_id", sa.id, "err", err)
+		}
 	}
 	sa.setStatus(st, msg)
-	s.opt.Logger.Info("subagent: ended", "subagent_id", sa.id, "status", statusWord(st), "message", msg)
+	s.save(sa)
+	s.opt.Logger.Info("subagent: ended", "subagent_id", sa.id, "status", statusWord(st), "message", msg, "interrupted", interrupted)
 }
 
 // cancelSubagent cancels the subagent's turn; it reports whether the
@@ -258,8 +370,9 @@ func (s *Service) cancelSubagent(ctx context.Context, sa *subagent, reason strin
 	return true
 }
 
-// observe follows one event of the subagent's turn.
-func (sa *subagent) observe(ev *pb.AgentEvent) {
+// observe follows one event of the subagent's turn; it reports whether
+// the subagent's status changed.
+func (sa *subagent) observe(ev *pb.AgentEvent) bool {
 	var status pb.SubagentStatus
 	sa.mu.Lock()
 	switch e := ev.Event.(type) {
@@ -280,6 +393,8 @@ func (sa *subagent) observe(ev *pb.AgentEvent) {
 		}
 	case *pb.AgentEvent_Error:
 		sa.errMsg = e.Error.GetCode() + ": " + e.Error.GetMessage()
+		// The session manager ends running turns so when it closes.
+		sa.interrupted = sa.interrupted || e.Error.GetCode() == session.CodeAgentShuttingDown
 	case *pb.AgentEvent_TurnComplete:
 		sa.stopReason = e.TurnComplete.GetStopReason()
 	case *pb.AgentEvent_StatusChange:
@@ -295,7 +410,9 @@ func (sa *subagent) observe(ev *pb.AgentEvent) {
 	sa.mu.Unlock()
 	if status != pb.SubagentStatus_SUBAGENT_STATUS_UNSPECIFIED {
 		sa.setStatus(status, ev.GetStatusChange().GetMessage())
+		return true
 	}
+	return false
 }
 
 // outcome is the terminal status of a turn that was followed to its end
@@ -304,12 +421,22 @@ func (sa *subagent) outcome(err error, stopped bool) (pb.SubagentStatus, string)
 	sa.mu.Lock()
 	defer sa.mu.Unlock()
 	switch {
-	case err != nil && (stopped || errors.Is(err, session.ErrClosed)):
+	case sa.interrupted || (err != nil && (stopped || errors.Is(err, session.ErrClosed))):
+		sa.interrupted = true
 		return pb.SubagentStatus_SUBAGENT_STATUS_CANCELLED, "the agent is shutting down"
 	case err != nil:
 		return pb.SubagentStatus_SUBAGENT_STATUS_FAILED, "following the session: " + err.Error()
 	case sa.cancelled || sa.stopReason == "cancelled":
 		return pb.SubagentStatus_SUBAGENT_STATUS_CANCELLED, "cancelled"
+	case strings.Contains(sa.stopReason, "max_turns"):
+		// The CLI's error ("Reached maximum number of turns (N)") is in
+		// the session's events; say it in the subagent's terms.
+		if sa.maxTurns > 0 {
+			sa.errMsg = fmt.Sprintf("stopped by its turn limit (max_turns %d) before finishing", sa.maxTurns)
+		} else {
+			sa.errMsg = "stopped by the provider's turn limit before finishing"
+		}
+		return pb.SubagentStatus_SUBAGENT_STATUS_FAILED, sa.errMsg
 	case sa.errMsg != "":
 		return pb.SubagentStatus_SUBAGENT_STATUS_FAILED, "the turn failed"
 	case failedStop(sa.stopReason):
@@ -325,6 +452,12 @@ func failedStop(reason string) bool {
 		return true
 	}
 	return strings.HasPrefix(reason, "error_")
+}
+
+func (sa *subagent) markInterrupted() {
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
+	sa.interrupted = true
 }
 
 // setStatus records a status change and wakes the watchers.
@@ -360,7 +493,7 @@ func (sa *subagent) changesFrom(i int) ([]*pb.SubagentStatusChange, <-chan struc
 func (sa *subagent) stepResult() stepResult {
 	sa.mu.Lock()
 	defer sa.mu.Unlock()
-	return stepResult{status: sa.status, result: sa.result, err: sa.errMsg, costUSD: sa.usage.CostUsd}
+	return stepResult{status: sa.status, result: sa.result, err: sa.errMsg, costUSD: sa.usage.CostUsd, interrupted: sa.interrupted}
 }
 
 // proto is the Subagent message of sa.
@@ -368,9 +501,10 @@ func (sa *subagent) proto() *pb.Subagent {
 	sa.mu.Lock()
 	defer sa.mu.Unlock()
 	out := &pb.Subagent{
-		Id: sa.id, ParentSessionId: sa.parent, SessionId: sa.sess.ID(), Name: sa.name, Status: sa.status,
+		Id: sa.id, ParentSessionId: sa.parent, SessionId: sa.sessionID, Name: sa.name, Status: sa.status,
 		Model: sa.model, WorktreeId: sa.worktree, OrchestrationId: sa.orch, StepId: sa.step,
 		CreatedAt: timestamppb.New(sa.created), Result: sa.result, Usage: proto.Clone(&sa.usage).(*pb.UsageReport),
+		Attempt: sa.attempt, Provider: sa.provider,
 	}
 	if sa.usage.GetModel() != "" {
 		out.Model = sa.usage.GetModel()
@@ -385,6 +519,31 @@ func (sa *subagent) proto() *pb.Subagent {
 		out.Error = sa.errMsg
 	}
 	return out
+}
+
+// restoreSubagent is a stored subagent, ended (see interruptSubagent):
+// listed, watched (its session's events), never run again.
+func restoreSubagent(v *pb.Subagent, now func() time.Time) *subagent {
+	sa := &subagent{id: v.GetId(), parent: v.GetParentSessionId(), name: v.GetName(), model: v.GetModel(), worktree: v.GetWorktreeId(),
+		orch: v.GetOrchestrationId(), step: v.GetStepId(), sessionID: v.GetSessionId(), attempt: v.GetAttempt(), provider: v.GetProvider(),
+		created: v.GetCreatedAt().AsTime(), now: now, status: v.GetStatus(), result: v.GetResult(), errMsg: v.GetError(),
+		changed: make(chan struct{}), done: make(chan struct{})}
+	if v.GetUsage() != nil {
+		proto.Merge(&sa.usage, v.GetUsage())
+	}
+	if v.GetStartedAt() != nil {
+		sa.started = v.GetStartedAt().AsTime()
+	}
+	if v.GetFinishedAt() != nil {
+		sa.finished = v.GetFinishedAt().AsTime()
+	}
+	msg := statusWord(v.GetStatus())
+	if v.GetError() != "" {
+		msg = v.GetError()
+	}
+	sa.changes = []*pb.SubagentStatusChange{{Status: v.GetStatus(), Message: msg, Timestamp: v.GetFinishedAt()}}
+	close(sa.done)
+	return sa
 }
 
 func truncate(s string, n int) string {

@@ -16,6 +16,13 @@ func (s *Service) WatchSubagent(req *pb.WatchSubagentRequest, stream pb.Subagent
 	if err != nil {
 		return err
 	}
+	sess := sa.sess
+	if sess == nil {
+		// Restored from the store: its session is in the event log.
+		if sess, err = s.m.Get(stream.Context(), sa.sessionID); err != nil {
+			return sessionStatus(err, "subagent session "+sa.sessionID)
+		}
+	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	var sendMu sync.Mutex // two goroutines send
 	send := func(r *pb.WatchSubagentResponse) error {
@@ -42,7 +49,7 @@ func (s *Service) WatchSubagent(req *pb.WatchSubagentRequest, stream pb.Subagent
 	}()
 	go func() {
 		defer wg.Done()
-		events <- sa.sess.Stream(ctx, session.StreamOptions{From: req.GetFromSequence(), Wake: wake, StopWhenIdle: sa.isTerminal},
+		events <- sess.Stream(ctx, session.StreamOptions{From: req.GetFromSequence(), Wake: wake, StopWhenIdle: sa.isTerminal},
 			func(ev *pb.AgentEvent) error {
 				return send(&pb.WatchSubagentResponse{Event: &pb.WatchSubagentResponse_AgentEvent{AgentEvent: ev}})
 			})
