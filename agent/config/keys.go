@@ -111,6 +111,8 @@ var Keys = []Key{
 	{Name: "feature-flag", Kind: StringList, Usage: "turn on a feature flag that is off by default, e.g. subagent_orchestration (ALPHA: SubagentService, docs/subagents.md; repeatable)", Check: checkFeatureFlags},
 	{Name: "subagent-max-cost-usd", Kind: String, DefaultDoc: "none",
 		Usage: "stop an orchestration (SubagentService) once its steps cost more than this many US dollars, e.g. 5 or 0.50: no further step starts, the running ones are cancelled (docs/subagents.md)", Check: checkCost},
+	{Name: "subagent-max-parallel", Kind: Int, Default: 4,
+		Usage: "most steps of one orchestration (SubagentService) running at once, 1 to 16; a request's max_parallel may only lower it. Each runs a CLI: raise max-processes with it (docs/subagents.md)", Check: checkSubagentParallel},
 	{Name: "tls-cert", Kind: String, Usage: "TLS certificate for TCP listeners (required off loopback)"},
 	{Name: "tls-key", Kind: String, Usage: "TLS key for --tls-cert"},
 	{Name: "tls-client-ca", Kind: String, Usage: "with --tls-cert: accept client certificates of this CA instead of the local token"},
@@ -172,6 +174,17 @@ func checkFeatureFlags(v any) error {
 func checkCost(v any) error {
 	_, err := ParseCost(v.(string))
 	return err
+}
+
+// MaxSubagentParallel is the highest subagent-max-parallel.
+const MaxSubagentParallel = 16
+
+// checkSubagentParallel accepts 1 to MaxSubagentParallel.
+func checkSubagentParallel(v any) error {
+	if n := v.(int); n < 1 || n > MaxSubagentParallel {
+		return fmt.Errorf("must be 1 to %d, got %d", MaxSubagentParallel, n)
+	}
+	return nil
 }
 
 // ParseCost parses a subagent-max-cost-usd value: "" is 0 (no limit).

@@ -299,6 +299,12 @@ func Run(ctx context.Context, cfg Config) error {
 		mgr.Close(context.Background())
 		return err
 	}
+	// WorktreeService (feature flag worktree_management); sessions start in
+	// a worktree by id through the manager, subagents in worktrees of their
+	// own (create_worktree).
+	home, _ := os.UserHomeDir()
+	worktrees := worktree.New(worktree.Options{Store: mgr.Log(), Sessions: worktree.ManagerSessions{M: mgr}, Home: home, Logger: log})
+	mgr.SetWorktrees(worktrees)
 	// SubagentService (ALPHA): subagents are sessions of the same manager;
 	// with the flag off every call is refused with UNIMPLEMENTED.
 	var subagentSvc pb.SubagentServiceServer = subagent.Disabled{}
@@ -309,7 +315,8 @@ func Run(ctx context.Context, cfg Config) error {
 			mgr.Close(context.Background())
 			return fmt.Errorf("subagent-max-cost-usd: %w", err)
 		}
-		subagents := subagent.New(mgr, subagent.Options{Logger: log, MaxCostUSD: maxCost, Specs: teamSpecs})
+		subagents := subagent.New(mgr, subagent.Options{Logger: log, MaxCostUSD: maxCost, Specs: teamSpecs,
+			MaxParallel: setting[int](cfg, "subagent-max-parallel"), Worktrees: worktrees})
 		defer subagents.Close()
 		subagentSvc = subagents
 	}
@@ -324,17 +331,12 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	pb.RegisterTeamServiceServer(srv, teamSvc)
 	pb.RegisterVersionServiceServer(srv, ver)
-	home, _ := os.UserHomeDir()
 	pb.RegisterConfigServiceServer(srv, configsvc.New(settingsSnapshot(cfg), configsvc.Options{
 		Home: home, Logger: log, Grants: mgr.Grants,
 		Apply: func(values map[string]any, changed []string) error { return applySettings(mgr, cfg, values, changed) },
 	}))
 	pb.RegisterGitLabServiceServer(srv, gitlabSvc)
 	pb.RegisterWorkspaceServiceServer(srv, workspace.New(workspace.Options{Sessions: workspace.SessionDirs(mgr.Get), Home: home, Logger: log}))
-	// WorktreeService (feature flag worktree_management); sessions start in
-	// a worktree by id through the manager.
-	worktrees := worktree.New(worktree.Options{Store: mgr.Log(), Sessions: worktree.ManagerSessions{M: mgr}, Home: home, Logger: log})
-	mgr.SetWorktrees(worktrees)
 	pb.RegisterWorktreeServiceServer(srv, worktrees)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
