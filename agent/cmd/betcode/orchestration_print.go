@@ -112,8 +112,11 @@ func (v *orchestrationView) print(m *pb.WatchOrchestrationResponse) error {
 		return nil
 	}
 	u := m.GetStepUpdate()
-	line := fmt.Sprintf("%s  %s  %s -> %s", m.GetTimestamp().AsTime().Local().Format(time.TimeOnly), u.GetStepId(),
-		subagentStatusText(prev), subagentStatusText(u.GetStatus()))
+	change := subagentStatusText(prev) + " -> " + subagentStatusText(u.GetStatus())
+	if prev == u.GetStatus() {
+		change = subagentStatusText(u.GetStatus()) // a new subagent, attempt or error
+	}
+	line := fmt.Sprintf("%s  %s  %s", m.GetTimestamp().AsTime().Local().Format(time.TimeOnly), u.GetStepId(), change)
 	if u.GetAttempt() > 0 {
 		line += fmt.Sprintf("  attempt %d", u.GetAttempt())
 	}

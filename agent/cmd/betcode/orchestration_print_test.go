@@ -67,7 +67,7 @@ c     PENDING  -        -         a, b        -
 T  a  PENDING -> RUNNING  attempt 1  subagent sa-a
 T  b  PENDING -> RUNNING  attempt 1  subagent sa-b1
 T  a  RUNNING -> COMPLETED  attempt 1  subagent sa-a
-T  b  RUNNING -> RUNNING  attempt 2  subagent sa-b2  error: API error 500
+T  b  RUNNING  attempt 2  subagent sa-b2  error: API error 500
 T  b  RUNNING -> COMPLETED  attempt 2  subagent sa-b2
 T  c  PENDING -> COMPLETED  attempt 1  subagent sa-c
 orchestration o-1 "fan-in": COMPLETED, 3/3 steps completed

@@ -99,6 +99,8 @@ func serviceError(what string, err error) error {
 		}
 	case codes.FailedPrecondition:
 		exit = client.ExitAgentError
+	case codes.AlreadyExists:
+		exit = client.ExitInvalidArgs
 	}
 	return &client.ExitError{Code: exit, Err: fmt.Errorf("%s: %s", what, msg)}
 }

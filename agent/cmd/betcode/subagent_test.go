@@ -47,6 +47,8 @@ func TestServiceError(t *testing.T) {
 			want: "spawn subagent: SUBAGENT_LIMIT: 16 unfinished subagents", wantCode: client.ExitRateLimited},
 		{name: "precondition", err: betcodeStatus(t, codes.FailedPrecondition, "", "skill in use"),
 			want: "spawn subagent: FailedPrecondition: skill in use", wantCode: client.ExitAgentError},
+		{name: "name taken", err: betcodeStatus(t, codes.AlreadyExists, "SPEC_EXISTS", "spec name already in use"),
+			want: "spawn subagent: SPEC_EXISTS: spec name already in use", wantCode: client.ExitInvalidArgs},
 		{name: "no code", err: status.Error(codes.Unavailable, "connection refused"), want: "spawn subagent: Unavailable: connection refused", wantCode: client.ExitConnection},
 		{name: "plain", err: errors.New("boom"), want: "spawn subagent: boom", wantCode: client.ExitInternal},
 		{name: "exit error kept", err: usageError("bad flag"), want: "bad flag", wantCode: client.ExitInvalidArgs},

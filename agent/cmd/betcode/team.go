@@ -139,7 +139,7 @@ func newTeamSpecsCreateCmd(g *globals) *cobra.Command {
 		Short: "Save a teammate spec; prints its id (use it with betcode subagent spawn --teammate-spec ID)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFlags(cmd, nil, "instructions", "instructions-file"); err != nil {
+			if err := checkFlags(cmd, []string{"name"}, "instructions", "instructions-file"); err != nil {
 				return err
 			}
 			if strings.TrimSpace(spec.Name) == "" {
@@ -243,6 +243,9 @@ SKILL.md content (at most 64 KiB; - reads standard input). An official skill
 is one built into Claude, an external one comes from a plugin (--plugin).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFlags(cmd, []string{"name"}); err != nil {
+				return err
+			}
 			if strings.TrimSpace(spec.Name) == "" {
 				return usageError("--name is empty: a skill spec needs a unique name, e.g. db-query")
 			}
