@@ -6,11 +6,13 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -409,4 +411,241 @@ func filter(evs []*pb.AgentEvent, keep func(*pb.AgentEvent) bool) []*pb.AgentEve
 		}
 	}
 	return out
+}
+
+// flakyAPI is the fake model, except that the first session asking with
+// the word FLAKY gets HTTP 400 on every request (an error the CLI gives
+// up on): the first attempt of a FLAKY step fails, its retry (a new
+// session) does not.
+func flakyAPI(t *testing.T) *fakeapi.Server {
+	t.Helper()
+	var mu sync.Mutex
+	failing := ""
+	api, err := fakeapi.Start(fakeapi.Config{Responder: func(r *fakeapi.Request) fakeapi.Reply {
+		if r.MainLoop() && strings.Contains(r.Prompt(), "FLAKY") {
+			id := r.Header.Get("X-Claude-Code-Session-Id")
+			mu.Lock()
+			if failing == "" {
+				failing = id
+			}
+			fail := failing == id
+			mu.Unlock()
+			if fail {
+				return fakeapi.Reply{Status: http.StatusBadRequest}
+			}
+		}
+		return fakeapi.KeywordReply(r)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { api.Close() })
+	return api
+}
+
+// replayFrom checks that a subagent's session replays by sequence: all of
+// it, then from the middle exactly the later events.
+func replayFrom(t *testing.T, ctx context.Context, api pb.AgentServiceClient, sa *pb.Subagent) []*pb.AgentEvent {
+	t.Helper()
+	all := replayTurn(t, ctx, api, sa)
+	mid := uint64(len(all) / 2)
+	r, err := api.ResumeSession(ctx, &pb.ResumeSessionRequest{SessionId: sa.GetSessionId(), FromSequence: mid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := drain(t, r)
+	checkSequences(t, later, mid)
+	if len(later) != len(all)-int(mid) {
+		t.Fatalf("subagent %s from sequence %d: %d events, want %d", sa.GetName(), mid, len(later), len(all)-int(mid))
+	}
+	return all
+}
+
+// TestSubagentRetryCancelAndRestart: a fan-in orchestration whose second
+// step fails its first attempt and completes on retry, a cancel midway of
+// another one, every subagent's events replayable by sequence, and a
+// restart of the agent (SIGKILL, as a crash) that keeps it all and reports
+// the orchestration it interrupted.
+func TestSubagentRetryCancelAndRestart(t *testing.T) {
+	api := flakyAPI(t)
+	agent := testenv.StartAgent(t, testenv.AgentOptions{APIURL: api.URL(), Args: []string{"--feature-flag", server.SubagentOrchestration}})
+	svc := pb.NewSubagentServiceClient(agent.Conn)
+	ctx := testenv.Ctx(t, 5*time.Minute)
+	parent := startSession(t, ctx, agent.API, &pb.StartSessionRequest{WorkingDirectory: agent.ProjectDir(t), Name: "coordinator"}).GetSession().GetId()
+
+	// 1. Three steps, the third after the first two, with their results;
+	// b fails once and is retried.
+	flaky := step("b", "FLAKY please")
+	flaky.MaxAttempts = 2
+	third := step("c", "summarise", "a", "b")
+	third.IncludeDependencyResults = true
+	created, err := svc.CreateOrchestration(ctx, &pb.CreateOrchestrationRequest{ParentSessionId: parent, Name: "fan-in with a retry",
+		Steps: []*pb.OrchestrationStep{step("a", "STREAM 3"), flaky, third}})
+	if err != nil {
+		t.Fatalf("CreateOrchestration: %v", err)
+	}
+	fanIn := created.GetOrchestration().GetId()
+	var bUpdates []*pb.OrchestrationStepState
+	updates, final := watchOrch(t, ctx, svc, fanIn, func(u *pb.OrchestrationStepState) {
+		if u.GetStepId() == "b" {
+			bUpdates = append(bUpdates, u)
+		}
+	})
+	if final.GetStatus() != pb.OrchestrationStatus_ORCHESTRATION_STATUS_COMPLETED {
+		t.Fatalf("final %v after %v", final, updates)
+	}
+	if b := final.GetSteps()[1]; b.GetAttempt() != 2 || b.GetError() != "" || b.GetStatus() != pb.SubagentStatus_SUBAGENT_STATUS_COMPLETED {
+		t.Fatalf("step b %v, want completed at attempt 2", b)
+	}
+	retried := slices.IndexFunc(bUpdates, func(u *pb.OrchestrationStepState) bool {
+		return u.GetStatus() == pb.SubagentStatus_SUBAGENT_STATUS_PENDING && u.GetAttempt() == 1 && strings.Contains(u.GetError(), "400")
+	})
+	second := slices.IndexFunc(bUpdates, func(u *pb.OrchestrationStepState) bool {
+		return u.GetStatus() == pb.SubagentStatus_SUBAGENT_STATUS_RUNNING && u.GetAttempt() == 2
+	})
+	if retried < 0 || second < retried {
+		t.Fatalf("updates of b %v: want attempt 1's failure (PENDING, with its error) and then attempt 2 running", bUpdates)
+	}
+	if startC := slices.Index(updates, "c RUNNING"); startC < slices.Index(updates, "a COMPLETED") || startC < slices.Index(updates, "b COMPLETED") {
+		t.Fatalf("c started before a and b's last attempt completed: %v", updates)
+	}
+	list, err := svc.ListSubagents(ctx, &pb.ListSubagentsRequest{OrchestrationId: fanIn})
+	if err != nil || len(list.GetSubagents()) != 4 {
+		t.Fatalf("subagents of the orchestration: %v, %v; want a, b twice, c", list, err)
+	}
+	before := list.GetSubagents()
+	byStep := map[string][]*pb.Subagent{}
+	for _, sa := range before {
+		byStep[sa.GetStepId()] = append(byStep[sa.GetStepId()], sa)
+		replayFrom(t, ctx, agent.API, sa)
+	}
+	if b := byStep["b"]; len(b) != 2 || b[0].GetAttempt() != 1 || b[0].GetStatus() != pb.SubagentStatus_SUBAGENT_STATUS_FAILED || b[0].GetError() == "" ||
+		b[1].GetAttempt() != 2 || b[1].GetStatus() != pb.SubagentStatus_SUBAGENT_STATUS_COMPLETED {
+		t.Fatalf("subagents of b %v, want attempt 1 failed and attempt 2 completed", b)
+	}
+	prompt := promptStarting(api, "summarise")
+	if !strings.Contains(prompt, byStep["a"][0].GetResult()) || !strings.Contains(prompt, byStep["b"][1].GetResult()) {
+		t.Fatalf("prompt of c %q lacks the results of a and b", prompt)
+	}
+
+	// 2. Cancel another orchestration midway.
+	created, err = svc.CreateOrchestration(ctx, &pb.CreateOrchestrationRequest{ParentSessionId: parent, Name: "cancelled",
+		Steps: []*pb.OrchestrationStep{step("x", "STALL one"), step("y", "STALL two"), step("z", "summarise", "x")}})
+	if err != nil {
+		t.Fatalf("CreateOrchestration: %v", err)
+	}
+	cancelled := created.GetOrchestration().GetId()
+	waitPrompts(t, ctx, api, "STALL one", "STALL two")
+	resp, err := svc.CancelOrchestration(ctx, &pb.CancelOrchestrationRequest{OrchestrationId: cancelled, Reason: "test"})
+	if err != nil || resp.GetOrchestration().GetStatus() != pb.OrchestrationStatus_ORCHESTRATION_STATUS_CANCELLED {
+		t.Fatalf("CancelOrchestration: %v, %v", resp, err)
+	}
+	for _, sa := range subagentsOf(t, ctx, svc, cancelled) {
+		evs := replayFrom(t, ctx, agent.API, sa)
+		if tc := last(filter(evs, isTurnComplete)).GetTurnComplete(); tc.GetStopReason() != "cancelled" {
+			t.Fatalf("step %s's turn ended %q, want cancelled", sa.GetStepId(), tc.GetStopReason())
+		}
+	}
+
+	// 3. A third runs when the agent dies; the restarted agent keeps the
+	// first two and reports the third interrupted.
+	created, err = svc.CreateOrchestration(ctx, &pb.CreateOrchestrationRequest{ParentSessionId: parent, Name: "interrupted",
+		Steps: []*pb.OrchestrationStep{step("s", "STALL until the restart"), step("t", "hello", "s")}})
+	if err != nil {
+		t.Fatalf("CreateOrchestration: %v", err)
+	}
+	interrupted := created.GetOrchestration().GetId()
+	waitPrompts(t, ctx, api, "STALL until the restart")
+	agent = agent.Restart(t)
+	svc = pb.NewSubagentServiceClient(agent.Conn)
+
+	orchs, err := svc.ListOrchestrations(ctx, &pb.ListOrchestrationsRequest{ParentSessionId: parent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, o := range orchs.GetOrchestrations() {
+		ids = append(ids, o.GetId())
+	}
+	if !slices.Equal(ids, []string{fanIn, cancelled, interrupted}) {
+		t.Fatalf("orchestrations after the restart %v, want %v (oldest first)", ids, []string{fanIn, cancelled, interrupted})
+	}
+	got := orchs.GetOrchestrations()
+	if got[0].GetStatus() != pb.OrchestrationStatus_ORCHESTRATION_STATUS_COMPLETED || got[0].GetSteps()[1].GetAttempt() != 2 ||
+		got[1].GetStatus() != pb.OrchestrationStatus_ORCHESTRATION_STATUS_CANCELLED {
+		t.Fatalf("ended orchestrations after the restart: %v", got[:2])
+	}
+	want := map[string]pb.SubagentStatus{"s": pb.SubagentStatus_SUBAGENT_STATUS_FAILED, "t": pb.SubagentStatus_SUBAGENT_STATUS_CANCELLED}
+	if o := got[2]; o.GetStatus() != pb.OrchestrationStatus_ORCHESTRATION_STATUS_FAILED || !maps.Equal(stepStatuses(o), want) ||
+		o.GetSteps()[0].GetError() != "interrupted by an agent restart" {
+		t.Fatalf("interrupted orchestration %v, want FAILED %v", o, want)
+	}
+	after, err := svc.ListSubagents(ctx, &pb.ListSubagentsRequest{OrchestrationId: fanIn})
+	if err != nil || len(after.GetSubagents()) != len(before) {
+		t.Fatalf("subagents after the restart: %v, %v", after, err)
+	}
+	for i, sa := range after.GetSubagents() {
+		b := before[i]
+		if sa.GetId() != b.GetId() || sa.GetStatus() != b.GetStatus() || sa.GetResult() != b.GetResult() || sa.GetAttempt() != b.GetAttempt() ||
+			sa.GetError() != b.GetError() || sa.GetUsage().GetOutputTokens() != b.GetUsage().GetOutputTokens() {
+			t.Fatalf("subagent after the restart %v, before %v", sa, b)
+		}
+		replayFrom(t, ctx, agent.API, sa)
+	}
+	s := subagentsOf(t, ctx, svc, interrupted)["s"]
+	if s.GetStatus() != pb.SubagentStatus_SUBAGENT_STATUS_FAILED || s.GetError() != "interrupted by an agent restart" {
+		t.Fatalf("interrupted subagent %v", s)
+	}
+	// Its watch replays what it did and ends with its status.
+	w, err := svc.WatchSubagent(ctx, &pb.WatchSubagentRequest{SubagentId: s.GetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []*pb.AgentEvent
+	var lastChange *pb.SubagentStatusChange
+	for {
+		r, err := w.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("WatchSubagent after the restart: %v", err)
+		}
+		if ev := r.GetAgentEvent(); ev != nil {
+			evs = append(evs, ev)
+		}
+		if c := r.GetStatusChange(); c != nil {
+			lastChange = c
+		}
+	}
+	checkSequences(t, evs, 0)
+	if len(evs) == 0 || lastChange.GetStatus() != pb.SubagentStatus_SUBAGENT_STATUS_FAILED {
+		t.Fatalf("watch of the interrupted subagent: %d events, last change %v", len(evs), lastChange)
+	}
+}
+
+// promptStarting is the latest prompt the fake model got that starts with p.
+func promptStarting(api *fakeapi.Server, p string) string {
+	var out string
+	for _, r := range api.Requests() {
+		if q := r.Prompt(); strings.HasPrefix(q, p) {
+			out = q
+		}
+	}
+	return out
+}
+
+// waitPrompts waits until each prompt reached the fake model.
+func waitPrompts(t *testing.T, ctx context.Context, api *fakeapi.Server, prompts ...string) {
+	t.Helper()
+	if _, err := api.Wait(ctx, func(reqs []fakeapi.Request) bool {
+		for _, p := range prompts {
+			if !slices.ContainsFunc(reqs, func(r fakeapi.Request) bool { return r.Prompt() == p }) {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		t.Fatalf("waiting for %q: %v", prompts, err)
+	}
 }
