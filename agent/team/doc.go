@@ -10,9 +10,9 @@
 //     service answers UNIMPLEMENTED), and the subagents Claude Code's own
 //     Agent tool ("Task" before Claude Code 2.1) started inside the
 //     session, folded from the session's event log (tasktool.go): a
-//     ToolCallStart of that tool is a teammate, working until its
-//     ToolCallResult, whose subagent's events carry the call's id in
-//     parent_tool_use_id.
+//     ToolCallStart of that tool is a teammate whose subagent's events
+//     carry the call's id in parent_tool_use_id, working until its
+//     ToolCallResult (or, run in the background, until its last message).
 //   - A session's tasks are the steps of its orchestrations
 //     (SubagentService.ListOrchestrations), then the items of the session's
 //     latest own TodoUpdate (tasks.go).

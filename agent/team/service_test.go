@@ -232,7 +232,9 @@ func TestListTasks(t *testing.T) {
 	}{
 		{"steps, then the session's latest own list", "s1", subs, append(slices.Clone(steps), todos...)},
 		{"flag off: the session's list", "s1", subagent.Disabled{}, todos},
-		{"ListOrchestrations not served yet", "s1", &struct{ pb.UnimplementedSubagentServiceServer }{}, todos},
+		{"ListOrchestrations not served yet", "s1", &struct {
+			pb.UnimplementedSubagentServiceServer
+		}{}, todos},
 		{"nothing", "s2", subs, nil},
 	}
 	for _, tt := range tests {

@@ -2,8 +2,10 @@ package team
 
 import (
 	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/betcode-dev/betcode/agent/session"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
@@ -16,6 +18,18 @@ var TaskTools = []string{"Agent", "Task"}
 
 // DefaultAgentType is Claude Code's subagent type when the call names none.
 const DefaultAgentType = "general-purpose"
+
+// BackgroundLaunch starts the Agent tool's result when Claude Code ran the
+// subagent in the background (its default in print mode in 2.1.328; an
+// input run_in_background: true asks for it): the result only says that
+// the subagent started, which then goes on after its parent's turn ended.
+// agent/e2e/team_test.go checks the text against the pinned CLI.
+const BackgroundLaunch = "Async agent launched"
+
+// reportMarker precedes the subagent's report in the Agent tool's result of
+// a foreground subagent; the report's lines are indented by two spaces, and
+// the harness's own lines (e.g. "agentId: …") start at column zero.
+const reportMarker = "The report follows:\n"
 
 // Event kinds (session.Kind) the folds read.
 var (
@@ -37,6 +51,14 @@ const ErrTurnEnded = "the session's turn ended before the subagent reported back
 // taskToolFold turns a session's events, in order, into the teammates its
 // Agent/Task tool calls started. It is pure: feed it with add, read the
 // result with teammates.
+//
+// A foreground subagent works until its call's ToolCallResult, which holds
+// its report. A background one's ToolCallResult comes at once
+// (BackgroundLaunch) and the end of its run is not in the event log (Claude
+// Code announces it with a system/task_notification line, which agent/bridge
+// does not translate): it counts as stopped while its latest event is a
+// whole text, which is how a subagent's run ends (a final message without a
+// tool call), and as working again if more of its events follow.
 type taskToolFold struct {
 	session string
 	order   []*taskToolAgent
@@ -44,9 +66,14 @@ type taskToolFold struct {
 }
 
 type taskToolAgent struct {
-	t    *pb.Teammate
-	open bool // no result and no turn end yet
-	text tail // the subagent's text so far
+	t          *pb.Teammate
+	open       bool // no result (foreground) and no turn end yet
+	background bool // its result was BackgroundLaunch
+	text       tail // the subagent's text so far
+	// endsWithText: the subagent's latest event is a whole text, at
+	// lastAt.
+	endsWithText bool
+	lastAt       *timestamppb.Timestamp
 }
 
 func newTaskToolFold(sessionID string) *taskToolFold {
@@ -55,6 +82,9 @@ func newTaskToolFold(sessionID string) *taskToolFold {
 
 // add takes the session's next event.
 func (f *taskToolFold) add(ev *pb.AgentEvent) {
+	if a := f.byID[ev.GetParentToolUseId()]; a != nil {
+		a.subagentEvent(ev)
+	}
 	switch e := ev.Event.(type) {
 	case *pb.AgentEvent_ToolCallStart:
 		cs := e.ToolCallStart
@@ -76,27 +106,28 @@ func (f *taskToolFold) add(ev *pb.AgentEvent) {
 		f.byID[cs.GetToolId()] = a
 		f.order = append(f.order, a)
 	case *pb.AgentEvent_ToolCallResult:
-		a := f.byID[e.ToolCallResult.GetToolId()]
-		if a == nil || !a.open {
+		r := e.ToolCallResult
+		a := f.byID[r.GetToolId()]
+		if a == nil || !a.open || a.background {
+			return
+		}
+		if !r.GetIsError() && strings.HasPrefix(r.GetOutput(), BackgroundLaunch) {
+			a.background = true
 			return
 		}
 		a.open = false
 		a.t.Status = pb.TeammateStatus_TEAMMATE_STATUS_STOPPED
-		a.t.Output = head(e.ToolCallResult.GetOutput(), MaxText)
-		if e.ToolCallResult.GetIsError() {
+		a.t.Output = head(report(r.GetOutput()), MaxText)
+		if r.GetIsError() {
 			a.t.Error = a.t.Output
 		}
 		a.t.FinishedAt = ev.GetTimestamp()
-	case *pb.AgentEvent_TextDelta:
-		if a := f.byID[ev.GetParentToolUseId()]; a != nil && a.open {
-			a.text.write(e.TextDelta.GetText())
-		}
 	case *pb.AgentEvent_TurnComplete:
 		if ev.GetParentToolUseId() != "" {
 			return
 		}
 		for _, a := range f.order {
-			if a.open {
+			if a.open && !a.background {
 				a.open = false
 				a.t.Status = pb.TeammateStatus_TEAMMATE_STATUS_STOPPED
 				a.t.Output = a.text.String()
@@ -107,6 +138,19 @@ func (f *taskToolFold) add(ev *pb.AgentEvent) {
 	}
 }
 
+// subagentEvent follows an event of a's subagent.
+func (a *taskToolAgent) subagentEvent(ev *pb.AgentEvent) {
+	if !a.open {
+		return
+	}
+	d := ev.GetTextDelta()
+	if d != nil {
+		a.text.write(d.GetText())
+	}
+	a.endsWithText = d.GetIsComplete() && d.GetText() != ""
+	a.lastAt = ev.GetTimestamp()
+}
+
 // teammates returns the teammates, oldest first. A running one whose
 // subagent has a permission request or question open (in pending) is idle.
 func (f *taskToolFold) teammates(pending []*pb.AgentEvent) []*pb.Teammate {
@@ -115,13 +159,36 @@ func (f *taskToolFold) teammates(pending []*pb.AgentEvent) []*pb.Teammate {
 		if a.open {
 			a.t.Output = a.text.String()
 			waiting := slices.ContainsFunc(pending, func(p *pb.AgentEvent) bool { return p.GetParentToolUseId() == a.t.GetAgentId() })
-			if waiting {
+			switch {
+			case waiting:
 				a.t.Status = pb.TeammateStatus_TEAMMATE_STATUS_IDLE
+			case a.background && a.endsWithText:
+				a.t.Status = pb.TeammateStatus_TEAMMATE_STATUS_STOPPED
+				a.t.FinishedAt = a.lastAt
 			}
 		}
 		out = append(out, a.t)
 	}
 	return out
+}
+
+// report is the subagent's report in a foreground Agent call's result:
+// the indented lines after reportMarker, unindented, without the harness's
+// lines that follow; the whole output when it has no marker.
+func report(output string) string {
+	_, rest, ok := strings.Cut(output, reportMarker)
+	if !ok {
+		return output
+	}
+	var lines []string
+	for line := range strings.Lines(rest) {
+		body, indented := strings.CutPrefix(line, "  ")
+		if !indented && strings.TrimSpace(line) != "" {
+			break // the harness's own text again
+		}
+		lines = append(lines, body)
+	}
+	return strings.TrimRight(strings.Join(lines, ""), "\n")
 }
 
 func str(fields map[string]*structpb.Value, key string) string {

@@ -33,6 +33,22 @@ func textOf(parent, s string) *pb.AgentEvent {
 	return &pb.AgentEvent{ParentToolUseId: parent, Event: &pb.AgentEvent_TextDelta{TextDelta: &pb.TextDelta{Text: s, IsComplete: parent != ""}}}
 }
 
+// Results of the Agent tool as Claude Code 2.1 writes them.
+const (
+	launched = "Async agent launched successfully. (This tool result is internal metadata.)\nagentId: a55e (internal ID)\nThe agent is working in the background."
+	handBack = "[Subagent hand-back] The text below is the final report of a subagent. The report follows:\n  The report.\n  Second line.\nagentId: a9e4 (use SendMessage with to: 'a9e4' to continue this agent.)"
+)
+
+func subText(sec int, parent, s string) *pb.AgentEvent {
+	return &pb.AgentEvent{Timestamp: at(sec), ParentToolUseId: parent, Event: &pb.AgentEvent_TextDelta{TextDelta: &pb.TextDelta{Text: s, IsComplete: true}}}
+}
+
+func subTool(sec int, parent, id string) *pb.AgentEvent {
+	ev := toolStart(sec, id, "Bash", map[string]any{"command": "ls"})
+	ev.ParentToolUseId = parent
+	return ev
+}
+
 func turnEnd(sec int) *pb.AgentEvent {
 	return &pb.AgentEvent{Timestamp: at(sec), Event: &pb.AgentEvent_TurnComplete{TurnComplete: &pb.TurnComplete{StopReason: "end_turn"}}}
 }
@@ -98,6 +114,20 @@ func TestTaskToolFold(t *testing.T) {
 			taskTool("a1", working, 1),
 			with(taskTool("a2", stopped, 2), func(t *pb.Teammate) { t.Output, t.FinishedAt = "two", at(4) }),
 		}},
+		{name: "foreground report without the harness's frame", events: []*pb.AgentEvent{
+			toolStart(1, "a1", "Agent", researchInput), toolResult(2, "a1", handBack, false),
+		}, want: []*pb.Teammate{with(taskTool("a1", stopped, 1), func(t *pb.Teammate) { t.Output, t.FinishedAt = "The report.\nSecond line.", at(2) })}},
+		{name: "background: working once launched, through its parent's turn end", events: []*pb.AgentEvent{
+			toolStart(1, "a1", "Agent", researchInput), toolResult(2, "a1", launched, false), turnEnd(3),
+		}, want: []*pb.Teammate{taskTool("a1", working, 1)}},
+		{name: "background: working while its latest event is a tool call, even after a text", events: []*pb.AgentEvent{
+			toolStart(1, "a1", "Agent", researchInput), toolResult(2, "a1", launched, false), turnEnd(3),
+			subText(4, "a1", "Let me look."), subTool(5, "a1", "t1"),
+		}, want: []*pb.Teammate{with(taskTool("a1", working, 1), func(t *pb.Teammate) { t.Output = "Let me look." })}},
+		{name: "background: stopped when its last event is a whole text", events: []*pb.AgentEvent{
+			toolStart(1, "a1", "Agent", researchInput), toolResult(2, "a1", launched, false), turnEnd(3),
+			subText(4, "a1", "Let me look. "), subTool(5, "a1", "t1"), subText(6, "a1", "The report."), turnEnd(8),
+		}, want: []*pb.Teammate{with(taskTool("a1", stopped, 1), func(t *pb.Teammate) { t.Output, t.FinishedAt = "Let me look. The report.", at(6) })}},
 		{name: "a later turn's end does not change a stopped one", events: []*pb.AgentEvent{
 			toolStart(1, "a1", "Agent", researchInput), toolResult(2, "a1", "done", false), turnEnd(3), turnEnd(9),
 		}, want: []*pb.Teammate{with(taskTool("a1", stopped, 1), func(t *pb.Teammate) { t.Output, t.FinishedAt = "done", at(2) })}},
@@ -109,6 +139,24 @@ func TestTaskToolFold(t *testing.T) {
 				f.add(ev)
 			}
 			checkProtos(t, "teammates", f.teammates(tt.pending), tt.want)
+		})
+	}
+}
+
+func TestReport(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"no frame", "plain output", "plain output"},
+		{"frame", handBack, "The report.\nSecond line."},
+		{"blank line inside the report", "x The report follows:\n  a\n\n  b\nagentId: z", "a\n\nb"},
+		{"report to the end", "The report follows:\n  only", "only"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := report(tt.in); got != tt.want {
+				t.Fatalf("report = %q, want %q", got, tt.want)
+			}
 		})
 	}
 }
