@@ -154,6 +154,9 @@ func TestCreateWorktree(t *testing.T) {
 	_, err = svc.SpawnSubagent(ctx, &pb.SpawnSubagentRequest{ParentSessionId: e.parent, Spec: &pb.SubagentSpec{Prompt: "hello", CreateWorktree: true, WorktreeId: "wt-0123456789abcdef"}})
 	wantCode(t, "create_worktree and worktree_id", err, codes.InvalidArgument, server.CodeInvalidArgument)
 
+	_, err = e.service(Options{}).SpawnSubagent(ctx, &pb.SpawnSubagentRequest{ParentSessionId: e.parent, Spec: &pb.SubagentSpec{Prompt: "hello", CreateWorktree: true}})
+	wantCode(t, "create_worktree without worktrees", err, codes.Unimplemented, server.CodeNotImplemented)
+
 	repo := gitRepo(t, t.TempDir())
 	sa := spawnAndWait(t, svc, e.parent, &pb.SubagentSpec{Name: "Fix parser", Prompt: "hello", WorkingDirectory: repo, CreateWorktree: true})
 	if sa.GetStatus() != stCompleted || sa.GetWorktreeId() == "" {

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/betcode-dev/betcode/agent/server"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
@@ -61,7 +62,7 @@ func worktreeBranch(name, id string) string {
 // the repository). It returns the worktree's id.
 func (s *Service) createWorktree(ctx context.Context, dir, name, id string) (string, error) {
 	if s.opt.Worktrees == nil {
-		return "", fail(codes.FailedPrecondition, CodeNotARepository, "create_worktree: this agent does not manage worktrees")
+		return "", fail(codes.Unimplemented, server.CodeNotImplemented, "create_worktree: this agent does not manage worktrees")
 	}
 	branch := worktreeBranch(name, id)
 	wi, err := s.opt.Worktrees.CreateWorktree(ctx, &pb.CreateWorktreeRequest{RepoPath: dir, Branch: branch, CreateBranch: true})
