@@ -21,10 +21,20 @@ type Options struct {
 	// Subagents is the agent's SubagentService (subagent.Disabled when the
 	// flag is off: then a session has no subagent teammates and no
 	// orchestration tasks).
-	Subagents pb.SubagentServiceServer
+	Subagents Subagents
 	// Store keeps the teammate and skill specs.
 	Store *Store
 }
+
+// Subagents is the part of SubagentService (pb.SubagentServiceServer) the
+// service reads. An UNIMPLEMENTED answer (the flag is off, or the RPC not
+// served) counts as none.
+type Subagents interface {
+	ListSubagents(context.Context, *pb.ListSubagentsRequest) (*pb.ListSubagentsResponse, error)
+	ListOrchestrations(context.Context, *pb.ListOrchestrationsRequest) (*pb.ListOrchestrationsResponse, error)
+}
+
+var _ Subagents = pb.SubagentServiceServer(nil)
 
 // Validate reports a missing required option.
 func (o Options) Validate() error {
