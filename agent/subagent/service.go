@@ -58,7 +58,10 @@ func (o *Options) setDefaults(m *session.Manager) {
 	if o.MaxParallel <= 0 {
 		o.MaxParallel = 4
 	}
-	o.MaxParallel = min(o.MaxParallel, MaxParallelLimit)
+	if o.MaxParallel > MaxParallelLimit {
+		o.Logger.Warn("subagent: max parallel steps above the limit; using the limit", "max_parallel", o.MaxParallel, "limit", MaxParallelLimit)
+		o.MaxParallel = MaxParallelLimit
+	}
 	if o.MaxPerParent <= 0 {
 		o.MaxPerParent = 16
 	}
