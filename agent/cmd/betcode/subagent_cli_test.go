@@ -265,7 +265,7 @@ func TestOrchestrationCommands(t *testing.T) {
 		}
 	}
 	out, _ = bc.ok("team", "tasks", parent)
-	if !strings.Contains(out, id+"/summary") || strings.Count(out, "completed") != 3 || !strings.Contains(out, id+"/tests, "+id+"/changelog") {
+	if !strings.Contains(out, short(id)+"/summary") || strings.Count(out, "completed") != 3 || !strings.Contains(out, "tests, changelog") {
 		t.Fatalf("team tasks:\n%s", out)
 	}
 	out, _ = bc.ok("team", "tasks", parent, "--json")

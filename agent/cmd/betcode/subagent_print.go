@@ -32,7 +32,7 @@ func printSubagent(out io.Writer, sa *pb.Subagent) error {
 	if sa.GetWorktreeId() != "" {
 		row("worktree", sa.GetWorktreeId())
 	}
-	if u := sa.GetUsage(); u != nil {
+	if u := sa.GetUsage(); u.GetInputTokens()+u.GetOutputTokens() > 0 || u.GetCostUsd() > 0 {
 		row("usage", fmt.Sprintf("%d in / %d out tokens, $%.4f", u.GetInputTokens(), u.GetOutputTokens(), u.GetCostUsd()))
 	}
 	row("created", stamp(sa.GetCreatedAt()))

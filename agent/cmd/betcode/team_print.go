@@ -54,17 +54,30 @@ func printTeammates(out io.Writer, list []*pb.Teammate) error {
 	return w.Flush()
 }
 
-// printTasks writes one line per task.
+// printTasks writes one line per task. A step's id "<orchestration
+// id>/<step>" shows the orchestration id shortened, and the steps it
+// waits for by their step ids (--json has them in full).
 func printTasks(out io.Writer, list []*pb.TeamTask) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tSTATUS\tOWNER\tBLOCKED BY\tSUBJECT")
 	for _, t := range list {
 		st := enumText(t.GetStatus().String(), "TEAM_TASK_STATUS_", t.GetStatus() == 0) + stepDetail(t.GetStepStatus())
-		blocked := "-"
-		if len(t.GetBlockedBy()) > 0 {
-			blocked = strings.Join(t.GetBlockedBy(), ", ")
+		id, prefix := t.GetId(), ""
+		if o := t.GetOrchestrationId(); o != "" {
+			prefix = o + "/"
+			if step, ok := strings.CutPrefix(id, prefix); ok {
+				id = short(o) + "/" + step
+			}
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", t.GetId(), st, orDash(t.GetAssignedAgentId()), blocked, orDash(firstLine(t.GetSubject(), 60)))
+		blocked := make([]string, 0, len(t.GetBlockedBy()))
+		for _, b := range t.GetBlockedBy() {
+			if step, ok := strings.CutPrefix(b, prefix); ok && prefix != "" {
+				b = step
+			}
+			blocked = append(blocked, b)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", id, st, orDash(t.GetAssignedAgentId()), orDash(strings.Join(blocked, ", ")),
+			orDash(firstLine(t.GetSubject(), 60)))
 	}
 	return w.Flush()
 }

@@ -33,15 +33,17 @@ toolu_1   Explore the repo  task-tool  Explore   working           -            
 			name: "tasks",
 			print: func(b *bytes.Buffer) error {
 				return printTasks(b, []*pb.TeamTask{
-					{Id: "o-1/a", Subject: "a", Status: pb.TeamTaskStatus_TEAM_TASK_STATUS_COMPLETED, StepStatus: stCompleted, AssignedAgentId: "sa-1", Blocks: []string{"o-1/c"}},
-					{Id: "o-1/c", Subject: "c", Status: pb.TeamTaskStatus_TEAM_TASK_STATUS_PENDING, StepStatus: stSkipped, BlockedBy: []string{"o-1/a", "o-1/b"}},
+					{Id: "0123456789ab/a", OrchestrationId: "0123456789ab", Subject: "a", Status: pb.TeamTaskStatus_TEAM_TASK_STATUS_COMPLETED,
+						StepStatus: stCompleted, AssignedAgentId: "sa-1", Blocks: []string{"0123456789ab/c"}},
+					{Id: "0123456789ab/c", OrchestrationId: "0123456789ab", Subject: "c", Status: pb.TeamTaskStatus_TEAM_TASK_STATUS_PENDING,
+						StepStatus: stSkipped, BlockedBy: []string{"0123456789ab/a", "0123456789ab/b"}},
 					{Id: "1", Subject: "Write the parser", Status: pb.TeamTaskStatus_TEAM_TASK_STATUS_IN_PROGRESS},
 				})
 			},
-			want: `ID     STATUS             OWNER  BLOCKED BY    SUBJECT
-o-1/a  completed          sa-1   -             a
-o-1/c  pending (skipped)  -      o-1/a, o-1/b  c
-1      in_progress        -      -             Write the parser
+			want: `ID          STATUS             OWNER  BLOCKED BY  SUBJECT
+01234567/a  completed          sa-1   -           a
+01234567/c  pending (skipped)  -      a, b        c
+1           in_progress        -      -           Write the parser
 `,
 		},
 		{
