@@ -86,6 +86,82 @@ func (PermissionDecision) EnumDescriptor() ([]byte, []int) {
 	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{0}
 }
 
+// SubagentTaskStatus is the state of an Agent-tool subagent. COMPLETED,
+// FAILED and STOPPED are final.
+type SubagentTaskStatus int32
+
+const (
+	// Not set.
+	SubagentTaskStatus_SUBAGENT_TASK_STATUS_UNSPECIFIED SubagentTaskStatus = 0
+	// The subagent was started (task_started).
+	SubagentTaskStatus_SUBAGENT_TASK_STATUS_STARTED SubagentTaskStatus = 1
+	// The subagent works (task_progress, or task_updated "running").
+	SubagentTaskStatus_SUBAGENT_TASK_STATUS_RUNNING SubagentTaskStatus = 2
+	// The subagent waits to run (task_updated "pending").
+	SubagentTaskStatus_SUBAGENT_TASK_STATUS_PENDING SubagentTaskStatus = 3
+	// The subagent is paused (task_updated "paused").
+	SubagentTaskStatus_SUBAGENT_TASK_STATUS_PAUSED SubagentTaskStatus = 4
+	// The subagent finished; summary holds its report.
+	SubagentTaskStatus_SUBAGENT_TASK_STATUS_COMPLETED SubagentTaskStatus = 5
+	// The subagent failed, e.g. on a model API error.
+	SubagentTaskStatus_SUBAGENT_TASK_STATUS_FAILED SubagentTaskStatus = 6
+	// The subagent was stopped before it finished: by an interrupt, a
+	// stop_task request or the TaskStop tool (Claude Code says "killed" in
+	// task_updated and "stopped" in task_notification).
+	SubagentTaskStatus_SUBAGENT_TASK_STATUS_STOPPED SubagentTaskStatus = 7
+)
+
+// Enum value maps for SubagentTaskStatus.
+var (
+	SubagentTaskStatus_name = map[int32]string{
+		0: "SUBAGENT_TASK_STATUS_UNSPECIFIED",
+		1: "SUBAGENT_TASK_STATUS_STARTED",
+		2: "SUBAGENT_TASK_STATUS_RUNNING",
+		3: "SUBAGENT_TASK_STATUS_PENDING",
+		4: "SUBAGENT_TASK_STATUS_PAUSED",
+		5: "SUBAGENT_TASK_STATUS_COMPLETED",
+		6: "SUBAGENT_TASK_STATUS_FAILED",
+		7: "SUBAGENT_TASK_STATUS_STOPPED",
+	}
+	SubagentTaskStatus_value = map[string]int32{
+		"SUBAGENT_TASK_STATUS_UNSPECIFIED": 0,
+		"SUBAGENT_TASK_STATUS_STARTED":     1,
+		"SUBAGENT_TASK_STATUS_RUNNING":     2,
+		"SUBAGENT_TASK_STATUS_PENDING":     3,
+		"SUBAGENT_TASK_STATUS_PAUSED":      4,
+		"SUBAGENT_TASK_STATUS_COMPLETED":   5,
+		"SUBAGENT_TASK_STATUS_FAILED":      6,
+		"SUBAGENT_TASK_STATUS_STOPPED":     7,
+	}
+)
+
+func (x SubagentTaskStatus) Enum() *SubagentTaskStatus {
+	p := new(SubagentTaskStatus)
+	*p = x
+	return p
+}
+
+func (x SubagentTaskStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SubagentTaskStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_betcode_v1_agent_proto_enumTypes[1].Descriptor()
+}
+
+func (SubagentTaskStatus) Type() protoreflect.EnumType {
+	return &file_betcode_v1_agent_proto_enumTypes[1]
+}
+
+func (x SubagentTaskStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SubagentTaskStatus.Descriptor instead.
+func (SubagentTaskStatus) EnumDescriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{1}
+}
+
 // TodoStatus is the progress state of a todo item.
 // Values are unprefixed because the wire names are fixed by the spec.
 type TodoStatus int32
@@ -128,11 +204,11 @@ func (x TodoStatus) String() string {
 }
 
 func (TodoStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_betcode_v1_agent_proto_enumTypes[1].Descriptor()
+	return file_betcode_v1_agent_proto_enumTypes[2].Descriptor()
 }
 
 func (TodoStatus) Type() protoreflect.EnumType {
-	return &file_betcode_v1_agent_proto_enumTypes[1]
+	return &file_betcode_v1_agent_proto_enumTypes[2]
 }
 
 func (x TodoStatus) Number() protoreflect.EnumNumber {
@@ -141,7 +217,7 @@ func (x TodoStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TodoStatus.Descriptor instead.
 func (TodoStatus) EnumDescriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{1}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{2}
 }
 
 // AgentStatus is what the agent is doing right now.
@@ -198,11 +274,11 @@ func (x AgentStatus) String() string {
 }
 
 func (AgentStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_betcode_v1_agent_proto_enumTypes[2].Descriptor()
+	return file_betcode_v1_agent_proto_enumTypes[3].Descriptor()
 }
 
 func (AgentStatus) Type() protoreflect.EnumType {
-	return &file_betcode_v1_agent_proto_enumTypes[2]
+	return &file_betcode_v1_agent_proto_enumTypes[3]
 }
 
 func (x AgentStatus) Number() protoreflect.EnumNumber {
@@ -211,7 +287,7 @@ func (x AgentStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AgentStatus.Descriptor instead.
 func (AgentStatus) EnumDescriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{3}
 }
 
 // AgentRequest is one client message on the Converse stream.
@@ -795,6 +871,7 @@ type AgentEvent struct {
 	//	*AgentEvent_TurnComplete
 	//	*AgentEvent_DeprecationWarning
 	//	*AgentEvent_UserInput
+	//	*AgentEvent_SubagentTask
 	Event         isAgentEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -984,6 +1061,15 @@ func (x *AgentEvent) GetUserInput() *UserInputEvent {
 	return nil
 }
 
+func (x *AgentEvent) GetSubagentTask() *SubagentTaskUpdate {
+	if x != nil {
+		if x, ok := x.Event.(*AgentEvent_SubagentTask); ok {
+			return x.SubagentTask
+		}
+	}
+	return nil
+}
+
 type isAgentEvent_Event interface {
 	isAgentEvent_Event()
 }
@@ -1061,6 +1147,13 @@ type AgentEvent_UserInput struct {
 	UserInput *UserInputEvent `protobuf:"bytes,23,opt,name=user_input,json=userInput,proto3,oneof"`
 }
 
+type AgentEvent_SubagentTask struct {
+	// A subagent of Claude Code's own Agent tool started, progressed,
+	// changed state or ended; a background one ends long after its call's
+	// ToolCallResult. (Added in 0.5.0.)
+	SubagentTask *SubagentTaskUpdate `protobuf:"bytes,24,opt,name=subagent_task,json=subagentTask,proto3,oneof"`
+}
+
 func (*AgentEvent_TextDelta) isAgentEvent_Event() {}
 
 func (*AgentEvent_ToolCallStart) isAgentEvent_Event() {}
@@ -1088,6 +1181,8 @@ func (*AgentEvent_TurnComplete) isAgentEvent_Event() {}
 func (*AgentEvent_DeprecationWarning) isAgentEvent_Event() {}
 
 func (*AgentEvent_UserInput) isAgentEvent_Event() {}
+
+func (*AgentEvent_SubagentTask) isAgentEvent_Event() {}
 
 // UserInputEvent is a user message as the session's log keeps it: the text
 // and a description of each attachment, never the attachment's bytes.
@@ -1222,6 +1317,172 @@ func (x *AttachmentInfo) GetSize() uint64 {
 	return 0
 }
 
+// SubagentTaskUpdate follows one subagent that Claude Code's Agent tool
+// ("Task" before Claude Code 2.1) started, as Claude Code's task_started,
+// task_progress, task_updated and task_notification lines report it. A
+// foreground call returns when its subagent ends; a background one returns
+// at once ("Async agent launched…") and only this event says when the
+// subagent ended and how. The AgentEvent's parent_tool_use_id is the thread
+// that made the call: empty for the session's own call, the outer call's id
+// for a subagent that a subagent started. Tasks that are not subagents
+// (background shell commands, workflows) are not reported. (Added in 0.5.0.)
+type SubagentTaskUpdate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The Agent tool call that started the subagent (ToolCallStart.tool_id);
+	// the subagent's own events carry it in parent_tool_use_id.
+	ToolUseId string `protobuf:"bytes,1,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
+	// Claude Code's id of the task (its subagent's agent id).
+	TaskId string `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The subagent's state after this update.
+	Status SubagentTaskStatus `protobuf:"varint,3,opt,name=status,proto3,enum=betcode.v1.SubagentTaskStatus" json:"status,omitempty"`
+	// The call's description (input.description).
+	Description string `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	// The subagent type, e.g. "general-purpose".
+	SubagentType string `protobuf:"bytes,5,opt,name=subagent_type,json=subagentType,proto3" json:"subagent_type,omitempty"`
+	// True when the subagent runs in the background: its call returned at
+	// once. A foreground subagent may be moved to the background later.
+	IsBackgrounded bool `protobuf:"varint,6,opt,name=is_backgrounded,json=isBackgrounded,proto3" json:"is_backgrounded,omitempty"`
+	// COMPLETED: the subagent's final report. FAILED: what went wrong.
+	// STOPPED: Claude Code's summary of the task (its description).
+	Summary string `protobuf:"bytes,7,opt,name=summary,proto3" json:"summary,omitempty"`
+	// FAILED: the error Claude Code reported.
+	Error string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	// RUNNING: what the subagent does now, e.g. "Running Create a file".
+	Activity string `protobuf:"bytes,9,opt,name=activity,proto3" json:"activity,omitempty"`
+	// RUNNING: the tool the subagent used last, e.g. "Bash".
+	LastToolName string `protobuf:"bytes,10,opt,name=last_tool_name,json=lastToolName,proto3" json:"last_tool_name,omitempty"`
+	// Tokens the subagent used so far (RUNNING) or in all (COMPLETED); 0 when
+	// Claude Code did not say.
+	TotalTokens uint64 `protobuf:"varint,11,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
+	// Tool calls the subagent made, counted like total_tokens.
+	ToolUses uint32 `protobuf:"varint,12,opt,name=tool_uses,json=toolUses,proto3" json:"tool_uses,omitempty"`
+	// How long the subagent has run, counted like total_tokens.
+	DurationMs    uint64 `protobuf:"varint,13,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubagentTaskUpdate) Reset() {
+	*x = SubagentTaskUpdate{}
+	mi := &file_betcode_v1_agent_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubagentTaskUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubagentTaskUpdate) ProtoMessage() {}
+
+func (x *SubagentTaskUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_agent_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubagentTaskUpdate.ProtoReflect.Descriptor instead.
+func (*SubagentTaskUpdate) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SubagentTaskUpdate) GetToolUseId() string {
+	if x != nil {
+		return x.ToolUseId
+	}
+	return ""
+}
+
+func (x *SubagentTaskUpdate) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *SubagentTaskUpdate) GetStatus() SubagentTaskStatus {
+	if x != nil {
+		return x.Status
+	}
+	return SubagentTaskStatus_SUBAGENT_TASK_STATUS_UNSPECIFIED
+}
+
+func (x *SubagentTaskUpdate) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *SubagentTaskUpdate) GetSubagentType() string {
+	if x != nil {
+		return x.SubagentType
+	}
+	return ""
+}
+
+func (x *SubagentTaskUpdate) GetIsBackgrounded() bool {
+	if x != nil {
+		return x.IsBackgrounded
+	}
+	return false
+}
+
+func (x *SubagentTaskUpdate) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *SubagentTaskUpdate) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *SubagentTaskUpdate) GetActivity() string {
+	if x != nil {
+		return x.Activity
+	}
+	return ""
+}
+
+func (x *SubagentTaskUpdate) GetLastToolName() string {
+	if x != nil {
+		return x.LastToolName
+	}
+	return ""
+}
+
+func (x *SubagentTaskUpdate) GetTotalTokens() uint64 {
+	if x != nil {
+		return x.TotalTokens
+	}
+	return 0
+}
+
+func (x *SubagentTaskUpdate) GetToolUses() uint32 {
+	if x != nil {
+		return x.ToolUses
+	}
+	return 0
+}
+
+func (x *SubagentTaskUpdate) GetDurationMs() uint64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
 // TextDelta is a chunk of streamed assistant text.
 type TextDelta struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1235,7 +1496,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[10]
+	mi := &file_betcode_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1247,7 +1508,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[10]
+	mi := &file_betcode_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1260,7 +1521,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TextDelta) GetText() string {
@@ -1294,7 +1555,7 @@ type ToolCallStart struct {
 
 func (x *ToolCallStart) Reset() {
 	*x = ToolCallStart{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[11]
+	mi := &file_betcode_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1567,7 @@ func (x *ToolCallStart) String() string {
 func (*ToolCallStart) ProtoMessage() {}
 
 func (x *ToolCallStart) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[11]
+	mi := &file_betcode_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1580,7 @@ func (x *ToolCallStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallStart.ProtoReflect.Descriptor instead.
 func (*ToolCallStart) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ToolCallStart) GetToolId() string {
@@ -1367,7 +1628,7 @@ type ToolCallResult struct {
 
 func (x *ToolCallResult) Reset() {
 	*x = ToolCallResult{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[12]
+	mi := &file_betcode_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1379,7 +1640,7 @@ func (x *ToolCallResult) String() string {
 func (*ToolCallResult) ProtoMessage() {}
 
 func (x *ToolCallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[12]
+	mi := &file_betcode_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1392,7 +1653,7 @@ func (x *ToolCallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallResult.ProtoReflect.Descriptor instead.
 func (*ToolCallResult) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ToolCallResult) GetToolId() string {
@@ -1446,7 +1707,7 @@ type PermissionRequest struct {
 
 func (x *PermissionRequest) Reset() {
 	*x = PermissionRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[13]
+	mi := &file_betcode_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1458,7 +1719,7 @@ func (x *PermissionRequest) String() string {
 func (*PermissionRequest) ProtoMessage() {}
 
 func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[13]
+	mi := &file_betcode_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1471,7 +1732,7 @@ func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionRequest.ProtoReflect.Descriptor instead.
 func (*PermissionRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{13}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PermissionRequest) GetRequestId() string {
@@ -1534,7 +1795,7 @@ type UserQuestion struct {
 
 func (x *UserQuestion) Reset() {
 	*x = UserQuestion{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[14]
+	mi := &file_betcode_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1807,7 @@ func (x *UserQuestion) String() string {
 func (*UserQuestion) ProtoMessage() {}
 
 func (x *UserQuestion) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[14]
+	mi := &file_betcode_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1820,7 @@ func (x *UserQuestion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserQuestion.ProtoReflect.Descriptor instead.
 func (*UserQuestion) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UserQuestion) GetQuestionId() string {
@@ -1605,7 +1866,7 @@ type QuestionOption struct {
 
 func (x *QuestionOption) Reset() {
 	*x = QuestionOption{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[15]
+	mi := &file_betcode_v1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +1878,7 @@ func (x *QuestionOption) String() string {
 func (*QuestionOption) ProtoMessage() {}
 
 func (x *QuestionOption) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[15]
+	mi := &file_betcode_v1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +1891,7 @@ func (x *QuestionOption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuestionOption.ProtoReflect.Descriptor instead.
 func (*QuestionOption) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{15}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *QuestionOption) GetValue() string {
@@ -1665,7 +1926,7 @@ type TodoUpdate struct {
 
 func (x *TodoUpdate) Reset() {
 	*x = TodoUpdate{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[16]
+	mi := &file_betcode_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1938,7 @@ func (x *TodoUpdate) String() string {
 func (*TodoUpdate) ProtoMessage() {}
 
 func (x *TodoUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[16]
+	mi := &file_betcode_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +1951,7 @@ func (x *TodoUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TodoUpdate.ProtoReflect.Descriptor instead.
 func (*TodoUpdate) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{16}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TodoUpdate) GetItems() []*TodoItem {
@@ -1719,7 +1980,7 @@ type TodoItem struct {
 
 func (x *TodoItem) Reset() {
 	*x = TodoItem{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[17]
+	mi := &file_betcode_v1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +1992,7 @@ func (x *TodoItem) String() string {
 func (*TodoItem) ProtoMessage() {}
 
 func (x *TodoItem) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[17]
+	mi := &file_betcode_v1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +2005,7 @@ func (x *TodoItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TodoItem.ProtoReflect.Descriptor instead.
 func (*TodoItem) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{17}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TodoItem) GetId() string {
@@ -1795,7 +2056,7 @@ type StatusChange struct {
 
 func (x *StatusChange) Reset() {
 	*x = StatusChange{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[18]
+	mi := &file_betcode_v1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1807,7 +2068,7 @@ func (x *StatusChange) String() string {
 func (*StatusChange) ProtoMessage() {}
 
 func (x *StatusChange) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[18]
+	mi := &file_betcode_v1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1820,7 +2081,7 @@ func (x *StatusChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusChange.ProtoReflect.Descriptor instead.
 func (*StatusChange) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{18}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StatusChange) GetStatus() AgentStatus {
@@ -1863,7 +2124,7 @@ type SessionInfo struct {
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[19]
+	mi := &file_betcode_v1_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1875,7 +2136,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[19]
+	mi := &file_betcode_v1_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1888,7 +2149,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{19}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SessionInfo) GetSessionId() string {
@@ -1966,7 +2227,7 @@ type ErrorEvent struct {
 
 func (x *ErrorEvent) Reset() {
 	*x = ErrorEvent{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[20]
+	mi := &file_betcode_v1_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1978,7 +2239,7 @@ func (x *ErrorEvent) String() string {
 func (*ErrorEvent) ProtoMessage() {}
 
 func (x *ErrorEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[20]
+	mi := &file_betcode_v1_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1991,7 +2252,7 @@ func (x *ErrorEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorEvent.ProtoReflect.Descriptor instead.
 func (*ErrorEvent) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{20}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ErrorEvent) GetCode() string {
@@ -2045,7 +2306,7 @@ type UsageReport struct {
 
 func (x *UsageReport) Reset() {
 	*x = UsageReport{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[21]
+	mi := &file_betcode_v1_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2057,7 +2318,7 @@ func (x *UsageReport) String() string {
 func (*UsageReport) ProtoMessage() {}
 
 func (x *UsageReport) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[21]
+	mi := &file_betcode_v1_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2070,7 +2331,7 @@ func (x *UsageReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageReport.ProtoReflect.Descriptor instead.
 func (*UsageReport) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{21}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UsageReport) GetInputTokens() uint32 {
@@ -2135,7 +2396,7 @@ type PlanModeChange struct {
 
 func (x *PlanModeChange) Reset() {
 	*x = PlanModeChange{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[22]
+	mi := &file_betcode_v1_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2147,7 +2408,7 @@ func (x *PlanModeChange) String() string {
 func (*PlanModeChange) ProtoMessage() {}
 
 func (x *PlanModeChange) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[22]
+	mi := &file_betcode_v1_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2160,7 +2421,7 @@ func (x *PlanModeChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanModeChange.ProtoReflect.Descriptor instead.
 func (*PlanModeChange) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{22}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PlanModeChange) GetActive() bool {
@@ -2188,7 +2449,7 @@ type TurnComplete struct {
 
 func (x *TurnComplete) Reset() {
 	*x = TurnComplete{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[23]
+	mi := &file_betcode_v1_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2200,7 +2461,7 @@ func (x *TurnComplete) String() string {
 func (*TurnComplete) ProtoMessage() {}
 
 func (x *TurnComplete) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[23]
+	mi := &file_betcode_v1_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2213,7 +2474,7 @@ func (x *TurnComplete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnComplete.ProtoReflect.Descriptor instead.
 func (*TurnComplete) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{23}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TurnComplete) GetStopReason() string {
@@ -2240,7 +2501,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[24]
+	mi := &file_betcode_v1_agent_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2252,7 +2513,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[24]
+	mi := &file_betcode_v1_agent_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2265,7 +2526,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{24}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListSessionsRequest) GetWorkingDirectory() string {
@@ -2309,7 +2570,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[25]
+	mi := &file_betcode_v1_agent_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2321,7 +2582,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[25]
+	mi := &file_betcode_v1_agent_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2334,7 +2595,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{25}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*SessionSummary {
@@ -2402,7 +2663,7 @@ type SessionSummary struct {
 
 func (x *SessionSummary) Reset() {
 	*x = SessionSummary{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[26]
+	mi := &file_betcode_v1_agent_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2414,7 +2675,7 @@ func (x *SessionSummary) String() string {
 func (*SessionSummary) ProtoMessage() {}
 
 func (x *SessionSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[26]
+	mi := &file_betcode_v1_agent_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2427,7 +2688,7 @@ func (x *SessionSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSummary.ProtoReflect.Descriptor instead.
 func (*SessionSummary) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{26}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SessionSummary) GetId() string {
@@ -2571,7 +2832,7 @@ type ResumeSessionRequest struct {
 
 func (x *ResumeSessionRequest) Reset() {
 	*x = ResumeSessionRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[27]
+	mi := &file_betcode_v1_agent_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2583,7 +2844,7 @@ func (x *ResumeSessionRequest) String() string {
 func (*ResumeSessionRequest) ProtoMessage() {}
 
 func (x *ResumeSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[27]
+	mi := &file_betcode_v1_agent_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2596,7 +2857,7 @@ func (x *ResumeSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSessionRequest.ProtoReflect.Descriptor instead.
 func (*ResumeSessionRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{27}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ResumeSessionRequest) GetSessionId() string {
@@ -2624,7 +2885,7 @@ type CompactSessionRequest struct {
 
 func (x *CompactSessionRequest) Reset() {
 	*x = CompactSessionRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[28]
+	mi := &file_betcode_v1_agent_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2636,7 +2897,7 @@ func (x *CompactSessionRequest) String() string {
 func (*CompactSessionRequest) ProtoMessage() {}
 
 func (x *CompactSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[28]
+	mi := &file_betcode_v1_agent_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2649,7 +2910,7 @@ func (x *CompactSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactSessionRequest.ProtoReflect.Descriptor instead.
 func (*CompactSessionRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{28}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CompactSessionRequest) GetSessionId() string {
@@ -2674,7 +2935,7 @@ type CompactSessionResponse struct {
 
 func (x *CompactSessionResponse) Reset() {
 	*x = CompactSessionResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[29]
+	mi := &file_betcode_v1_agent_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2686,7 +2947,7 @@ func (x *CompactSessionResponse) String() string {
 func (*CompactSessionResponse) ProtoMessage() {}
 
 func (x *CompactSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[29]
+	mi := &file_betcode_v1_agent_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2699,7 +2960,7 @@ func (x *CompactSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactSessionResponse.ProtoReflect.Descriptor instead.
 func (*CompactSessionResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{29}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CompactSessionResponse) GetMessagesBefore() uint32 {
@@ -2734,7 +2995,7 @@ type CancelTurnRequest struct {
 
 func (x *CancelTurnRequest) Reset() {
 	*x = CancelTurnRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[30]
+	mi := &file_betcode_v1_agent_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +3007,7 @@ func (x *CancelTurnRequest) String() string {
 func (*CancelTurnRequest) ProtoMessage() {}
 
 func (x *CancelTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[30]
+	mi := &file_betcode_v1_agent_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +3020,7 @@ func (x *CancelTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTurnRequest.ProtoReflect.Descriptor instead.
 func (*CancelTurnRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{30}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CancelTurnRequest) GetSessionId() string {
@@ -2780,7 +3041,7 @@ type CancelTurnResponse struct {
 
 func (x *CancelTurnResponse) Reset() {
 	*x = CancelTurnResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[31]
+	mi := &file_betcode_v1_agent_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2792,7 +3053,7 @@ func (x *CancelTurnResponse) String() string {
 func (*CancelTurnResponse) ProtoMessage() {}
 
 func (x *CancelTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[31]
+	mi := &file_betcode_v1_agent_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2805,7 +3066,7 @@ func (x *CancelTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTurnResponse.ProtoReflect.Descriptor instead.
 func (*CancelTurnResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{31}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CancelTurnResponse) GetWasActive() bool {
@@ -2826,7 +3087,7 @@ type InputLockRequest struct {
 
 func (x *InputLockRequest) Reset() {
 	*x = InputLockRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[32]
+	mi := &file_betcode_v1_agent_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2838,7 +3099,7 @@ func (x *InputLockRequest) String() string {
 func (*InputLockRequest) ProtoMessage() {}
 
 func (x *InputLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[32]
+	mi := &file_betcode_v1_agent_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2851,7 +3112,7 @@ func (x *InputLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputLockRequest.ProtoReflect.Descriptor instead.
 func (*InputLockRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{32}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *InputLockRequest) GetSessionId() string {
@@ -2874,7 +3135,7 @@ type InputLockResponse struct {
 
 func (x *InputLockResponse) Reset() {
 	*x = InputLockResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[33]
+	mi := &file_betcode_v1_agent_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2886,7 +3147,7 @@ func (x *InputLockResponse) String() string {
 func (*InputLockResponse) ProtoMessage() {}
 
 func (x *InputLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[33]
+	mi := &file_betcode_v1_agent_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2899,7 +3160,7 @@ func (x *InputLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputLockResponse.ProtoReflect.Descriptor instead.
 func (*InputLockResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{33}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *InputLockResponse) GetGranted() bool {
@@ -2931,7 +3192,7 @@ type QueueMessageRequest struct {
 
 func (x *QueueMessageRequest) Reset() {
 	*x = QueueMessageRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[34]
+	mi := &file_betcode_v1_agent_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2943,7 +3204,7 @@ func (x *QueueMessageRequest) String() string {
 func (*QueueMessageRequest) ProtoMessage() {}
 
 func (x *QueueMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[34]
+	mi := &file_betcode_v1_agent_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2956,7 +3217,7 @@ func (x *QueueMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueMessageRequest.ProtoReflect.Descriptor instead.
 func (*QueueMessageRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{34}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *QueueMessageRequest) GetSessionId() string {
@@ -2997,7 +3258,7 @@ type QueueMessageResponse struct {
 
 func (x *QueueMessageResponse) Reset() {
 	*x = QueueMessageResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[35]
+	mi := &file_betcode_v1_agent_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3009,7 +3270,7 @@ func (x *QueueMessageResponse) String() string {
 func (*QueueMessageResponse) ProtoMessage() {}
 
 func (x *QueueMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[35]
+	mi := &file_betcode_v1_agent_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3022,7 +3283,7 @@ func (x *QueueMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueMessageResponse.ProtoReflect.Descriptor instead.
 func (*QueueMessageResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{35}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *QueueMessageResponse) GetAccepted() bool {
@@ -3066,7 +3327,7 @@ type PermissionLogRequest struct {
 
 func (x *PermissionLogRequest) Reset() {
 	*x = PermissionLogRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[36]
+	mi := &file_betcode_v1_agent_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3078,7 +3339,7 @@ func (x *PermissionLogRequest) String() string {
 func (*PermissionLogRequest) ProtoMessage() {}
 
 func (x *PermissionLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[36]
+	mi := &file_betcode_v1_agent_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3091,7 +3352,7 @@ func (x *PermissionLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionLogRequest.ProtoReflect.Descriptor instead.
 func (*PermissionLogRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{36}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PermissionLogRequest) GetSessionId() string {
@@ -3119,7 +3380,7 @@ type PermissionLogResponse struct {
 
 func (x *PermissionLogResponse) Reset() {
 	*x = PermissionLogResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[37]
+	mi := &file_betcode_v1_agent_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3131,7 +3392,7 @@ func (x *PermissionLogResponse) String() string {
 func (*PermissionLogResponse) ProtoMessage() {}
 
 func (x *PermissionLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[37]
+	mi := &file_betcode_v1_agent_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3144,7 +3405,7 @@ func (x *PermissionLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionLogResponse.ProtoReflect.Descriptor instead.
 func (*PermissionLogResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{37}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PermissionLogResponse) GetEntries() []*PermissionLogEntry {
@@ -3179,7 +3440,7 @@ type PermissionLogEntry struct {
 
 func (x *PermissionLogEntry) Reset() {
 	*x = PermissionLogEntry{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[38]
+	mi := &file_betcode_v1_agent_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3191,7 +3452,7 @@ func (x *PermissionLogEntry) String() string {
 func (*PermissionLogEntry) ProtoMessage() {}
 
 func (x *PermissionLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[38]
+	mi := &file_betcode_v1_agent_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3204,7 +3465,7 @@ func (x *PermissionLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionLogEntry.ProtoReflect.Descriptor instead.
 func (*PermissionLogEntry) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{38}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PermissionLogEntry) GetRequestId() string {
@@ -3276,7 +3537,7 @@ type ListLocalSessionsRequest struct {
 
 func (x *ListLocalSessionsRequest) Reset() {
 	*x = ListLocalSessionsRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[39]
+	mi := &file_betcode_v1_agent_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3288,7 +3549,7 @@ func (x *ListLocalSessionsRequest) String() string {
 func (*ListLocalSessionsRequest) ProtoMessage() {}
 
 func (x *ListLocalSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[39]
+	mi := &file_betcode_v1_agent_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3301,7 +3562,7 @@ func (x *ListLocalSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocalSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListLocalSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{39}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListLocalSessionsRequest) GetWorkingDirectory() string {
@@ -3329,7 +3590,7 @@ type ListLocalSessionsResponse struct {
 
 func (x *ListLocalSessionsResponse) Reset() {
 	*x = ListLocalSessionsResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[40]
+	mi := &file_betcode_v1_agent_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3341,7 +3602,7 @@ func (x *ListLocalSessionsResponse) String() string {
 func (*ListLocalSessionsResponse) ProtoMessage() {}
 
 func (x *ListLocalSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[40]
+	mi := &file_betcode_v1_agent_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3354,7 +3615,7 @@ func (x *ListLocalSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocalSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListLocalSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{40}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListLocalSessionsResponse) GetSessions() []*LocalSession {
@@ -3387,7 +3648,7 @@ type LocalSession struct {
 
 func (x *LocalSession) Reset() {
 	*x = LocalSession{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[41]
+	mi := &file_betcode_v1_agent_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3399,7 +3660,7 @@ func (x *LocalSession) String() string {
 func (*LocalSession) ProtoMessage() {}
 
 func (x *LocalSession) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[41]
+	mi := &file_betcode_v1_agent_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3412,7 +3673,7 @@ func (x *LocalSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalSession.ProtoReflect.Descriptor instead.
 func (*LocalSession) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{41}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *LocalSession) GetSessionId() string {
@@ -3475,7 +3736,7 @@ type AdoptSessionRequest struct {
 
 func (x *AdoptSessionRequest) Reset() {
 	*x = AdoptSessionRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[42]
+	mi := &file_betcode_v1_agent_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3487,7 +3748,7 @@ func (x *AdoptSessionRequest) String() string {
 func (*AdoptSessionRequest) ProtoMessage() {}
 
 func (x *AdoptSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[42]
+	mi := &file_betcode_v1_agent_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3500,7 +3761,7 @@ func (x *AdoptSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdoptSessionRequest.ProtoReflect.Descriptor instead.
 func (*AdoptSessionRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{42}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AdoptSessionRequest) GetSessionId() string {
@@ -3523,7 +3784,7 @@ type AdoptSessionResponse struct {
 
 func (x *AdoptSessionResponse) Reset() {
 	*x = AdoptSessionResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[43]
+	mi := &file_betcode_v1_agent_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3535,7 +3796,7 @@ func (x *AdoptSessionResponse) String() string {
 func (*AdoptSessionResponse) ProtoMessage() {}
 
 func (x *AdoptSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[43]
+	mi := &file_betcode_v1_agent_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3548,7 +3809,7 @@ func (x *AdoptSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdoptSessionResponse.ProtoReflect.Descriptor instead.
 func (*AdoptSessionResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{43}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AdoptSessionResponse) GetSession() *SessionSummary {
@@ -3595,7 +3856,7 @@ type StartSessionRequest struct {
 
 func (x *StartSessionRequest) Reset() {
 	*x = StartSessionRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[44]
+	mi := &file_betcode_v1_agent_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3607,7 +3868,7 @@ func (x *StartSessionRequest) String() string {
 func (*StartSessionRequest) ProtoMessage() {}
 
 func (x *StartSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[44]
+	mi := &file_betcode_v1_agent_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3620,7 +3881,7 @@ func (x *StartSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartSessionRequest.ProtoReflect.Descriptor instead.
 func (*StartSessionRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{44}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *StartSessionRequest) GetWorkingDirectory() string {
@@ -3701,7 +3962,7 @@ type StartSessionResponse struct {
 
 func (x *StartSessionResponse) Reset() {
 	*x = StartSessionResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[45]
+	mi := &file_betcode_v1_agent_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3713,7 +3974,7 @@ func (x *StartSessionResponse) String() string {
 func (*StartSessionResponse) ProtoMessage() {}
 
 func (x *StartSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[45]
+	mi := &file_betcode_v1_agent_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3726,7 +3987,7 @@ func (x *StartSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartSessionResponse.ProtoReflect.Descriptor instead.
 func (*StartSessionResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{45}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *StartSessionResponse) GetSession() *SessionSummary {
@@ -3763,7 +4024,7 @@ type AnswerPermissionRequest struct {
 
 func (x *AnswerPermissionRequest) Reset() {
 	*x = AnswerPermissionRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[46]
+	mi := &file_betcode_v1_agent_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3775,7 +4036,7 @@ func (x *AnswerPermissionRequest) String() string {
 func (*AnswerPermissionRequest) ProtoMessage() {}
 
 func (x *AnswerPermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[46]
+	mi := &file_betcode_v1_agent_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3788,7 +4049,7 @@ func (x *AnswerPermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerPermissionRequest.ProtoReflect.Descriptor instead.
 func (*AnswerPermissionRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{46}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AnswerPermissionRequest) GetSessionId() string {
@@ -3816,7 +4077,7 @@ type AnswerPermissionResponse struct {
 
 func (x *AnswerPermissionResponse) Reset() {
 	*x = AnswerPermissionResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[47]
+	mi := &file_betcode_v1_agent_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3828,7 +4089,7 @@ func (x *AnswerPermissionResponse) String() string {
 func (*AnswerPermissionResponse) ProtoMessage() {}
 
 func (x *AnswerPermissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[47]
+	mi := &file_betcode_v1_agent_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3841,7 +4102,7 @@ func (x *AnswerPermissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerPermissionResponse.ProtoReflect.Descriptor instead.
 func (*AnswerPermissionResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{47}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AnswerPermissionResponse) GetSequence() uint64 {
@@ -3864,7 +4125,7 @@ type AnswerQuestionRequest struct {
 
 func (x *AnswerQuestionRequest) Reset() {
 	*x = AnswerQuestionRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[48]
+	mi := &file_betcode_v1_agent_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3876,7 +4137,7 @@ func (x *AnswerQuestionRequest) String() string {
 func (*AnswerQuestionRequest) ProtoMessage() {}
 
 func (x *AnswerQuestionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[48]
+	mi := &file_betcode_v1_agent_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3889,7 +4150,7 @@ func (x *AnswerQuestionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerQuestionRequest.ProtoReflect.Descriptor instead.
 func (*AnswerQuestionRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{48}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AnswerQuestionRequest) GetSessionId() string {
@@ -3917,7 +4178,7 @@ type AnswerQuestionResponse struct {
 
 func (x *AnswerQuestionResponse) Reset() {
 	*x = AnswerQuestionResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[49]
+	mi := &file_betcode_v1_agent_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3929,7 +4190,7 @@ func (x *AnswerQuestionResponse) String() string {
 func (*AnswerQuestionResponse) ProtoMessage() {}
 
 func (x *AnswerQuestionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[49]
+	mi := &file_betcode_v1_agent_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3942,7 +4203,7 @@ func (x *AnswerQuestionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerQuestionResponse.ProtoReflect.Descriptor instead.
 func (*AnswerQuestionResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{49}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AnswerQuestionResponse) GetSequence() uint64 {
@@ -3963,7 +4224,7 @@ type WatchSessionsRequest struct {
 
 func (x *WatchSessionsRequest) Reset() {
 	*x = WatchSessionsRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[50]
+	mi := &file_betcode_v1_agent_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3975,7 +4236,7 @@ func (x *WatchSessionsRequest) String() string {
 func (*WatchSessionsRequest) ProtoMessage() {}
 
 func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[50]
+	mi := &file_betcode_v1_agent_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3988,7 +4249,7 @@ func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionsRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{50}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *WatchSessionsRequest) GetWorkingDirectory() string {
@@ -4021,7 +4282,7 @@ type SessionUpdate struct {
 
 func (x *SessionUpdate) Reset() {
 	*x = SessionUpdate{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[51]
+	mi := &file_betcode_v1_agent_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4033,7 +4294,7 @@ func (x *SessionUpdate) String() string {
 func (*SessionUpdate) ProtoMessage() {}
 
 func (x *SessionUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[51]
+	mi := &file_betcode_v1_agent_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4046,7 +4307,7 @@ func (x *SessionUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionUpdate.ProtoReflect.Descriptor instead.
 func (*SessionUpdate) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{51}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SessionUpdate) GetSession() *SessionSummary {
@@ -4097,7 +4358,7 @@ type RenameSessionRequest struct {
 
 func (x *RenameSessionRequest) Reset() {
 	*x = RenameSessionRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[52]
+	mi := &file_betcode_v1_agent_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4109,7 +4370,7 @@ func (x *RenameSessionRequest) String() string {
 func (*RenameSessionRequest) ProtoMessage() {}
 
 func (x *RenameSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[52]
+	mi := &file_betcode_v1_agent_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4122,7 +4383,7 @@ func (x *RenameSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameSessionRequest.ProtoReflect.Descriptor instead.
 func (*RenameSessionRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{52}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RenameSessionRequest) GetSessionId() string {
@@ -4150,7 +4411,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[53]
+	mi := &file_betcode_v1_agent_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4162,7 +4423,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[53]
+	mi := &file_betcode_v1_agent_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4175,7 +4436,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{53}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -4196,7 +4457,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_betcode_v1_agent_proto_msgTypes[54]
+	mi := &file_betcode_v1_agent_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4208,7 +4469,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_agent_proto_msgTypes[54]
+	mi := &file_betcode_v1_agent_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4221,7 +4482,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{54}
+	return file_betcode_v1_agent_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *DeleteSessionResponse) GetWasActive() bool {
@@ -4286,7 +4547,7 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"'\n" +
 	"\rCancelRequest\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x95\b\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xdc\b\n" +
 	"\n" +
 	"AgentEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x128\n" +
@@ -4309,7 +4570,8 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\rturn_complete\x18\x15 \x01(\v2\x18.betcode.v1.TurnCompleteH\x00R\fturnComplete\x12Q\n" +
 	"\x13deprecation_warning\x18\x16 \x01(\v2\x1e.betcode.v1.DeprecationWarningH\x00R\x12deprecationWarning\x12;\n" +
 	"\n" +
-	"user_input\x18\x17 \x01(\v2\x1a.betcode.v1.UserInputEventH\x00R\tuserInputB\a\n" +
+	"user_input\x18\x17 \x01(\v2\x1a.betcode.v1.UserInputEventH\x00R\tuserInput\x12E\n" +
+	"\rsubagent_task\x18\x18 \x01(\v2\x1e.betcode.v1.SubagentTaskUpdateH\x00R\fsubagentTaskB\a\n" +
 	"\x05event\"\x81\x01\n" +
 	"\x0eUserInputEvent\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12<\n" +
@@ -4318,7 +4580,23 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\x0eAttachmentInfo\x12\x1a\n" +
 	"\bfilename\x18\x01 \x01(\tR\bfilename\x12\x1b\n" +
 	"\tmime_type\x18\x02 \x01(\tR\bmimeType\x12\x12\n" +
-	"\x04size\x18\x03 \x01(\x04R\x04size\"@\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\"\xc8\x03\n" +
+	"\x12SubagentTaskUpdate\x12\x1e\n" +
+	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x17\n" +
+	"\atask_id\x18\x02 \x01(\tR\x06taskId\x126\n" +
+	"\x06status\x18\x03 \x01(\x0e2\x1e.betcode.v1.SubagentTaskStatusR\x06status\x12 \n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x12#\n" +
+	"\rsubagent_type\x18\x05 \x01(\tR\fsubagentType\x12'\n" +
+	"\x0fis_backgrounded\x18\x06 \x01(\bR\x0eisBackgrounded\x12\x18\n" +
+	"\asummary\x18\a \x01(\tR\asummary\x12\x14\n" +
+	"\x05error\x18\b \x01(\tR\x05error\x12\x1a\n" +
+	"\bactivity\x18\t \x01(\tR\bactivity\x12$\n" +
+	"\x0elast_tool_name\x18\n" +
+	" \x01(\tR\flastToolName\x12!\n" +
+	"\ftotal_tokens\x18\v \x01(\x04R\vtotalTokens\x12\x1b\n" +
+	"\ttool_uses\x18\f \x01(\rR\btoolUses\x12\x1f\n" +
+	"\vduration_ms\x18\r \x01(\x04R\n" +
+	"durationMs\"@\n" +
 	"\tTextDelta\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1f\n" +
 	"\vis_complete\x18\x02 \x01(\bR\n" +
@@ -4557,7 +4835,16 @@ const file_betcode_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"ALLOW_ONCE\x10\x01\x12\x11\n" +
 	"\rALLOW_SESSION\x10\x02\x12\b\n" +
-	"\x04DENY\x10\x03*V\n" +
+	"\x04DENY\x10\x03*\xa8\x02\n" +
+	"\x12SubagentTaskStatus\x12$\n" +
+	" SUBAGENT_TASK_STATUS_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cSUBAGENT_TASK_STATUS_STARTED\x10\x01\x12 \n" +
+	"\x1cSUBAGENT_TASK_STATUS_RUNNING\x10\x02\x12 \n" +
+	"\x1cSUBAGENT_TASK_STATUS_PENDING\x10\x03\x12\x1f\n" +
+	"\x1bSUBAGENT_TASK_STATUS_PAUSED\x10\x04\x12\"\n" +
+	"\x1eSUBAGENT_TASK_STATUS_COMPLETED\x10\x05\x12\x1f\n" +
+	"\x1bSUBAGENT_TASK_STATUS_FAILED\x10\x06\x12 \n" +
+	"\x1cSUBAGENT_TASK_STATUS_STOPPED\x10\a*V\n" +
 	"\n" +
 	"TodoStatus\x12\x1b\n" +
 	"\x17TODO_STATUS_UNSPECIFIED\x10\x00\x12\v\n" +
@@ -4605,172 +4892,176 @@ func file_betcode_v1_agent_proto_rawDescGZIP() []byte {
 	return file_betcode_v1_agent_proto_rawDescData
 }
 
-var file_betcode_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_betcode_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_betcode_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_betcode_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_betcode_v1_agent_proto_goTypes = []any{
 	(PermissionDecision)(0),           // 0: betcode.v1.PermissionDecision
-	(TodoStatus)(0),                   // 1: betcode.v1.TodoStatus
-	(AgentStatus)(0),                  // 2: betcode.v1.AgentStatus
-	(*AgentRequest)(nil),              // 3: betcode.v1.AgentRequest
-	(*StartConversation)(nil),         // 4: betcode.v1.StartConversation
-	(*UserMessage)(nil),               // 5: betcode.v1.UserMessage
-	(*Attachment)(nil),                // 6: betcode.v1.Attachment
-	(*PermissionResponse)(nil),        // 7: betcode.v1.PermissionResponse
-	(*UserQuestionResponse)(nil),      // 8: betcode.v1.UserQuestionResponse
-	(*CancelRequest)(nil),             // 9: betcode.v1.CancelRequest
-	(*AgentEvent)(nil),                // 10: betcode.v1.AgentEvent
-	(*UserInputEvent)(nil),            // 11: betcode.v1.UserInputEvent
-	(*AttachmentInfo)(nil),            // 12: betcode.v1.AttachmentInfo
-	(*TextDelta)(nil),                 // 13: betcode.v1.TextDelta
-	(*ToolCallStart)(nil),             // 14: betcode.v1.ToolCallStart
-	(*ToolCallResult)(nil),            // 15: betcode.v1.ToolCallResult
-	(*PermissionRequest)(nil),         // 16: betcode.v1.PermissionRequest
-	(*UserQuestion)(nil),              // 17: betcode.v1.UserQuestion
-	(*QuestionOption)(nil),            // 18: betcode.v1.QuestionOption
-	(*TodoUpdate)(nil),                // 19: betcode.v1.TodoUpdate
-	(*TodoItem)(nil),                  // 20: betcode.v1.TodoItem
-	(*StatusChange)(nil),              // 21: betcode.v1.StatusChange
-	(*SessionInfo)(nil),               // 22: betcode.v1.SessionInfo
-	(*ErrorEvent)(nil),                // 23: betcode.v1.ErrorEvent
-	(*UsageReport)(nil),               // 24: betcode.v1.UsageReport
-	(*PlanModeChange)(nil),            // 25: betcode.v1.PlanModeChange
-	(*TurnComplete)(nil),              // 26: betcode.v1.TurnComplete
-	(*ListSessionsRequest)(nil),       // 27: betcode.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),      // 28: betcode.v1.ListSessionsResponse
-	(*SessionSummary)(nil),            // 29: betcode.v1.SessionSummary
-	(*ResumeSessionRequest)(nil),      // 30: betcode.v1.ResumeSessionRequest
-	(*CompactSessionRequest)(nil),     // 31: betcode.v1.CompactSessionRequest
-	(*CompactSessionResponse)(nil),    // 32: betcode.v1.CompactSessionResponse
-	(*CancelTurnRequest)(nil),         // 33: betcode.v1.CancelTurnRequest
-	(*CancelTurnResponse)(nil),        // 34: betcode.v1.CancelTurnResponse
-	(*InputLockRequest)(nil),          // 35: betcode.v1.InputLockRequest
-	(*InputLockResponse)(nil),         // 36: betcode.v1.InputLockResponse
-	(*QueueMessageRequest)(nil),       // 37: betcode.v1.QueueMessageRequest
-	(*QueueMessageResponse)(nil),      // 38: betcode.v1.QueueMessageResponse
-	(*PermissionLogRequest)(nil),      // 39: betcode.v1.PermissionLogRequest
-	(*PermissionLogResponse)(nil),     // 40: betcode.v1.PermissionLogResponse
-	(*PermissionLogEntry)(nil),        // 41: betcode.v1.PermissionLogEntry
-	(*ListLocalSessionsRequest)(nil),  // 42: betcode.v1.ListLocalSessionsRequest
-	(*ListLocalSessionsResponse)(nil), // 43: betcode.v1.ListLocalSessionsResponse
-	(*LocalSession)(nil),              // 44: betcode.v1.LocalSession
-	(*AdoptSessionRequest)(nil),       // 45: betcode.v1.AdoptSessionRequest
-	(*AdoptSessionResponse)(nil),      // 46: betcode.v1.AdoptSessionResponse
-	(*StartSessionRequest)(nil),       // 47: betcode.v1.StartSessionRequest
-	(*StartSessionResponse)(nil),      // 48: betcode.v1.StartSessionResponse
-	(*AnswerPermissionRequest)(nil),   // 49: betcode.v1.AnswerPermissionRequest
-	(*AnswerPermissionResponse)(nil),  // 50: betcode.v1.AnswerPermissionResponse
-	(*AnswerQuestionRequest)(nil),     // 51: betcode.v1.AnswerQuestionRequest
-	(*AnswerQuestionResponse)(nil),    // 52: betcode.v1.AnswerQuestionResponse
-	(*WatchSessionsRequest)(nil),      // 53: betcode.v1.WatchSessionsRequest
-	(*SessionUpdate)(nil),             // 54: betcode.v1.SessionUpdate
-	(*RenameSessionRequest)(nil),      // 55: betcode.v1.RenameSessionRequest
-	(*DeleteSessionRequest)(nil),      // 56: betcode.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),     // 57: betcode.v1.DeleteSessionResponse
-	nil,                               // 58: betcode.v1.StartConversation.MetadataEntry
-	nil,                               // 59: betcode.v1.StartConversation.ProviderConfigEntry
-	nil,                               // 60: betcode.v1.UserQuestionResponse.AnswersEntry
-	nil,                               // 61: betcode.v1.ErrorEvent.DetailsEntry
-	nil,                               // 62: betcode.v1.StartSessionRequest.ProviderConfigEntry
-	(SessionProvider)(0),              // 63: betcode.v1.SessionProvider
-	(*structpb.Struct)(nil),           // 64: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),     // 65: google.protobuf.Timestamp
-	(*DeprecationWarning)(nil),        // 66: betcode.v1.DeprecationWarning
+	(SubagentTaskStatus)(0),           // 1: betcode.v1.SubagentTaskStatus
+	(TodoStatus)(0),                   // 2: betcode.v1.TodoStatus
+	(AgentStatus)(0),                  // 3: betcode.v1.AgentStatus
+	(*AgentRequest)(nil),              // 4: betcode.v1.AgentRequest
+	(*StartConversation)(nil),         // 5: betcode.v1.StartConversation
+	(*UserMessage)(nil),               // 6: betcode.v1.UserMessage
+	(*Attachment)(nil),                // 7: betcode.v1.Attachment
+	(*PermissionResponse)(nil),        // 8: betcode.v1.PermissionResponse
+	(*UserQuestionResponse)(nil),      // 9: betcode.v1.UserQuestionResponse
+	(*CancelRequest)(nil),             // 10: betcode.v1.CancelRequest
+	(*AgentEvent)(nil),                // 11: betcode.v1.AgentEvent
+	(*UserInputEvent)(nil),            // 12: betcode.v1.UserInputEvent
+	(*AttachmentInfo)(nil),            // 13: betcode.v1.AttachmentInfo
+	(*SubagentTaskUpdate)(nil),        // 14: betcode.v1.SubagentTaskUpdate
+	(*TextDelta)(nil),                 // 15: betcode.v1.TextDelta
+	(*ToolCallStart)(nil),             // 16: betcode.v1.ToolCallStart
+	(*ToolCallResult)(nil),            // 17: betcode.v1.ToolCallResult
+	(*PermissionRequest)(nil),         // 18: betcode.v1.PermissionRequest
+	(*UserQuestion)(nil),              // 19: betcode.v1.UserQuestion
+	(*QuestionOption)(nil),            // 20: betcode.v1.QuestionOption
+	(*TodoUpdate)(nil),                // 21: betcode.v1.TodoUpdate
+	(*TodoItem)(nil),                  // 22: betcode.v1.TodoItem
+	(*StatusChange)(nil),              // 23: betcode.v1.StatusChange
+	(*SessionInfo)(nil),               // 24: betcode.v1.SessionInfo
+	(*ErrorEvent)(nil),                // 25: betcode.v1.ErrorEvent
+	(*UsageReport)(nil),               // 26: betcode.v1.UsageReport
+	(*PlanModeChange)(nil),            // 27: betcode.v1.PlanModeChange
+	(*TurnComplete)(nil),              // 28: betcode.v1.TurnComplete
+	(*ListSessionsRequest)(nil),       // 29: betcode.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),      // 30: betcode.v1.ListSessionsResponse
+	(*SessionSummary)(nil),            // 31: betcode.v1.SessionSummary
+	(*ResumeSessionRequest)(nil),      // 32: betcode.v1.ResumeSessionRequest
+	(*CompactSessionRequest)(nil),     // 33: betcode.v1.CompactSessionRequest
+	(*CompactSessionResponse)(nil),    // 34: betcode.v1.CompactSessionResponse
+	(*CancelTurnRequest)(nil),         // 35: betcode.v1.CancelTurnRequest
+	(*CancelTurnResponse)(nil),        // 36: betcode.v1.CancelTurnResponse
+	(*InputLockRequest)(nil),          // 37: betcode.v1.InputLockRequest
+	(*InputLockResponse)(nil),         // 38: betcode.v1.InputLockResponse
+	(*QueueMessageRequest)(nil),       // 39: betcode.v1.QueueMessageRequest
+	(*QueueMessageResponse)(nil),      // 40: betcode.v1.QueueMessageResponse
+	(*PermissionLogRequest)(nil),      // 41: betcode.v1.PermissionLogRequest
+	(*PermissionLogResponse)(nil),     // 42: betcode.v1.PermissionLogResponse
+	(*PermissionLogEntry)(nil),        // 43: betcode.v1.PermissionLogEntry
+	(*ListLocalSessionsRequest)(nil),  // 44: betcode.v1.ListLocalSessionsRequest
+	(*ListLocalSessionsResponse)(nil), // 45: betcode.v1.ListLocalSessionsResponse
+	(*LocalSession)(nil),              // 46: betcode.v1.LocalSession
+	(*AdoptSessionRequest)(nil),       // 47: betcode.v1.AdoptSessionRequest
+	(*AdoptSessionResponse)(nil),      // 48: betcode.v1.AdoptSessionResponse
+	(*StartSessionRequest)(nil),       // 49: betcode.v1.StartSessionRequest
+	(*StartSessionResponse)(nil),      // 50: betcode.v1.StartSessionResponse
+	(*AnswerPermissionRequest)(nil),   // 51: betcode.v1.AnswerPermissionRequest
+	(*AnswerPermissionResponse)(nil),  // 52: betcode.v1.AnswerPermissionResponse
+	(*AnswerQuestionRequest)(nil),     // 53: betcode.v1.AnswerQuestionRequest
+	(*AnswerQuestionResponse)(nil),    // 54: betcode.v1.AnswerQuestionResponse
+	(*WatchSessionsRequest)(nil),      // 55: betcode.v1.WatchSessionsRequest
+	(*SessionUpdate)(nil),             // 56: betcode.v1.SessionUpdate
+	(*RenameSessionRequest)(nil),      // 57: betcode.v1.RenameSessionRequest
+	(*DeleteSessionRequest)(nil),      // 58: betcode.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),     // 59: betcode.v1.DeleteSessionResponse
+	nil,                               // 60: betcode.v1.StartConversation.MetadataEntry
+	nil,                               // 61: betcode.v1.StartConversation.ProviderConfigEntry
+	nil,                               // 62: betcode.v1.UserQuestionResponse.AnswersEntry
+	nil,                               // 63: betcode.v1.ErrorEvent.DetailsEntry
+	nil,                               // 64: betcode.v1.StartSessionRequest.ProviderConfigEntry
+	(SessionProvider)(0),              // 65: betcode.v1.SessionProvider
+	(*structpb.Struct)(nil),           // 66: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),     // 67: google.protobuf.Timestamp
+	(*DeprecationWarning)(nil),        // 68: betcode.v1.DeprecationWarning
 }
 var file_betcode_v1_agent_proto_depIdxs = []int32{
-	4,  // 0: betcode.v1.AgentRequest.start:type_name -> betcode.v1.StartConversation
-	5,  // 1: betcode.v1.AgentRequest.message:type_name -> betcode.v1.UserMessage
-	7,  // 2: betcode.v1.AgentRequest.permission:type_name -> betcode.v1.PermissionResponse
-	8,  // 3: betcode.v1.AgentRequest.question_response:type_name -> betcode.v1.UserQuestionResponse
-	9,  // 4: betcode.v1.AgentRequest.cancel:type_name -> betcode.v1.CancelRequest
-	58, // 5: betcode.v1.StartConversation.metadata:type_name -> betcode.v1.StartConversation.MetadataEntry
-	63, // 6: betcode.v1.StartConversation.provider:type_name -> betcode.v1.SessionProvider
-	59, // 7: betcode.v1.StartConversation.provider_config:type_name -> betcode.v1.StartConversation.ProviderConfigEntry
-	6,  // 8: betcode.v1.UserMessage.attachments:type_name -> betcode.v1.Attachment
+	5,  // 0: betcode.v1.AgentRequest.start:type_name -> betcode.v1.StartConversation
+	6,  // 1: betcode.v1.AgentRequest.message:type_name -> betcode.v1.UserMessage
+	8,  // 2: betcode.v1.AgentRequest.permission:type_name -> betcode.v1.PermissionResponse
+	9,  // 3: betcode.v1.AgentRequest.question_response:type_name -> betcode.v1.UserQuestionResponse
+	10, // 4: betcode.v1.AgentRequest.cancel:type_name -> betcode.v1.CancelRequest
+	60, // 5: betcode.v1.StartConversation.metadata:type_name -> betcode.v1.StartConversation.MetadataEntry
+	65, // 6: betcode.v1.StartConversation.provider:type_name -> betcode.v1.SessionProvider
+	61, // 7: betcode.v1.StartConversation.provider_config:type_name -> betcode.v1.StartConversation.ProviderConfigEntry
+	7,  // 8: betcode.v1.UserMessage.attachments:type_name -> betcode.v1.Attachment
 	0,  // 9: betcode.v1.PermissionResponse.decision:type_name -> betcode.v1.PermissionDecision
-	64, // 10: betcode.v1.PermissionResponse.updated_input:type_name -> google.protobuf.Struct
-	60, // 11: betcode.v1.UserQuestionResponse.answers:type_name -> betcode.v1.UserQuestionResponse.AnswersEntry
-	65, // 12: betcode.v1.AgentEvent.timestamp:type_name -> google.protobuf.Timestamp
-	13, // 13: betcode.v1.AgentEvent.text_delta:type_name -> betcode.v1.TextDelta
-	14, // 14: betcode.v1.AgentEvent.tool_call_start:type_name -> betcode.v1.ToolCallStart
-	15, // 15: betcode.v1.AgentEvent.tool_call_result:type_name -> betcode.v1.ToolCallResult
-	16, // 16: betcode.v1.AgentEvent.permission_request:type_name -> betcode.v1.PermissionRequest
-	17, // 17: betcode.v1.AgentEvent.user_question:type_name -> betcode.v1.UserQuestion
-	19, // 18: betcode.v1.AgentEvent.todo_update:type_name -> betcode.v1.TodoUpdate
-	21, // 19: betcode.v1.AgentEvent.status_change:type_name -> betcode.v1.StatusChange
-	22, // 20: betcode.v1.AgentEvent.session_info:type_name -> betcode.v1.SessionInfo
-	23, // 21: betcode.v1.AgentEvent.error:type_name -> betcode.v1.ErrorEvent
-	24, // 22: betcode.v1.AgentEvent.usage:type_name -> betcode.v1.UsageReport
-	25, // 23: betcode.v1.AgentEvent.plan_mode:type_name -> betcode.v1.PlanModeChange
-	26, // 24: betcode.v1.AgentEvent.turn_complete:type_name -> betcode.v1.TurnComplete
-	66, // 25: betcode.v1.AgentEvent.deprecation_warning:type_name -> betcode.v1.DeprecationWarning
-	11, // 26: betcode.v1.AgentEvent.user_input:type_name -> betcode.v1.UserInputEvent
-	12, // 27: betcode.v1.UserInputEvent.attachments:type_name -> betcode.v1.AttachmentInfo
-	64, // 28: betcode.v1.ToolCallStart.input:type_name -> google.protobuf.Struct
-	64, // 29: betcode.v1.PermissionRequest.input:type_name -> google.protobuf.Struct
-	64, // 30: betcode.v1.PermissionRequest.suggestions:type_name -> google.protobuf.Struct
-	18, // 31: betcode.v1.UserQuestion.options:type_name -> betcode.v1.QuestionOption
-	20, // 32: betcode.v1.TodoUpdate.items:type_name -> betcode.v1.TodoItem
-	1,  // 33: betcode.v1.TodoItem.status:type_name -> betcode.v1.TodoStatus
-	2,  // 34: betcode.v1.StatusChange.status:type_name -> betcode.v1.AgentStatus
-	61, // 35: betcode.v1.ErrorEvent.details:type_name -> betcode.v1.ErrorEvent.DetailsEntry
-	29, // 36: betcode.v1.ListSessionsResponse.sessions:type_name -> betcode.v1.SessionSummary
-	65, // 37: betcode.v1.SessionSummary.created_at:type_name -> google.protobuf.Timestamp
-	65, // 38: betcode.v1.SessionSummary.updated_at:type_name -> google.protobuf.Timestamp
-	2,  // 39: betcode.v1.SessionSummary.agent_status:type_name -> betcode.v1.AgentStatus
-	63, // 40: betcode.v1.SessionSummary.provider:type_name -> betcode.v1.SessionProvider
-	5,  // 41: betcode.v1.QueueMessageRequest.message:type_name -> betcode.v1.UserMessage
-	41, // 42: betcode.v1.PermissionLogResponse.entries:type_name -> betcode.v1.PermissionLogEntry
-	64, // 43: betcode.v1.PermissionLogEntry.input:type_name -> google.protobuf.Struct
-	65, // 44: betcode.v1.PermissionLogEntry.decided_at:type_name -> google.protobuf.Timestamp
-	44, // 45: betcode.v1.ListLocalSessionsResponse.sessions:type_name -> betcode.v1.LocalSession
-	65, // 46: betcode.v1.LocalSession.updated_at:type_name -> google.protobuf.Timestamp
-	29, // 47: betcode.v1.AdoptSessionResponse.session:type_name -> betcode.v1.SessionSummary
-	5,  // 48: betcode.v1.StartSessionRequest.message:type_name -> betcode.v1.UserMessage
-	63, // 49: betcode.v1.StartSessionRequest.provider:type_name -> betcode.v1.SessionProvider
-	62, // 50: betcode.v1.StartSessionRequest.provider_config:type_name -> betcode.v1.StartSessionRequest.ProviderConfigEntry
-	29, // 51: betcode.v1.StartSessionResponse.session:type_name -> betcode.v1.SessionSummary
-	7,  // 52: betcode.v1.AnswerPermissionRequest.response:type_name -> betcode.v1.PermissionResponse
-	8,  // 53: betcode.v1.AnswerQuestionRequest.response:type_name -> betcode.v1.UserQuestionResponse
-	29, // 54: betcode.v1.SessionUpdate.session:type_name -> betcode.v1.SessionSummary
-	10, // 55: betcode.v1.SessionUpdate.pending:type_name -> betcode.v1.AgentEvent
-	10, // 56: betcode.v1.SessionUpdate.cause:type_name -> betcode.v1.AgentEvent
-	3,  // 57: betcode.v1.AgentService.Converse:input_type -> betcode.v1.AgentRequest
-	27, // 58: betcode.v1.AgentService.ListSessions:input_type -> betcode.v1.ListSessionsRequest
-	30, // 59: betcode.v1.AgentService.ResumeSession:input_type -> betcode.v1.ResumeSessionRequest
-	31, // 60: betcode.v1.AgentService.CompactSession:input_type -> betcode.v1.CompactSessionRequest
-	33, // 61: betcode.v1.AgentService.CancelTurn:input_type -> betcode.v1.CancelTurnRequest
-	35, // 62: betcode.v1.AgentService.RequestInputLock:input_type -> betcode.v1.InputLockRequest
-	37, // 63: betcode.v1.AgentService.QueueMessage:input_type -> betcode.v1.QueueMessageRequest
-	39, // 64: betcode.v1.AgentService.ListPermissionLog:input_type -> betcode.v1.PermissionLogRequest
-	42, // 65: betcode.v1.AgentService.ListLocalSessions:input_type -> betcode.v1.ListLocalSessionsRequest
-	45, // 66: betcode.v1.AgentService.AdoptSession:input_type -> betcode.v1.AdoptSessionRequest
-	47, // 67: betcode.v1.AgentService.StartSession:input_type -> betcode.v1.StartSessionRequest
-	49, // 68: betcode.v1.AgentService.AnswerPermission:input_type -> betcode.v1.AnswerPermissionRequest
-	51, // 69: betcode.v1.AgentService.AnswerQuestion:input_type -> betcode.v1.AnswerQuestionRequest
-	53, // 70: betcode.v1.AgentService.WatchSessions:input_type -> betcode.v1.WatchSessionsRequest
-	55, // 71: betcode.v1.AgentService.RenameSession:input_type -> betcode.v1.RenameSessionRequest
-	56, // 72: betcode.v1.AgentService.DeleteSession:input_type -> betcode.v1.DeleteSessionRequest
-	10, // 73: betcode.v1.AgentService.Converse:output_type -> betcode.v1.AgentEvent
-	28, // 74: betcode.v1.AgentService.ListSessions:output_type -> betcode.v1.ListSessionsResponse
-	10, // 75: betcode.v1.AgentService.ResumeSession:output_type -> betcode.v1.AgentEvent
-	32, // 76: betcode.v1.AgentService.CompactSession:output_type -> betcode.v1.CompactSessionResponse
-	34, // 77: betcode.v1.AgentService.CancelTurn:output_type -> betcode.v1.CancelTurnResponse
-	36, // 78: betcode.v1.AgentService.RequestInputLock:output_type -> betcode.v1.InputLockResponse
-	38, // 79: betcode.v1.AgentService.QueueMessage:output_type -> betcode.v1.QueueMessageResponse
-	40, // 80: betcode.v1.AgentService.ListPermissionLog:output_type -> betcode.v1.PermissionLogResponse
-	43, // 81: betcode.v1.AgentService.ListLocalSessions:output_type -> betcode.v1.ListLocalSessionsResponse
-	46, // 82: betcode.v1.AgentService.AdoptSession:output_type -> betcode.v1.AdoptSessionResponse
-	48, // 83: betcode.v1.AgentService.StartSession:output_type -> betcode.v1.StartSessionResponse
-	50, // 84: betcode.v1.AgentService.AnswerPermission:output_type -> betcode.v1.AnswerPermissionResponse
-	52, // 85: betcode.v1.AgentService.AnswerQuestion:output_type -> betcode.v1.AnswerQuestionResponse
-	54, // 86: betcode.v1.AgentService.WatchSessions:output_type -> betcode.v1.SessionUpdate
-	29, // 87: betcode.v1.AgentService.RenameSession:output_type -> betcode.v1.SessionSummary
-	57, // 88: betcode.v1.AgentService.DeleteSession:output_type -> betcode.v1.DeleteSessionResponse
-	73, // [73:89] is the sub-list for method output_type
-	57, // [57:73] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	66, // 10: betcode.v1.PermissionResponse.updated_input:type_name -> google.protobuf.Struct
+	62, // 11: betcode.v1.UserQuestionResponse.answers:type_name -> betcode.v1.UserQuestionResponse.AnswersEntry
+	67, // 12: betcode.v1.AgentEvent.timestamp:type_name -> google.protobuf.Timestamp
+	15, // 13: betcode.v1.AgentEvent.text_delta:type_name -> betcode.v1.TextDelta
+	16, // 14: betcode.v1.AgentEvent.tool_call_start:type_name -> betcode.v1.ToolCallStart
+	17, // 15: betcode.v1.AgentEvent.tool_call_result:type_name -> betcode.v1.ToolCallResult
+	18, // 16: betcode.v1.AgentEvent.permission_request:type_name -> betcode.v1.PermissionRequest
+	19, // 17: betcode.v1.AgentEvent.user_question:type_name -> betcode.v1.UserQuestion
+	21, // 18: betcode.v1.AgentEvent.todo_update:type_name -> betcode.v1.TodoUpdate
+	23, // 19: betcode.v1.AgentEvent.status_change:type_name -> betcode.v1.StatusChange
+	24, // 20: betcode.v1.AgentEvent.session_info:type_name -> betcode.v1.SessionInfo
+	25, // 21: betcode.v1.AgentEvent.error:type_name -> betcode.v1.ErrorEvent
+	26, // 22: betcode.v1.AgentEvent.usage:type_name -> betcode.v1.UsageReport
+	27, // 23: betcode.v1.AgentEvent.plan_mode:type_name -> betcode.v1.PlanModeChange
+	28, // 24: betcode.v1.AgentEvent.turn_complete:type_name -> betcode.v1.TurnComplete
+	68, // 25: betcode.v1.AgentEvent.deprecation_warning:type_name -> betcode.v1.DeprecationWarning
+	12, // 26: betcode.v1.AgentEvent.user_input:type_name -> betcode.v1.UserInputEvent
+	14, // 27: betcode.v1.AgentEvent.subagent_task:type_name -> betcode.v1.SubagentTaskUpdate
+	13, // 28: betcode.v1.UserInputEvent.attachments:type_name -> betcode.v1.AttachmentInfo
+	1,  // 29: betcode.v1.SubagentTaskUpdate.status:type_name -> betcode.v1.SubagentTaskStatus
+	66, // 30: betcode.v1.ToolCallStart.input:type_name -> google.protobuf.Struct
+	66, // 31: betcode.v1.PermissionRequest.input:type_name -> google.protobuf.Struct
+	66, // 32: betcode.v1.PermissionRequest.suggestions:type_name -> google.protobuf.Struct
+	20, // 33: betcode.v1.UserQuestion.options:type_name -> betcode.v1.QuestionOption
+	22, // 34: betcode.v1.TodoUpdate.items:type_name -> betcode.v1.TodoItem
+	2,  // 35: betcode.v1.TodoItem.status:type_name -> betcode.v1.TodoStatus
+	3,  // 36: betcode.v1.StatusChange.status:type_name -> betcode.v1.AgentStatus
+	63, // 37: betcode.v1.ErrorEvent.details:type_name -> betcode.v1.ErrorEvent.DetailsEntry
+	31, // 38: betcode.v1.ListSessionsResponse.sessions:type_name -> betcode.v1.SessionSummary
+	67, // 39: betcode.v1.SessionSummary.created_at:type_name -> google.protobuf.Timestamp
+	67, // 40: betcode.v1.SessionSummary.updated_at:type_name -> google.protobuf.Timestamp
+	3,  // 41: betcode.v1.SessionSummary.agent_status:type_name -> betcode.v1.AgentStatus
+	65, // 42: betcode.v1.SessionSummary.provider:type_name -> betcode.v1.SessionProvider
+	6,  // 43: betcode.v1.QueueMessageRequest.message:type_name -> betcode.v1.UserMessage
+	43, // 44: betcode.v1.PermissionLogResponse.entries:type_name -> betcode.v1.PermissionLogEntry
+	66, // 45: betcode.v1.PermissionLogEntry.input:type_name -> google.protobuf.Struct
+	67, // 46: betcode.v1.PermissionLogEntry.decided_at:type_name -> google.protobuf.Timestamp
+	46, // 47: betcode.v1.ListLocalSessionsResponse.sessions:type_name -> betcode.v1.LocalSession
+	67, // 48: betcode.v1.LocalSession.updated_at:type_name -> google.protobuf.Timestamp
+	31, // 49: betcode.v1.AdoptSessionResponse.session:type_name -> betcode.v1.SessionSummary
+	6,  // 50: betcode.v1.StartSessionRequest.message:type_name -> betcode.v1.UserMessage
+	65, // 51: betcode.v1.StartSessionRequest.provider:type_name -> betcode.v1.SessionProvider
+	64, // 52: betcode.v1.StartSessionRequest.provider_config:type_name -> betcode.v1.StartSessionRequest.ProviderConfigEntry
+	31, // 53: betcode.v1.StartSessionResponse.session:type_name -> betcode.v1.SessionSummary
+	8,  // 54: betcode.v1.AnswerPermissionRequest.response:type_name -> betcode.v1.PermissionResponse
+	9,  // 55: betcode.v1.AnswerQuestionRequest.response:type_name -> betcode.v1.UserQuestionResponse
+	31, // 56: betcode.v1.SessionUpdate.session:type_name -> betcode.v1.SessionSummary
+	11, // 57: betcode.v1.SessionUpdate.pending:type_name -> betcode.v1.AgentEvent
+	11, // 58: betcode.v1.SessionUpdate.cause:type_name -> betcode.v1.AgentEvent
+	4,  // 59: betcode.v1.AgentService.Converse:input_type -> betcode.v1.AgentRequest
+	29, // 60: betcode.v1.AgentService.ListSessions:input_type -> betcode.v1.ListSessionsRequest
+	32, // 61: betcode.v1.AgentService.ResumeSession:input_type -> betcode.v1.ResumeSessionRequest
+	33, // 62: betcode.v1.AgentService.CompactSession:input_type -> betcode.v1.CompactSessionRequest
+	35, // 63: betcode.v1.AgentService.CancelTurn:input_type -> betcode.v1.CancelTurnRequest
+	37, // 64: betcode.v1.AgentService.RequestInputLock:input_type -> betcode.v1.InputLockRequest
+	39, // 65: betcode.v1.AgentService.QueueMessage:input_type -> betcode.v1.QueueMessageRequest
+	41, // 66: betcode.v1.AgentService.ListPermissionLog:input_type -> betcode.v1.PermissionLogRequest
+	44, // 67: betcode.v1.AgentService.ListLocalSessions:input_type -> betcode.v1.ListLocalSessionsRequest
+	47, // 68: betcode.v1.AgentService.AdoptSession:input_type -> betcode.v1.AdoptSessionRequest
+	49, // 69: betcode.v1.AgentService.StartSession:input_type -> betcode.v1.StartSessionRequest
+	51, // 70: betcode.v1.AgentService.AnswerPermission:input_type -> betcode.v1.AnswerPermissionRequest
+	53, // 71: betcode.v1.AgentService.AnswerQuestion:input_type -> betcode.v1.AnswerQuestionRequest
+	55, // 72: betcode.v1.AgentService.WatchSessions:input_type -> betcode.v1.WatchSessionsRequest
+	57, // 73: betcode.v1.AgentService.RenameSession:input_type -> betcode.v1.RenameSessionRequest
+	58, // 74: betcode.v1.AgentService.DeleteSession:input_type -> betcode.v1.DeleteSessionRequest
+	11, // 75: betcode.v1.AgentService.Converse:output_type -> betcode.v1.AgentEvent
+	30, // 76: betcode.v1.AgentService.ListSessions:output_type -> betcode.v1.ListSessionsResponse
+	11, // 77: betcode.v1.AgentService.ResumeSession:output_type -> betcode.v1.AgentEvent
+	34, // 78: betcode.v1.AgentService.CompactSession:output_type -> betcode.v1.CompactSessionResponse
+	36, // 79: betcode.v1.AgentService.CancelTurn:output_type -> betcode.v1.CancelTurnResponse
+	38, // 80: betcode.v1.AgentService.RequestInputLock:output_type -> betcode.v1.InputLockResponse
+	40, // 81: betcode.v1.AgentService.QueueMessage:output_type -> betcode.v1.QueueMessageResponse
+	42, // 82: betcode.v1.AgentService.ListPermissionLog:output_type -> betcode.v1.PermissionLogResponse
+	45, // 83: betcode.v1.AgentService.ListLocalSessions:output_type -> betcode.v1.ListLocalSessionsResponse
+	48, // 84: betcode.v1.AgentService.AdoptSession:output_type -> betcode.v1.AdoptSessionResponse
+	50, // 85: betcode.v1.AgentService.StartSession:output_type -> betcode.v1.StartSessionResponse
+	52, // 86: betcode.v1.AgentService.AnswerPermission:output_type -> betcode.v1.AnswerPermissionResponse
+	54, // 87: betcode.v1.AgentService.AnswerQuestion:output_type -> betcode.v1.AnswerQuestionResponse
+	56, // 88: betcode.v1.AgentService.WatchSessions:output_type -> betcode.v1.SessionUpdate
+	31, // 89: betcode.v1.AgentService.RenameSession:output_type -> betcode.v1.SessionSummary
+	59, // 90: betcode.v1.AgentService.DeleteSession:output_type -> betcode.v1.DeleteSessionResponse
+	75, // [75:91] is the sub-list for method output_type
+	59, // [59:75] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_betcode_v1_agent_proto_init() }
@@ -4802,14 +5093,15 @@ func file_betcode_v1_agent_proto_init() {
 		(*AgentEvent_TurnComplete)(nil),
 		(*AgentEvent_DeprecationWarning)(nil),
 		(*AgentEvent_UserInput)(nil),
+		(*AgentEvent_SubagentTask)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_betcode_v1_agent_proto_rawDesc), len(file_betcode_v1_agent_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   60,
+			NumEnums:      4,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
