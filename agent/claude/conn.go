@@ -48,7 +48,11 @@ func NewConn(w io.WriteCloser, r io.Reader, log *slog.Logger) *Conn {
 		log: log,
 		w:   w,
 		bw:  bufio.NewWriterSize(w, 64<<10),
-		r:   bufio.NewReaderSize(r, 1<<20),
+		// A pipe holds 64 KiB: a larger buffer would rarely fill, and
+		// readLine joins the fragments of a longer line (up to
+		// MaxLineBytes). With one Conn per running CLI, 1 MiB each was
+		// most of what ten parallel subagents added to the agent's heap.
+		r: bufio.NewReaderSize(r, 64<<10),
 	}
 }
 
