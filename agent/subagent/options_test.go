@@ -1,6 +1,10 @@
 package subagent
 
-import "testing"
+import (
+	"slices"
+	"testing"
+	"time"
+)
 
 func TestOptionsMaxParallel(t *testing.T) {
 	tests := []struct {
@@ -20,5 +24,21 @@ func TestOptionsMaxParallel(t *testing.T) {
 				t.Fatalf("MaxParallel %d -> %d, want %d", tt.in, o.MaxParallel, tt.out)
 			}
 		})
+	}
+}
+
+func TestInsertOrdered(t *testing.T) {
+	type rec struct {
+		at int64
+		id string
+	}
+	key := func(r rec) (time.Time, string) { return time.Unix(r.at, 0), r.id }
+	var list []rec
+	for _, r := range []rec{{2, "b"}, {1, "z"}, {3, "a"}, {2, "a"}, {3, "b"}} {
+		list = insertOrdered(list, r, key)
+	}
+	want := []rec{{1, "z"}, {2, "a"}, {2, "b"}, {3, "a"}, {3, "b"}}
+	if !slices.Equal(list, want) {
+		t.Fatalf("%v, want %v", list, want)
 	}
 }

@@ -254,7 +254,7 @@ func (s *Service) CreateOrchestration(ctx context.Context, req *pb.CreateOrchest
 	o.persist()
 	s.mu.Lock()
 	s.orchs[o.id] = o
-	s.orchOrder = append(s.orchOrder, o)
+	s.orchOrder = insertOrdered(s.orchOrder, o, func(o *orchestration) (time.Time, string) { return o.created, o.id })
 	s.mu.Unlock()
 	started := s.start(func() {
 		o.run(s.ctx, s.runStep(o))

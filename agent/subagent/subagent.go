@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -294,11 +295,27 @@ func (s *Service) release(sa *subagent) {
 	}
 }
 
+// register lists sa, in the order of creation (as a restarted agent
+// lists them: subagents spawned at once register in any order).
 func (s *Service) register(sa *subagent) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.subagents[sa.id] = sa
-	s.order = append(s.order, sa)
+	s.order = insertOrdered(s.order, sa, func(o *subagent) (time.Time, string) { return o.created, o.id })
+}
+
+// insertOrdered inserts v into list, ordered by creation time and id.
+func insertOrdered[T any](list []T, v T, key func(T) (time.Time, string)) []T {
+	at, id := key(v)
+	i := len(list)
+	for i > 0 {
+		t, pid := key(list[i-1])
+		if t.Before(at) || (t.Equal(at) && pid < id) {
+			break
+		}
+		i--
+	}
+	return slices.Insert(list, i, v)
 }
 
 // follow reads the subagent's turn until it ended and records the outcome.
