@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -153,6 +154,23 @@ func (s *Server) WaitRequests(ctx context.Context, n int) ([]Request, error) {
 		return reqs, fmt.Errorf("wait for %d requests (have %d): %w", n, len(reqs), err)
 	}
 	return reqs, nil
+}
+
+// WaitPrompts waits until a request whose prompt (Request.Prompt) is each
+// of prompts has arrived.
+func (s *Server) WaitPrompts(ctx context.Context, prompts ...string) error {
+	_, err := s.Wait(ctx, func(reqs []Request) bool {
+		for _, p := range prompts {
+			if !slices.ContainsFunc(reqs, func(r Request) bool { return r.Prompt() == p }) {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the model to get %q: %w", prompts, err)
+	}
+	return nil
 }
 
 // Wait waits until cond holds for the requests received so far and returns

@@ -125,18 +125,11 @@ func jsonLines[T any, M interface {
 	return list
 }
 
-// waitPrompts waits until the fake model got a turn for each prompt.
+// waitPrompts waits until each prompt reached the fake model.
 func waitPrompts(t *testing.T, ctx context.Context, api *fakeapi.Server, prompts ...string) {
 	t.Helper()
-	if _, err := api.Wait(ctx, func(reqs []fakeapi.Request) bool {
-		for _, p := range prompts {
-			if !slices.ContainsFunc(reqs, func(r fakeapi.Request) bool { return r.Prompt() == p }) {
-				return false
-			}
-		}
-		return true
-	}); err != nil {
-		t.Fatalf("waiting for the model to get %q: %v", prompts, err)
+	if err := api.WaitPrompts(ctx, prompts...); err != nil {
+		t.Fatal(err)
 	}
 }
 
