@@ -58,6 +58,35 @@
 //     parent_tool_use_id, TodoUpdates included: a TodoWrite list from a
 //     subagent is that subagent's own, while the translator keeps one Task*
 //     list per session.
+//
+// Subagents' lifecycle (subagent.go). Claude Code reports each subagent
+// its Agent tool starts, in the foreground or the background, with system
+// lines task_started, task_progress, task_updated and task_notification;
+// they become SubagentTaskUpdates:
+//   - task_started gives STARTED, with the call's id, description,
+//     subagent_type and is_backgrounded. Only subagents count (task_type
+//     "local_agent"); the other tasks' lines (background shell commands,
+//     workflows) are dropped, as are lines of a task whose task_started
+//     this translator did not see.
+//   - task_progress gives RUNNING with the activity ("Running Create a
+//     file"), last_tool_name and the totals so far, but only when
+//     last_tool_name (or the progress summary) differs from the last one
+//     announced: the CLI writes one per tool call of the subagent, whose
+//     ToolCallStart is in the log already, and every event is stored and
+//     sent to every client.
+//   - task_updated gives an update when its patch moves the subagent to
+//     the background or to a non-final status (pending, running, paused).
+//     Its final statuses (completed, failed, killed) are not announced:
+//     the task_notification that Claude Code writes right after it, with
+//     the summary and the totals, is.
+//   - task_notification ends the subagent: COMPLETED (summary = its
+//     report), FAILED (error = the patch's error, else the summary) or
+//     STOPPED ("stopped": an interrupt, stop_task or TaskStop killed it;
+//     also any status Claude Code may add). Later lines of the task are
+//     dropped until it starts again.
+//   - The events' parent_tool_use_id is the thread that made the Agent
+//     call, like its ToolCallStart's: empty for the session's own calls,
+//     the outer call's id for a subagent's (task_started's parent_task_id).
 package bridge
 
 import (
@@ -89,7 +118,8 @@ type Translator struct {
 	status   pb.AgentStatus
 	streamed bool // a text delta was streamed for the current API message
 	model    string
-	agents   map[string]string // subagent id -> the Agent tool_use id that spawned it
+	agents   map[string]string   // subagent id -> the Agent tool_use id that spawned it
+	tasks    map[string]*subtask // subagent id -> what its task_* lines said
 
 	calls     map[string]call // tool id -> ExitPlanMode or Task* call awaiting its result
 	todoWrite map[string]bool // TodoWrite tool ids already turned into a TodoUpdate
@@ -118,7 +148,7 @@ func New(now func() time.Time) *Translator {
 		now = time.Now
 	}
 	return &Translator{
-		now: now, blocks: map[int]*block{}, tools: map[string]time.Time{}, agents: map[string]string{},
+		now: now, blocks: map[int]*block{}, tools: map[string]time.Time{}, agents: map[string]string{}, tasks: map[string]*subtask{},
 		calls: map[string]call{}, todoWrite: map[string]bool{},
 	}
 }
@@ -213,14 +243,8 @@ func (t *Translator) system(env *claude.Envelope, out []*pb.AgentEvent) []*pb.Ag
 		if st.Status != nil && *st.Status == "compacting" {
 			return t.setStatus(out, pb.AgentStatus_COMPACTING, "")
 		}
-	case "task_started":
-		var ts struct {
-			TaskID    string `json:"task_id"`
-			ToolUseID string `json:"tool_use_id"`
-		}
-		if json.Unmarshal(env.Raw, &ts) == nil && ts.TaskID != "" {
-			t.agents[ts.TaskID] = ts.ToolUseID
-		}
+	case "task_started", "task_progress", "task_updated", "task_notification":
+		return t.taskEvent(env.Subtype, env.Raw, out)
 	case "api_retry":
 		var r struct {
 			Attempt     int    `json:"attempt"`

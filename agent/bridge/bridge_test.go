@@ -162,6 +162,22 @@ func describe(ev *pb.AgentEvent) string {
 			strconv.FormatFloat(u.CostUsd, 'g', 6, 64), u.Model, u.DurationMs)
 	case *pb.AgentEvent_TurnComplete:
 		fmt.Fprintf(&b, "turn_complete %s", e.TurnComplete.StopReason)
+	case *pb.AgentEvent_SubagentTask:
+		u := e.SubagentTask
+		fmt.Fprintf(&b, "subagent_task %s %s %s bg=%t desc=%q type=%s", u.ToolUseId, u.TaskId,
+			strings.TrimPrefix(u.Status.String(), "SUBAGENT_TASK_STATUS_"), u.IsBackgrounded, u.Description, u.SubagentType)
+		if u.Activity != "" || u.LastToolName != "" {
+			fmt.Fprintf(&b, " activity=%q last_tool=%s", u.Activity, u.LastToolName)
+		}
+		if u.Summary != "" {
+			fmt.Fprintf(&b, " summary=%q", u.Summary)
+		}
+		if u.Error != "" {
+			fmt.Fprintf(&b, " error=%q", u.Error)
+		}
+		if u.TotalTokens != 0 || u.ToolUses != 0 || u.DurationMs != 0 {
+			fmt.Fprintf(&b, " tokens=%d tools=%d dur=%dms", u.TotalTokens, u.ToolUses, u.DurationMs)
+		}
 	default:
 		fmt.Fprintf(&b, "other %T", ev.Event)
 	}
@@ -259,6 +275,9 @@ type line struct {
 	} `json:"request"`
 	TaskID         string          `json:"task_id"`
 	ToolUseID      string          `json:"tool_use_id"`
+	TaskType       string          `json:"task_type"`
+	ParentTaskID   string          `json:"parent_task_id"`
+	Status         *string         `json:"status"`
 	PermissionMode string          `json:"permissionMode"`
 	ToolUseResult  json.RawMessage `json:"tool_use_result"`
 
@@ -336,6 +355,7 @@ func checkInvariants(t *testing.T, steps []fed) {
 	}
 
 	agents := map[string]string{}   // task_id -> Agent tool_use id
+	tasks := map[string]*testTask{} // subagent tasks by task_id
 	calls := map[string]lineBlock{} // tool_use id -> its block
 	plan, planChanges := false, 0
 	var wantText, gotText = map[string][]string{}, map[string][]string{}
@@ -356,8 +376,11 @@ func checkInvariants(t *testing.T, steps []fed) {
 			}
 		}
 		switch {
-		case l.Type == "system" && l.Subtype == "task_started":
-			agents[l.TaskID] = l.ToolUseID
+		case l.Type == "system" && strings.HasPrefix(l.Subtype, "task_"):
+			checkTask(t, where, &l, tasks, agents, s.evs)
+			if l.Subtype == "task_started" {
+				agents[l.TaskID] = l.ToolUseID
+			}
 		case l.Type == "control_request" && l.Request.Subtype == "can_use_tool":
 			checkCanUseTool(t, where, &l, agents[l.Request.AgentID], s.evs)
 		case l.Type == "system" && (l.Subtype == "init" || l.Subtype == "status") && l.PermissionMode != "":
@@ -483,6 +506,52 @@ func checkInvariants(t *testing.T, steps []fed) {
 	}
 	if turns != results0 {
 		t.Errorf("%d TurnComplete for %d result lines", turns, results0)
+	}
+}
+
+// testTask is a subagent task as checkTask follows it.
+type testTask struct {
+	toolUseID, parent string
+	ended             bool
+}
+
+// checkTask checks the events of a task_* line: a subagent's task_started
+// gives one STARTED, its task_notification one final update, its other
+// lines at most one non-final update; all name the task and its Agent
+// call and carry the parent_tool_use_id of the thread that made the call.
+// Lines of other tasks (or of an ended one) give nothing.
+func checkTask(t *testing.T, where string, l *line, tasks map[string]*testTask, agents map[string]string, evs []*pb.AgentEvent) {
+	t.Helper()
+	if l.Subtype == "task_started" && l.TaskType == "local_agent" && l.ToolUseID != "" {
+		tasks[l.TaskID] = &testTask{toolUseID: l.ToolUseID, parent: agents[l.ParentTaskID]}
+	}
+	tk := tasks[l.TaskID]
+	if tk == nil || tk.ended {
+		if len(evs) != 0 {
+			t.Errorf("%s: %s of an unknown or ended task gave %v", where, l.Subtype, describeAll(evs))
+		}
+		return
+	}
+	want := map[string]int{"task_started": 1, "task_notification": 1}[l.Subtype]
+	if len(evs) > 1 || len(evs) < want {
+		t.Errorf("%s: %s gave %v, want %d SubagentTaskUpdate", where, l.Subtype, describeAll(evs), max(want, 1))
+		return
+	}
+	for _, ev := range evs {
+		u := ev.GetSubagentTask()
+		if u == nil || u.TaskId != l.TaskID || u.ToolUseId != tk.toolUseID || ev.ParentToolUseId != tk.parent {
+			t.Errorf("%s: %s gave %s, want a SubagentTaskUpdate of task %s, call %s, parent %q", where, l.Subtype, describe(ev), l.TaskID, tk.toolUseID, tk.parent)
+			continue
+		}
+		final := u.Status == pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_COMPLETED || u.Status == pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_FAILED ||
+			u.Status == pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_STOPPED
+		switch {
+		case l.Subtype == "task_started" && u.Status != pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_STARTED,
+			l.Subtype == "task_notification" && (!final || l.Status == nil || !strings.EqualFold(*l.Status, strings.TrimPrefix(u.Status.String(), "SUBAGENT_TASK_STATUS_"))),
+			l.Subtype != "task_notification" && final:
+			t.Errorf("%s: %s gave %s", where, l.Subtype, describe(ev))
+		}
+		tk.ended = final
 	}
 }
 
@@ -816,6 +885,69 @@ func TestTranscripts(t *testing.T) {
 			},
 		},
 		{
+			// Claude Code 2.1.328, against the fake API: a background
+			// subagent (the Agent call without run_in_background) runs a
+			// tool after a permission prompt, after its parent's turn ended,
+			// and reports back; Claude Code then starts a turn of its own.
+			name:  "subagent_background",
+			files: []string{"subagent_background.jsonl"},
+			check: func(t *testing.T, evs []*pb.AgentEvent) {
+				checkSubagentTasks(t, evs, []string{
+					`subagent_task toolu_fake_001_0 a8b10520c6dcec89d STARTED bg=true desc="Research OAuth" type=general-purpose`,
+					`subagent_task toolu_fake_001_0 a8b10520c6dcec89d RUNNING bg=true desc="Research OAuth" type=general-purpose activity="Running Create a file" last_tool=Bash tokens=20 tools=1 dur=147ms`,
+					`subagent_task toolu_fake_001_0 a8b10520c6dcec89d COMPLETED bg=true desc="Research OAuth" type=general-purpose summary="Tool result received: done" tokens=32 tools=1 dur=867ms`,
+				})
+				// The call's own result came long before: it only says that
+				// the subagent started.
+				if got := find(evs, "tool_result toolu_fake_001_0"); len(got) != 1 || !strings.Contains(got[0], `output="Async agent launched`) {
+					t.Errorf("Agent result = %q", got)
+				}
+			},
+		},
+		{
+			// A background subagent whose model call fails (HTTP 400): its
+			// task_updated patch carries the error, its task_notification
+			// says failed.
+			name:  "subagent_failed",
+			files: []string{"subagent_failed.jsonl"},
+			check: func(t *testing.T, evs []*pb.AgentEvent) {
+				const apiErr = `Agent terminated early due to an API error: API Error: 400 Bad request (fake) (error type unknown, HTTP 400, request id req_fake_008, model sent to the API: claude-opus-5-5)`
+				checkSubagentTasks(t, evs, []string{
+					`subagent_task toolu_fake_001_0 af0b35cf43c0d5ad9 STARTED bg=true desc="Research OAuth" type=general-purpose`,
+					`subagent_task toolu_fake_001_0 af0b35cf43c0d5ad9 FAILED bg=true desc="Research OAuth" type=general-purpose summary="` + apiErr + `" error="` + apiErr + `"`,
+				})
+			},
+		},
+		{
+			// A background subagent stopped by the host's stop_task while
+			// its model call stalls: "killed" in task_updated, "stopped" in
+			// task_notification, whose summary is the task's description.
+			name:  "subagent_stopped",
+			files: []string{"subagent_stopped.jsonl"},
+			check: func(t *testing.T, evs []*pb.AgentEvent) {
+				checkSubagentTasks(t, evs, []string{
+					`subagent_task toolu_fake_001_0 ad70fff526dba5def STARTED bg=true desc="Research OAuth" type=general-purpose`,
+					`subagent_task toolu_fake_001_0 ad70fff526dba5def STOPPED bg=true desc="Research OAuth" type=general-purpose summary="Research OAuth"`,
+				})
+			},
+		},
+		{
+			// A background subagent that starts a foreground one: the inner
+			// task's updates belong to the outer subagent's thread, like
+			// the inner Agent call itself.
+			name:  "subagent_nested",
+			files: []string{"subagent_nested.jsonl"},
+			check: func(t *testing.T, evs []*pb.AgentEvent) {
+				checkSubagentTasks(t, evs, []string{
+					`subagent_task toolu_fake_001_0 aac6ae70041ea1e24 STARTED bg=true desc="Research OAuth" type=general-purpose`,
+					`subagent_task toolu_fake_001_0 aac6ae70041ea1e24 RUNNING bg=true desc="Research OAuth" type=general-purpose activity="Inner" last_tool=Agent tokens=20 tools=1 dur=285ms`,
+					`[sub toolu_fake_001_0] subagent_task toolu_fake_002_0 a2f8ad9d050a7fd12 STARTED bg=false desc="Inner" type=general-purpose`,
+					`[sub toolu_fake_001_0] subagent_task toolu_fake_002_0 a2f8ad9d050a7fd12 COMPLETED bg=false desc="Inner" type=general-purpose summary="The subagent report." tokens=32 tools=0 dur=1744ms`,
+					`subagent_task toolu_fake_001_0 aac6ae70041ea1e24 COMPLETED bg=true desc="Research OAuth" type=general-purpose summary="Tool result received: [Subagent hand-back]`,
+				})
+			},
+		},
+		{
 			name:  "api_error_500",
 			files: []string{"api_error_500.jsonl"},
 			check: func(t *testing.T, evs []*pb.AgentEvent) {
@@ -986,6 +1118,25 @@ func TestTranscripts(t *testing.T) {
 			tt.check(t, allEvents(steps))
 			checkGolden(t, tt.name, render(steps))
 		})
+	}
+}
+
+// checkSubagentTasks checks that evs hold as many SubagentTaskUpdates as
+// want, each starting with its entry of want.
+func checkSubagentTasks(t *testing.T, evs []*pb.AgentEvent, want []string) {
+	t.Helper()
+	var got []string
+	for _, ev := range evs {
+		if ev.GetSubagentTask() != nil {
+			got = append(got, describe(ev))
+		}
+	}
+	ok := len(got) == len(want)
+	for i := 0; ok && i < len(want); i++ {
+		ok = strings.HasPrefix(got[i], want[i])
+	}
+	if !ok {
+		t.Errorf("subagent tasks:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

@@ -201,6 +201,7 @@ func TestAskUserQuestion(t *testing.T) {
 				`{"questions":[{"question":"A?","header":"A","multiSelect":true,"options":[{"label":"x","description":"X"},{"label":"y","description":"Y"}]},{"question":"B?","header":"B","multiSelect":false,"options":[{"label":"z","description":"Z"},{"label":"w","description":"W"}]}]}`,
 				"toolu_q2", `,"agent_id":"agent1"`)},
 			want: []string{
+				`subagent_task toolu_agent agent1 STARTED bg=false desc="d" type=general-purpose`,
 				`[sub toolu_agent] question r2 multi=true "A?" [x|x|X] [y|y|Y]`,
 				`[sub toolu_agent] question r2 multi=false "B?" [z|z|Z] [w|w|W]`,
 				`status WAITING_FOR_USER "AskUserQuestion"`,
