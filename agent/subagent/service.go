@@ -62,6 +62,15 @@ func (o *Options) setDefaults(m *session.Manager) {
 		o.Logger.Warn("subagent: max parallel steps above the limit; using the limit", "max_parallel", o.MaxParallel, "limit", MaxParallelLimit)
 		o.MaxParallel = MaxParallelLimit
 	}
+	// Each running step holds a slot of the CLI pool, and its parent
+	// session one more: a step that finds the pool full of running turns
+	// fails, so the cap stays below the pool's size.
+	if m != nil && o.MaxParallel >= m.MaxProcesses() {
+		capped := max(1, m.MaxProcesses()-1)
+		o.Logger.Warn("subagent: max parallel steps not below max-processes; capping so that steps do not fail for a full CLI pool (raise max-processes)",
+			"max_parallel", o.MaxParallel, "max_processes", m.MaxProcesses(), "using", capped)
+		o.MaxParallel = capped
+	}
 	if o.MaxPerParent <= 0 {
 		o.MaxPerParent = 16
 	}
