@@ -165,3 +165,15 @@ func TestDisabledRefusesEveryCall(t *testing.T) {
 		wantCode(t, name, err, codes.Unimplemented, server.CodeNotImplemented)
 	}
 }
+
+// The daemon's parallel cap stays below the CLI pool's size (8 by
+// default), one slot being the parent's: steps are never started into a
+// pool their own orchestration filled.
+func TestMaxParallelStaysBelowThePool(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct{ asked, want int }{{4, 4}, {7, 7}, {8, 7}, {16, 7}} {
+		if got := e.service(Options{MaxParallel: tc.asked}).opt.MaxParallel; got != tc.want {
+			t.Errorf("MaxParallel %d with a pool of %d: got %d, want %d", tc.asked, e.m.MaxProcesses(), got, tc.want)
+		}
+	}
+}
