@@ -246,6 +246,8 @@ func Kind(ev *pb.AgentEvent) string {
 		return "turn_complete"
 	case *pb.AgentEvent_UserInput:
 		return "user_input"
+	case *pb.AgentEvent_SubagentTask:
+		return "subagent_task"
 	}
 	return "unknown"
 }
