@@ -11,8 +11,11 @@
 //     Agent tool ("Task" before Claude Code 2.1) started inside the
 //     session, folded from the session's event log (tasktool.go): a
 //     ToolCallStart of that tool is a teammate whose subagent's events
-//     carry the call's id in parent_tool_use_id, working until its
-//     ToolCallResult (or, run in the background, until its last message).
+//     carry the call's id in parent_tool_use_id, working until the
+//     SubagentTaskUpdate that ends its subagent (or a foreground call's
+//     ToolCallResult, or the end of the session's Claude Code process).
+//     Logs from before that event existed fall back to a guess for a
+//     background call: ended with its last message.
 //   - A session's tasks are the steps of its orchestrations
 //     (SubagentService.ListOrchestrations), then the items of the session's
 //     latest own TodoUpdate (tasks.go).

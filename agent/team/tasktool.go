@@ -1,6 +1,7 @@
 package team
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
@@ -33,32 +34,53 @@ const reportMarker = "The report follows:\n"
 
 // Event kinds (session.Kind) the folds read.
 var (
-	kindToolStart  = session.Kind(&pb.AgentEvent{Event: &pb.AgentEvent_ToolCallStart{}})
-	kindToolResult = session.Kind(&pb.AgentEvent{Event: &pb.AgentEvent_ToolCallResult{}})
-	kindText       = session.Kind(&pb.AgentEvent{Event: &pb.AgentEvent_TextDelta{}})
-	kindTurnEnd    = session.Kind(&pb.AgentEvent{Event: &pb.AgentEvent_TurnComplete{}})
-	kindTodo       = session.Kind(&pb.AgentEvent{Event: &pb.AgentEvent_TodoUpdate{}})
-	kindUserInput  = session.Kind(&pb.AgentEvent{Event: &pb.AgentEvent_UserInput{}})
+	kindToolStart    = session.Kind(&pb.AgentEvent{Event: &pb.AgentEvent_ToolCallStart{}})
+	kindToolResult   = session.Kind(&pb.AgentEvent{Event: &pb.AgentEvent_ToolCallResult{}})
+	kindText         = session.Kind(&pb.AgentEvent{Event: &pb.AgentEvent_TextDelta{}})
+	kindTurnEnd      = session.Kind(&pb.AgentEvent{Event: &pb.AgentEvent_TurnComplete{}})
+	kindTodo         = session.Kind(&pb.AgentEvent{Event: &pb.AgentEvent_TodoUpdate{}})
+	kindUserInput    = session.Kind(&pb.AgentEvent{Event: &pb.AgentEvent_UserInput{}})
+	kindSubagentTask = session.Kind(&pb.AgentEvent{Event: &pb.AgentEvent_SubagentTask{}})
+	kindSessionInfo  = session.Kind(&pb.AgentEvent{Event: &pb.AgentEvent_SessionInfo{}})
 )
 
 // taskToolKinds are the events taskToolFold reads.
-var taskToolKinds = []string{kindToolStart, kindToolResult, kindText, kindTurnEnd}
+var taskToolKinds = []string{kindToolStart, kindToolResult, kindText, kindTurnEnd, kindSubagentTask, kindSessionInfo}
 
-// ErrTurnEnded is the error of a Task-tool teammate whose session's turn
-// ended (interrupted, crashed) before the tool call returned.
-const ErrTurnEnded = "the session's turn ended before the subagent reported back"
+// Errors of Task-tool teammates that stopped without finishing.
+const (
+	// ErrTurnEnded: the session's turn ended (interrupted, crashed) before
+	// a foreground call returned.
+	ErrTurnEnded = "the session's turn ended before the subagent reported back"
+	// ErrStopped: Claude Code stopped the subagent (an interrupt, stop_task,
+	// the TaskStop tool).
+	ErrStopped = "the subagent was stopped before it finished"
+	// ErrFailed: Claude Code reported a failure without saying why.
+	ErrFailed = "the subagent failed"
+	// ErrProcessEnded: the session's Claude Code process ended (stopped,
+	// restarted) while the subagent ran; its subagents ended with it,
+	// without a word in the log.
+	ErrProcessEnded = "the session's Claude Code process ended before the subagent finished"
+)
 
 // taskToolFold turns a session's events, in order, into the teammates its
 // Agent/Task tool calls started. It is pure: feed it with add, read the
 // result with teammates.
 //
-// A foreground subagent works until its call's ToolCallResult, which holds
-// its report. A background one's ToolCallResult comes at once
-// (BackgroundLaunch) and the end of its run is not in the event log (Claude
-// Code announces it with a system/task_notification line, which agent/bridge
-// does not translate): it counts as stopped while its latest event is a
-// whole text, which is how a subagent's run ends (a final message without a
-// tool call), and as working again if more of its events follow.
+// A teammate works from its call's ToolCallStart until the
+// SubagentTaskUpdate that ends its subagent: COMPLETED (stopped, its
+// output the report), FAILED or STOPPED (stopped with an error). A
+// foreground call's ToolCallResult, and the end of the turn that made it,
+// end it too if that update did not come. A background call's result comes
+// at once (BackgroundLaunch), so only the update can end it, or the end of
+// the session's Claude Code process (a SessionInfo with is_resumed starts
+// the next one), which takes its subagents with it.
+//
+// Logs written before agent/bridge translated Claude Code's task lines
+// (before 0.5.0) have no SubagentTaskUpdate: for a background call without
+// any, the fold falls back to a guess, stopped while its subagent's latest
+// event is a whole text (a subagent's run ends with a message without a
+// tool call) and working again if more of its events follow.
 type taskToolFold struct {
 	session string
 	order   []*taskToolAgent
@@ -67,11 +89,12 @@ type taskToolFold struct {
 
 type taskToolAgent struct {
 	t          *pb.Teammate
-	open       bool // no result (foreground) and no turn end yet
-	background bool // its result was BackgroundLaunch
+	open       bool // not ended yet
+	background bool // its result was BackgroundLaunch, or its task said so
+	tracked    bool // SubagentTaskUpdates report it: no guessing its end
 	text       tail // the subagent's text so far
 	// endsWithText: the subagent's latest event is a whole text, at
-	// lastAt.
+	// lastAt (the fallback for untracked background calls).
 	endsWithText bool
 	lastAt       *timestamppb.Timestamp
 }
@@ -87,24 +110,11 @@ func (f *taskToolFold) add(ev *pb.AgentEvent) {
 	}
 	switch e := ev.Event.(type) {
 	case *pb.AgentEvent_ToolCallStart:
-		cs := e.ToolCallStart
-		if !slices.Contains(TaskTools, cs.GetToolName()) || f.byID[cs.GetToolId()] != nil {
-			return
+		f.start(ev, e.ToolCallStart)
+	case *pb.AgentEvent_SubagentTask:
+		if a := f.byID[e.SubagentTask.GetToolUseId()]; a != nil {
+			a.task(ev, e.SubagentTask)
 		}
-		in := cs.GetInput().GetFields()
-		a := &taskToolAgent{open: true, t: &pb.Teammate{
-			AgentId: cs.GetToolId(), SessionId: f.session, Kind: pb.TeammateKind_TEAMMATE_KIND_TASK_TOOL,
-			Status: pb.TeammateStatus_TEAMMATE_STATUS_WORKING, Name: str(in, "description"),
-			AgentType: str(in, "subagent_type"), Prompt: head(str(in, "prompt"), MaxText), CreatedAt: ev.GetTimestamp(),
-		}}
-		if a.t.AgentType == "" {
-			a.t.AgentType = DefaultAgentType
-		}
-		if a.t.Name == "" {
-			a.t.Name = a.t.AgentType
-		}
-		f.byID[cs.GetToolId()] = a
-		f.order = append(f.order, a)
 	case *pb.AgentEvent_ToolCallResult:
 		r := e.ToolCallResult
 		a := f.byID[r.GetToolId()]
@@ -115,27 +125,90 @@ func (f *taskToolFold) add(ev *pb.AgentEvent) {
 			a.background = true
 			return
 		}
-		a.open = false
-		a.t.Status = pb.TeammateStatus_TEAMMATE_STATUS_STOPPED
-		a.t.Output = head(report(r.GetOutput()), MaxText)
+		out := head(report(r.GetOutput()), MaxText)
+		errText := ""
 		if r.GetIsError() {
-			a.t.Error = a.t.Output
+			errText = out
 		}
-		a.t.FinishedAt = ev.GetTimestamp()
+		a.stop(ev, out, errText)
 	case *pb.AgentEvent_TurnComplete:
 		if ev.GetParentToolUseId() != "" {
 			return
 		}
 		for _, a := range f.order {
 			if a.open && !a.background {
-				a.open = false
-				a.t.Status = pb.TeammateStatus_TEAMMATE_STATUS_STOPPED
-				a.t.Output = a.text.String()
-				a.t.Error = ErrTurnEnded
-				a.t.FinishedAt = ev.GetTimestamp()
+				a.stop(ev, a.text.String(), ErrTurnEnded)
+			}
+		}
+	case *pb.AgentEvent_SessionInfo:
+		if !e.SessionInfo.GetIsResumed() || ev.GetParentToolUseId() != "" {
+			return
+		}
+		for _, a := range f.order {
+			switch {
+			case !a.open:
+			case a.guessedEnd():
+				a.stop(&pb.AgentEvent{Timestamp: a.lastAt}, a.text.String(), "")
+			default:
+				a.stop(ev, a.text.String(), ErrProcessEnded)
 			}
 		}
 	}
+}
+
+// start makes a teammate of an Agent/Task tool call.
+func (f *taskToolFold) start(ev *pb.AgentEvent, cs *pb.ToolCallStart) {
+	if !slices.Contains(TaskTools, cs.GetToolName()) || f.byID[cs.GetToolId()] != nil {
+		return
+	}
+	in := cs.GetInput().GetFields()
+	a := &taskToolAgent{open: true, t: &pb.Teammate{
+		AgentId: cs.GetToolId(), SessionId: f.session, Kind: pb.TeammateKind_TEAMMATE_KIND_TASK_TOOL,
+		Status: pb.TeammateStatus_TEAMMATE_STATUS_WORKING, Name: str(in, "description"),
+		AgentType: str(in, "subagent_type"), Prompt: head(str(in, "prompt"), MaxText), CreatedAt: ev.GetTimestamp(),
+	}}
+	if a.t.AgentType == "" {
+		a.t.AgentType = DefaultAgentType
+	}
+	if a.t.Name == "" {
+		a.t.Name = a.t.AgentType
+	}
+	f.byID[cs.GetToolId()] = a
+	f.order = append(f.order, a)
+}
+
+// task follows an update of a's subagent.
+func (a *taskToolAgent) task(ev *pb.AgentEvent, u *pb.SubagentTaskUpdate) {
+	a.tracked = true
+	if u.GetStatus() == pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_STARTED && !a.open {
+		// Continued after it ended (Claude Code starts it again).
+		a.open = true
+		a.t.Status, a.t.Error, a.t.FinishedAt = pb.TeammateStatus_TEAMMATE_STATUS_WORKING, "", nil
+	}
+	if !a.open {
+		return
+	}
+	a.background = a.background || u.GetIsBackgrounded()
+	switch u.GetStatus() {
+	case pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_COMPLETED:
+		out := u.GetSummary()
+		if out == "" {
+			out = a.text.String()
+		}
+		a.stop(ev, head(out, MaxText), "")
+	case pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_FAILED:
+		errText := cmp.Or(u.GetError(), u.GetSummary(), ErrFailed)
+		a.stop(ev, a.text.String(), head(errText, MaxText))
+	case pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_STOPPED:
+		a.stop(ev, a.text.String(), ErrStopped)
+	}
+}
+
+// stop ends a at ev with its output and, if it did not finish, an error.
+func (a *taskToolAgent) stop(ev *pb.AgentEvent, output, errText string) {
+	a.open = false
+	a.t.Status = pb.TeammateStatus_TEAMMATE_STATUS_STOPPED
+	a.t.Output, a.t.Error, a.t.FinishedAt = output, errText, ev.GetTimestamp()
 }
 
 // subagentEvent follows an event of a's subagent.
@@ -151,7 +224,13 @@ func (a *taskToolAgent) subagentEvent(ev *pb.AgentEvent) {
 	a.lastAt = ev.GetTimestamp()
 }
 
-// teammates returns the teammates, oldest first. A running one whose
+// guessedEnd reports whether an untracked background call counts as ended
+// by the fallback for old logs.
+func (a *taskToolAgent) guessedEnd() bool {
+	return a.background && !a.tracked && a.endsWithText
+}
+
+// teammates returns the teammates, oldest first. A working one whose
 // subagent has a permission request or question open (in pending) is idle.
 func (f *taskToolFold) teammates(pending []*pb.AgentEvent) []*pb.Teammate {
 	out := make([]*pb.Teammate, 0, len(f.order))
@@ -162,7 +241,7 @@ func (f *taskToolFold) teammates(pending []*pb.AgentEvent) []*pb.Teammate {
 			switch {
 			case waiting:
 				a.t.Status = pb.TeammateStatus_TEAMMATE_STATUS_IDLE
-			case a.background && a.endsWithText:
+			case a.guessedEnd():
 				a.t.Status = pb.TeammateStatus_TEAMMATE_STATUS_STOPPED
 				a.t.FinishedAt = a.lastAt
 			}

@@ -53,6 +53,19 @@ func turnEnd(sec int) *pb.AgentEvent {
 	return &pb.AgentEvent{Timestamp: at(sec), Event: &pb.AgentEvent_TurnComplete{TurnComplete: &pb.TurnComplete{StopReason: "end_turn"}}}
 }
 
+// taskUpdate is a SubagentTaskUpdate of the Agent call id, as agent/bridge
+// makes them.
+func taskUpdate(sec int, id string, status pb.SubagentTaskStatus, bg bool, summary, errText string) *pb.AgentEvent {
+	return &pb.AgentEvent{Timestamp: at(sec), Event: &pb.AgentEvent_SubagentTask{SubagentTask: &pb.SubagentTaskUpdate{
+		ToolUseId: id, TaskId: "task-" + id, Status: status, Description: "Research OAuth", SubagentType: "researcher",
+		IsBackgrounded: bg, Summary: summary, Error: errText,
+	}}}
+}
+
+func resumed(sec int) *pb.AgentEvent {
+	return &pb.AgentEvent{Timestamp: at(sec), Event: &pb.AgentEvent_SessionInfo{SessionInfo: &pb.SessionInfo{SessionId: "s1", IsResumed: true}}}
+}
+
 func permissionOf(parent string) *pb.AgentEvent {
 	return &pb.AgentEvent{ParentToolUseId: parent, Event: &pb.AgentEvent_PermissionRequest{PermissionRequest: &pb.PermissionRequest{RequestId: "r1", ToolName: "Bash"}}}
 }
@@ -71,6 +84,11 @@ func with(t *pb.Teammate, f func(*pb.Teammate)) *pb.Teammate { f(t); return t }
 func TestTaskToolFold(t *testing.T) {
 	working := pb.TeammateStatus_TEAMMATE_STATUS_WORKING
 	stopped := pb.TeammateStatus_TEAMMATE_STATUS_STOPPED
+	started := pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_STARTED
+	running := pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_RUNNING
+	completed := pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_COMPLETED
+	failed := pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_FAILED
+	stoppedTask := pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_STOPPED
 	tests := []struct {
 		name    string
 		events  []*pb.AgentEvent
@@ -120,14 +138,61 @@ func TestTaskToolFold(t *testing.T) {
 		{name: "background: working once launched, through its parent's turn end", events: []*pb.AgentEvent{
 			toolStart(1, "a1", "Agent", researchInput), toolResult(2, "a1", launched, false), turnEnd(3),
 		}, want: []*pb.Teammate{taskTool("a1", working, 1)}},
-		{name: "background: working while its latest event is a tool call, even after a text", events: []*pb.AgentEvent{
+		{name: "old log, background: working while its latest event is a tool call, even after a text", events: []*pb.AgentEvent{
 			toolStart(1, "a1", "Agent", researchInput), toolResult(2, "a1", launched, false), turnEnd(3),
 			subText(4, "a1", "Let me look."), subTool(5, "a1", "t1"),
 		}, want: []*pb.Teammate{with(taskTool("a1", working, 1), func(t *pb.Teammate) { t.Output = "Let me look." })}},
-		{name: "background: stopped when its last event is a whole text", events: []*pb.AgentEvent{
+		{name: "old log, background: stopped when its last event is a whole text", events: []*pb.AgentEvent{
 			toolStart(1, "a1", "Agent", researchInput), toolResult(2, "a1", launched, false), turnEnd(3),
 			subText(4, "a1", "Let me look. "), subTool(5, "a1", "t1"), subText(6, "a1", "The report."), turnEnd(8),
 		}, want: []*pb.Teammate{with(taskTool("a1", stopped, 1), func(t *pb.Teammate) { t.Output, t.FinishedAt = "Let me look. The report.", at(6) })}},
+		{name: "tracked background: working after its parent's turn and after a whole text", events: []*pb.AgentEvent{
+			toolStart(1, "a1", "Agent", researchInput), taskUpdate(1, "a1", started, true, "", ""), toolResult(2, "a1", launched, false), turnEnd(3),
+			subText(4, "a1", "Let me look. "), subTool(5, "a1", "t1"), taskUpdate(5, "a1", running, true, "", ""), subText(6, "a1", "The report."),
+		}, want: []*pb.Teammate{with(taskTool("a1", working, 1), func(t *pb.Teammate) { t.Output = "Let me look. The report." })}},
+		{name: "tracked background: stopped by its completion, with the report", events: []*pb.AgentEvent{
+			toolStart(1, "a1", "Agent", researchInput), taskUpdate(1, "a1", started, true, "", ""), toolResult(2, "a1", launched, false), turnEnd(3),
+			subText(6, "a1", "The report."), taskUpdate(7, "a1", completed, true, "The report, in full.", ""), turnEnd(9),
+		}, want: []*pb.Teammate{with(taskTool("a1", stopped, 1), func(t *pb.Teammate) { t.Output, t.FinishedAt = "The report, in full.", at(7) })}},
+		{name: "tracked background: failed", events: []*pb.AgentEvent{
+			toolStart(1, "a1", "Agent", researchInput), taskUpdate(1, "a1", started, true, "", ""), toolResult(2, "a1", launched, false),
+			subText(3, "a1", "Half"), taskUpdate(4, "a1", failed, true, "API Error: 400", "Agent terminated early due to an API error: API Error: 400"),
+		}, want: []*pb.Teammate{with(taskTool("a1", stopped, 1), func(t *pb.Teammate) {
+			t.Output, t.Error, t.FinishedAt = "Half", "Agent terminated early due to an API error: API Error: 400", at(4)
+		})}},
+		{name: "tracked background: failed without an error says so", events: []*pb.AgentEvent{
+			toolStart(1, "a1", "Agent", researchInput), taskUpdate(1, "a1", started, true, "", ""), taskUpdate(4, "a1", failed, true, "", ""),
+		}, want: []*pb.Teammate{with(taskTool("a1", stopped, 1), func(t *pb.Teammate) { t.Error, t.FinishedAt = ErrFailed, at(4) })}},
+		{name: "tracked background: stopped (killed) midway", events: []*pb.AgentEvent{
+			toolStart(1, "a1", "Agent", researchInput), taskUpdate(1, "a1", started, true, "", ""), toolResult(2, "a1", launched, false), turnEnd(3),
+			subText(4, "a1", "Let me look."), taskUpdate(5, "a1", stoppedTask, true, "Research OAuth", ""),
+		}, want: []*pb.Teammate{with(taskTool("a1", stopped, 1), func(t *pb.Teammate) { t.Output, t.Error, t.FinishedAt = "Let me look.", ErrStopped, at(5) })}},
+		{name: "tracked foreground: its end comes before its result, which changes nothing", events: []*pb.AgentEvent{
+			toolStart(1, "a1", "Agent", researchInput), taskUpdate(1, "a1", started, false, "", ""), subText(2, "a1", "The report."),
+			taskUpdate(3, "a1", completed, false, "The report.", ""), toolResult(4, "a1", handBack, false), turnEnd(5),
+		}, want: []*pb.Teammate{with(taskTool("a1", stopped, 1), func(t *pb.Teammate) { t.Output, t.FinishedAt = "The report.", at(3) })}},
+		{name: "tracked: idle while its subagent asks", events: []*pb.AgentEvent{
+			toolStart(1, "a1", "Agent", researchInput), taskUpdate(1, "a1", started, true, "", ""), toolResult(2, "a1", launched, false),
+		}, pending: []*pb.AgentEvent{permissionOf("a1")}, want: []*pb.Teammate{taskTool("a1", pb.TeammateStatus_TEAMMATE_STATUS_IDLE, 1)}},
+		{name: "tracked: started again after its end", events: []*pb.AgentEvent{
+			toolStart(1, "a1", "Agent", researchInput), taskUpdate(1, "a1", started, true, "", ""), taskUpdate(2, "a1", completed, true, "one", ""),
+			taskUpdate(3, "a1", started, true, "", ""), subText(4, "a1", "again"),
+		}, want: []*pb.Teammate{with(taskTool("a1", working, 1), func(t *pb.Teammate) { t.Output = "again" })}},
+		{name: "an update of another call changes nothing", events: []*pb.AgentEvent{
+			toolStart(1, "a1", "Agent", researchInput), taskUpdate(2, "a2", completed, true, "x", ""),
+		}, want: []*pb.Teammate{taskTool("a1", working, 1)}},
+		{name: "the process ended: background ones stop with it", events: []*pb.AgentEvent{
+			toolStart(1, "a1", "Agent", researchInput), taskUpdate(1, "a1", started, true, "", ""), toolResult(2, "a1", launched, false), turnEnd(3),
+			subText(4, "a1", "Let me look."), resumed(8),
+		}, want: []*pb.Teammate{with(taskTool("a1", stopped, 1), func(t *pb.Teammate) { t.Output, t.Error, t.FinishedAt = "Let me look.", ErrProcessEnded, at(8) })}},
+		{name: "the process ended: an old log's background one whose last event was a whole text finished then", events: []*pb.AgentEvent{
+			toolStart(1, "a1", "Agent", researchInput), toolResult(2, "a1", launched, false), turnEnd(3), subText(4, "a1", "The report."), resumed(8),
+			subText(9, "a1", "not its"),
+		}, want: []*pb.Teammate{with(taskTool("a1", stopped, 1), func(t *pb.Teammate) { t.Output, t.FinishedAt = "The report.", at(4) })}},
+		{name: "a SessionInfo that is not a restart changes nothing", events: []*pb.AgentEvent{
+			toolStart(1, "a1", "Agent", researchInput), toolResult(2, "a1", launched, false),
+			{Event: &pb.AgentEvent_SessionInfo{SessionInfo: &pb.SessionInfo{SessionId: "s1"}}},
+		}, want: []*pb.Teammate{taskTool("a1", working, 1)}},
 		{name: "a later turn's end does not change a stopped one", events: []*pb.AgentEvent{
 			toolStart(1, "a1", "Agent", researchInput), toolResult(2, "a1", "done", false), turnEnd(3), turnEnd(9),
 		}, want: []*pb.Teammate{with(taskTool("a1", stopped, 1), func(t *pb.Teammate) { t.Output, t.FinishedAt = "done", at(2) })}},
