@@ -111,6 +111,26 @@ func agentCall(t *testing.T, conv convStream) (*pb.ToolCallStart, []*pb.AgentEve
 	return call, evs
 }
 
+// taskUpdates returns the SubagentTaskUpdates of the Agent call id in evs.
+func taskUpdates(evs []*pb.AgentEvent, id string) []*pb.SubagentTaskUpdate {
+	var out []*pb.SubagentTaskUpdate
+	for _, ev := range evs {
+		if u := ev.GetSubagentTask(); u != nil && u.GetToolUseId() == id {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// isTaskEnd matches the SubagentTaskUpdate that ends the Agent call id's
+// subagent with status s.
+func isTaskEnd(id string, s pb.SubagentTaskStatus) func(*pb.AgentEvent) bool {
+	return func(ev *pb.AgentEvent) bool {
+		u := ev.GetSubagentTask()
+		return u.GetToolUseId() == id && u.GetStatus() == s
+	}
+}
+
 func listTeammates(t *testing.T, ctx context.Context, svc pb.TeamServiceClient, sessionID string) map[string]*pb.Teammate {
 	t.Helper()
 	resp, err := svc.ListTeammates(ctx, &pb.ListTeammatesRequest{SessionId: sessionID})
@@ -169,7 +189,25 @@ func TestTeam(t *testing.T) {
 		}
 	})
 	let(t, ctx, proceed)
-	until(t, conv, isTurnComplete)
+	fgTurn := until(t, conv, isTurnComplete)
+	t.Run("foreground subagent's task updates", func(t *testing.T) {
+		// STARTED in the foreground, COMPLETED with the report before the
+		// call's own result.
+		got := taskUpdates(fgTurn, fg.GetToolId())
+		if len(got) < 2 || got[0].GetStatus() != pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_STARTED || got[0].GetIsBackgrounded() ||
+			got[0].GetDescription() != "Research OAuth" || got[0].GetSubagentType() != "general-purpose" || got[0].GetTaskId() == "" {
+			t.Fatalf("task updates of the foreground call: %v", got)
+		}
+		end := got[len(got)-1]
+		if end.GetStatus() != pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_COMPLETED || end.GetSummary() != subtaskReport || end.GetTotalTokens() == 0 {
+			t.Fatalf("last task update of the foreground call: %v", end)
+		}
+		ended := slices.IndexFunc(fgTurn, func(ev *pb.AgentEvent) bool { return ev.GetSubagentTask() == end })
+		result := slices.IndexFunc(fgTurn, func(ev *pb.AgentEvent) bool { return ev.GetToolCallResult().GetToolId() == fg.GetToolId() })
+		if result < ended || fgTurn[ended].GetParentToolUseId() != "" {
+			t.Fatalf("the foreground call's end (event %d, parent %q) does not come before its result (event %d)", ended, fgTurn[ended].GetParentToolUseId(), result)
+		}
+	})
 	t.Run("foreground Task-tool teammate stopped with its report", func(t *testing.T) {
 		tm := listTeammates(t, ctx, teams, parent)[fg.GetToolId()]
 		if tm.GetStatus() != pb.TeammateStatus_TEAMMATE_STATUS_STOPPED || tm.GetOutput() != subtaskReport || tm.GetError() != "" || tm.GetFinishedAt() == nil {
@@ -189,6 +227,9 @@ func TestTeam(t *testing.T) {
 	if !launched {
 		t.Fatalf("the background Agent call's result does not start with %q: %v", team.BackgroundLaunch, turn)
 	}
+	if got := taskUpdates(turn, bg.GetToolId()); len(got) != 1 || got[0].GetStatus() != pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_STARTED || !got[0].GetIsBackgrounded() {
+		t.Fatalf("task updates of the background call in its parent's turn: %v, want STARTED in the background", got)
+	}
 	waitSubtasks(t, ctx, api, 2)
 	t.Run("background Task-tool teammate working after its parent's turn", func(t *testing.T) {
 		tm := listTeammates(t, ctx, teams, parent)[bg.GetToolId()]
@@ -197,14 +238,12 @@ func TestTeam(t *testing.T) {
 		}
 	})
 	let(t, ctx, proceed)
-	// Its report is its last event; Claude Code then starts a turn of its
+	// Claude Code says the subagent completed, then starts a turn of its
 	// own to tell the model.
-	until(t, conv, func(ev *pb.AgentEvent) bool {
-		return ev.GetParentToolUseId() == bg.GetToolId() && ev.GetTextDelta() != nil
-	})
+	until(t, conv, isTaskEnd(bg.GetToolId(), pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_COMPLETED))
 	t.Run("background Task-tool teammate stopped with its report", func(t *testing.T) {
 		tm := listTeammates(t, ctx, teams, parent)[bg.GetToolId()]
-		if tm.GetStatus() != pb.TeammateStatus_TEAMMATE_STATUS_STOPPED || !strings.Contains(tm.GetOutput(), subtaskReport) || tm.GetFinishedAt() == nil {
+		if tm.GetStatus() != pb.TeammateStatus_TEAMMATE_STATUS_STOPPED || tm.GetOutput() != subtaskReport || tm.GetError() != "" || tm.GetFinishedAt() == nil {
 			t.Fatalf("once the background subagent reported: %v", tm)
 		}
 	})
@@ -345,6 +384,30 @@ func TestTeam(t *testing.T) {
 			if tm := tms[sa]; tm.GetStepId() != s || tm.GetOrchestrationId() != o {
 				t.Fatalf("step %s's subagent %s as teammate: %v", s, sa, tm)
 			}
+		}
+	})
+
+	// Last, as Claude Code may follow it with a turn of its own: an
+	// interrupt of the session's turn kills its background subagents too.
+	t.Run("background Task-tool teammate stopped by an interrupt", func(t *testing.T) {
+		say(t, conv, delegateWord)
+		killed, _ := agentCall(t, conv)
+		until(t, conv, isTurnComplete)
+		waitSubtasks(t, ctx, api, 3) // its model call is held: it works on
+		say(t, conv, "SLOW")
+		until(t, conv, func(ev *pb.AgentEvent) bool {
+			return ev.GetParentToolUseId() == "" && ev.GetTextDelta().GetText() != ""
+		})
+		if tm := listTeammates(t, ctx, teams, parent)[killed.GetToolId()]; tm.GetStatus() != pb.TeammateStatus_TEAMMATE_STATUS_WORKING {
+			t.Fatalf("before the interrupt: %v", tm)
+		}
+		if err := conv.Send(&pb.AgentRequest{Request: &pb.AgentRequest_Cancel{Cancel: &pb.CancelRequest{Reason: "test"}}}); err != nil {
+			t.Fatal(err)
+		}
+		until(t, conv, isTaskEnd(killed.GetToolId(), pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_STOPPED))
+		tm := listTeammates(t, ctx, teams, parent)[killed.GetToolId()]
+		if tm.GetStatus() != pb.TeammateStatus_TEAMMATE_STATUS_STOPPED || tm.GetError() != team.ErrStopped || tm.GetFinishedAt() == nil {
+			t.Fatalf("after the interrupt: %v", tm)
 		}
 	})
 
