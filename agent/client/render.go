@@ -1,9 +1,11 @@
 package client
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
@@ -114,6 +116,11 @@ func (r *Renderer) Event(ev *pb.AgentEvent) {
 	case *pb.AgentEvent_UserInput:
 		r.EndLine()
 		fmt.Fprint(r.Out, UserInput(e.UserInput))
+	case *pb.AgentEvent_SubagentTask:
+		if line := SubagentTask(e.SubagentTask); line != "" {
+			r.EndLine()
+			fmt.Fprint(r.Out, indent+line)
+		}
 	case *pb.AgentEvent_DeprecationWarning:
 		if r.warned[e.DeprecationWarning.Feature] {
 			return
@@ -125,6 +132,42 @@ func (r *Renderer) Event(ev *pb.AgentEvent) {
 		r.EndLine()
 		fmt.Fprintln(r.Err, Deprecation(e.DeprecationWarning))
 	}
+}
+
+// SubagentTask formats an update of an Agent-tool subagent on one line, or
+// returns "" for the updates not shown: its start in the foreground (the
+// Agent call's line says as much) and its progress (its tool calls show it).
+// A background subagent's start and every subagent's end are shown, as they
+// come apart from the call.
+func SubagentTask(u *pb.SubagentTaskUpdate) string {
+	name := cmp.Or(firstLine(u.Description, 80), u.SubagentType, "subagent")
+	s := "◆ subagent " + strconv.Quote(name) + " "
+	switch u.Status {
+	case pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_STARTED:
+		if !u.IsBackgrounded {
+			return ""
+		}
+		s += "started in the background"
+	case pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_COMPLETED:
+		s += "completed"
+		if u.DurationMs > 0 {
+			uses := "tool uses"
+			if u.ToolUses == 1 {
+				uses = "tool use"
+			}
+			s += fmt.Sprintf(" (%d tokens, %d %s, %.1fs)", u.TotalTokens, u.ToolUses, uses, float64(u.DurationMs)/1000)
+		}
+	case pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_FAILED:
+		s += "failed"
+		if e := firstLine(cmp.Or(u.Error, u.Summary), 200); e != "" {
+			s += ": " + e
+		}
+	case pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_STOPPED:
+		s += "stopped"
+	default:
+		return ""
+	}
+	return s + "\n"
 }
 
 // UserInput formats a user's message as it is replayed: each line of the

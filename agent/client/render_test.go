@@ -129,3 +129,46 @@ func TestUserInput(t *testing.T) {
 		})
 	}
 }
+
+func TestSubagentTask(t *testing.T) {
+	task := func(s pb.SubagentTaskStatus, bg bool) *pb.SubagentTaskUpdate {
+		return &pb.SubagentTaskUpdate{ToolUseId: "a1", TaskId: "t1", Status: s, Description: "Research OAuth", SubagentType: "general-purpose", IsBackgrounded: bg}
+	}
+	tests := []struct {
+		name string
+		u    *pb.SubagentTaskUpdate
+		want string
+	}{
+		{"foreground start is the call's line", task(pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_STARTED, false), ""},
+		{"background start", task(pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_STARTED, true), "◆ subagent \"Research OAuth\" started in the background\n"},
+		{"progress is not shown", task(pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_RUNNING, true), ""},
+		{"completed with totals", with(task(pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_COMPLETED, true), func(u *pb.SubagentTaskUpdate) {
+			u.Summary, u.TotalTokens, u.ToolUses, u.DurationMs = "The report.", 32, 2, 1680
+		}), "◆ subagent \"Research OAuth\" completed (32 tokens, 2 tool uses, 1.7s)\n"},
+		{"failed", with(task(pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_FAILED, true), func(u *pb.SubagentTaskUpdate) {
+			u.Error = "Agent terminated early due to an API error\nmore"
+		}), "◆ subagent \"Research OAuth\" failed: Agent terminated early due to an API error …\n"},
+		{"stopped, without a description", with(task(pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_STOPPED, true), func(u *pb.SubagentTaskUpdate) {
+			u.Description = ""
+		}), "◆ subagent \"general-purpose\" stopped\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := SubagentTask(tt.u); got != tt.want {
+				t.Errorf("SubagentTask = %q, want %q", got, tt.want)
+			}
+		})
+	}
+
+	// A nested subagent's end is indented like the events of the subagent
+	// that started it.
+	var out strings.Builder
+	r := &Renderer{Out: &out, Err: &out}
+	r.Event(&pb.AgentEvent{Event: &pb.AgentEvent_TextDelta{TextDelta: &pb.TextDelta{Text: "Working"}}})
+	r.Event(&pb.AgentEvent{ParentToolUseId: "a0", Event: &pb.AgentEvent_SubagentTask{SubagentTask: task(pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_STOPPED, false)}})
+	if want := "Working\n    │ ◆ subagent \"Research OAuth\" stopped\n"; out.String() != want {
+		t.Errorf("rendered %q, want %q", out.String(), want)
+	}
+}
+
+func with[T any](v T, f func(T)) T { f(v); return v }
