@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -326,6 +327,23 @@ func TestHealthAndInfo(t *testing.T) {
 	i := decode[map[string]any](t, body)
 	if st != 200 || i["push"] != true || i["vapidPublicKey"] != "BKey" {
 		t.Fatalf("info = %d %s", st, body)
+	}
+}
+
+func TestEventOfSubagentTask(t *testing.T) {
+	ev := &pb.AgentEvent{Sequence: 7, ParentToolUseId: "toolu_outer", Event: &pb.AgentEvent_SubagentTask{SubagentTask: &pb.SubagentTaskUpdate{
+		ToolUseId: "toolu_1", TaskId: "a8b1", Status: pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_COMPLETED, Description: "Research OAuth",
+		SubagentType: "general-purpose", IsBackgrounded: true, Summary: "The report.", TotalTokens: 32, ToolUses: 1, DurationMs: 867,
+	}}}
+	got := eventOf("s", ev)
+	want := Event{
+		"sessionId": "s", "seq": uint64(7), "ts": "", "parentToolUseId": "toolu_outer", "type": "subagent_task",
+		"toolUseId": "toolu_1", "taskId": "a8b1", "status": "completed", "description": "Research OAuth", "subagentType": "general-purpose",
+		"background": true, "summary": "The report.", "error": "", "activity": "", "lastToolName": "",
+		"totalTokens": uint64(32), "toolUses": uint32(1), "durationMs": uint64(867),
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("eventOf = %v\nwant      %v", got, want)
 	}
 }
 

@@ -158,6 +158,15 @@ func todoStatus(s pb.TodoStatus) string {
 	return "pending"
 }
 
+// subagentTaskStatus is the web name of a SubagentTaskStatus: the enum
+// name without its prefix, in lower case ("completed"), "" when unset.
+func subagentTaskStatus(s pb.SubagentTaskStatus) string {
+	if s == pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_UNSPECIFIED {
+		return ""
+	}
+	return strings.ToLower(strings.TrimPrefix(s.String(), "SUBAGENT_TASK_STATUS_"))
+}
+
 // eventOf maps an AgentEvent to its web message, or nil for events the web
 // API does not show (deprecation warnings, which address gRPC clients and
 // are not stored).
@@ -223,6 +232,12 @@ func eventOf(sessionID string, ev *pb.AgentEvent) Event {
 		}
 	case *pb.AgentEvent_Error:
 		e["type"], e["code"], e["message"], e["fatal"] = "error", x.Error.GetCode(), x.Error.GetMessage(), x.Error.GetIsFatal()
+	case *pb.AgentEvent_SubagentTask:
+		u := x.SubagentTask
+		e["type"], e["toolUseId"], e["taskId"], e["status"] = "subagent_task", u.GetToolUseId(), u.GetTaskId(), subagentTaskStatus(u.GetStatus())
+		e["description"], e["subagentType"], e["background"] = u.GetDescription(), u.GetSubagentType(), u.GetIsBackgrounded()
+		e["summary"], e["error"], e["activity"], e["lastToolName"] = u.GetSummary(), u.GetError(), u.GetActivity(), u.GetLastToolName()
+		e["totalTokens"], e["toolUses"], e["durationMs"] = u.GetTotalTokens(), u.GetToolUses(), u.GetDurationMs()
 	case *pb.AgentEvent_DeprecationWarning:
 		return nil
 	default:
