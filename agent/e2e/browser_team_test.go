@@ -17,8 +17,9 @@ import (
 // (web/e2e/team.mjs) against the agent's own web server, the real Claude
 // CLI and the fake model: teammate and skill specs saved in Settings and
 // listed after a reload; a todo list's tasks in the Team panel; an Agent
-// (Task) tool subagent shown working, then stopped with its output. The
-// fake model holds the subagent's reply until the page showed it working.
+// (Task) tool subagent, run in the background, shown working, then stopped
+// with its output. The fake model holds the subagent's reply until the page
+// showed it working.
 func TestBrowserTeamThroughAgent(t *testing.T) {
 	browsertest.Require(t)
 	const (
@@ -41,11 +42,12 @@ func TestBrowserTeamThroughAgent(t *testing.T) {
 				if slices.Contains(req.Tools, "Agent") {
 					name = "Agent"
 				}
-				// In the foreground: a background agent's call returns at once
-				// ("Async agent launched"), before the subagent did anything.
+				// In the background (Claude Code 2.1's default): the call
+				// returns at once ("Async agent launched") and the teammate
+				// works on after the turn, until its SubagentTaskUpdate says
+				// it completed.
 				return fakeapi.Reply{ToolUse: &fakeapi.ToolUse{Name: name, Input: map[string]any{
-					"description": "Find the flaky test", "prompt": subagentWork + " find the flaky test", "subagent_type": "general-purpose",
-					"run_in_background": false}}}
+					"description": "Find the flaky test", "prompt": subagentWork + " find the flaky test", "subagent_type": "general-purpose"}}}
 			}
 		}
 		return fakeapi.KeywordReply(req)
