@@ -1,7 +1,7 @@
 // Markdown to HTML for assistant text. Untrusted: raw HTML in the source is escaped (shown as
 // text, never parsed), link targets are limited to http(s)/mailto/relative, images become links.
 
-import { Marked, type Tokens } from 'marked';
+import { Marked, Renderer, type Tokens } from 'marked';
 import { esc } from './esc';
 import { highlight } from './highlight';
 
@@ -22,7 +22,14 @@ const md = new Marked({
     },
     code({ text, lang }: Tokens.Code) {
       const l = (lang || '').trim().split(/\s+/)[0].toLowerCase();
-      return `<pre class="code"${l ? ` data-lang="${esc(l)}"` : ''}><code>${highlight(text, l)}</code></pre>`;
+      // A long line scrolls the block sideways: keyboard users reach it with Tab (focusable and
+      // named, a group rather than a region so that a page of code blocks adds no landmarks).
+      const name = l ? `Code, ${esc(l)}` : 'Code';
+      return `<pre class="code"${l ? ` data-lang="${esc(l)}"` : ''} tabindex="0" role="group" aria-label="${name}"><code>${highlight(text, l)}</code></pre>`;
+    },
+    table(this: Renderer, token: Tokens.Table) {
+      // A wide table scrolls sideways in its wrapper, which keyboard users reach with Tab.
+      return `<div class="table" tabindex="0" role="group" aria-label="Table">${Renderer.prototype.table.call(this, token)}</div>`;
     },
     link(this: { parser: { parseInline(t: Tokens.Generic[]): string } }, { href, title, tokens }: Tokens.Link) {
       const inner = this.parser.parseInline(tokens);

@@ -35,6 +35,15 @@ test('markdown code blocks are highlighted and escaped', () => {
   assert.ok(h.includes('<span class="t-com">// x</span>'), h);
 });
 
+test('markdown code blocks can be scrolled from the keyboard: focusable and named', () => {
+  assert.ok(renderMarkdown('```go\nx\n```').startsWith('<pre class="code" data-lang="go" tabindex="0" role="group" aria-label="Code, go">'));
+  assert.ok(renderMarkdown('```\nx\n```').startsWith('<pre class="code" tabindex="0" role="group" aria-label="Code">'));
+  assert.ok(renderMarkdown('```"><b>\nx\n```').includes('aria-label="Code, &quot;&gt;&lt;b&gt;"'));
+  const t = renderMarkdown('| a | b |\n| - | - |\n| 1 | <i>2</i> |');
+  assert.ok(t.startsWith('<div class="table" tabindex="0" role="group" aria-label="Table"><table>'), t);
+  assert.ok(t.includes('<td>1</td>') && t.includes('&lt;i&gt;2&lt;/i&gt;') && /<\/table>\s*<\/div>$/.test(t.trim()), t);
+});
+
 test('highlight leaves unknown languages escaped', () => {
   assert.equal(highlight('<a> & "b"', 'nope'), '&lt;a&gt; &amp; &quot;b&quot;');
 });
@@ -142,7 +151,7 @@ test('a huge code block is cut inside its fence and reopened with its language',
   for (const c of s.chunks.slice(1, -1)) assert.ok(c.src.endsWith('```\n'), JSON.stringify(c.src.slice(-20)));
   assert.ok(s.chunks.slice(2).every((c) => c.cont), 'blocks cut inside the fence continue it');
   while (parseChunks(s) < s.chunks.length) frameBegin(); // a frame's budget at a time
-  for (const c of inFence) assert.ok(c.html!.startsWith('<pre class="code" data-lang="js">'), c.html!.slice(0, 60));
+  for (const c of inFence) assert.ok(c.html!.startsWith('<pre class="code" data-lang="js" '), c.html!.slice(0, 60));
   // Every code line shows exactly once.
   const all = s.chunks.map((c) => c.html).join('') + tailSrc(s, text);
   assert.equal((all.match(/x\d+ = /g) || []).length, 400);

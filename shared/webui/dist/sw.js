@@ -5,8 +5,8 @@
 // - shows push notifications (payload of docs/web-api.md) and answers permission requests
 //   from their Allow / Deny actions without opening a window.
 /* eslint-env serviceworker */
-const VERSION = "c4d12ac8e5c69f3d";
-const PRECACHE = ["/","/assets/index-BtKh_3zy.js","/assets/index-td60VMyz.css","/icon-192.png","/icon-512.png","/icon.svg","/index.html","/manifest.webmanifest"];
+const VERSION = "2e7d15ac88c8b9e0";
+const PRECACHE = ["/","/assets/index-BKg7FFJK.css","/assets/index-OuQsT7j5.js","/icon-192.png","/icon-512.png","/icon.svg","/index.html","/manifest.webmanifest"];
 const CACHE = 'betcode-shell-' + VERSION;
 
 self.addEventListener('install', (e) => {

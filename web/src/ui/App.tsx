@@ -10,6 +10,15 @@ import { NewSession } from './NewSession';
 import { LocalSessions, Sessions } from './Sessions';
 import { Settings } from './Settings';
 
+/** The skip link focuses the main content: following "#main" would change the hash route. */
+function skipToMain(e: Event) {
+  e.preventDefault();
+  const main = document.getElementById('main');
+  if (!main) return;
+  main.tabIndex = -1;
+  main.focus();
+}
+
 export function App() {
   const s = useAppState();
   const r = useRoute();
@@ -40,7 +49,7 @@ export function App() {
 
   return (
     <>
-      <a class="skip" href="#main">Skip to content</a>
+      <a class="skip" href="#main" onClick={skipToMain}>Skip to content</a>
       <ConnBanner />
       {page}
       <Toast />

@@ -12,7 +12,7 @@ import {
 } from '../store';
 import { href } from '../router';
 import type { FileAttachment, Session } from '../types';
-import { Attachments, money, readImages, Spinner, StatusChip, TopBar } from './common';
+import { Attachments, money, readImages, ScrollPre, Spinner, StatusChip, TopBar } from './common';
 import { shortPath } from './Sessions';
 import { TeamPanel } from './Team';
 
@@ -47,7 +47,8 @@ export function Conversation({ machine, session }: { machine: string; session: s
   // after a write: the CSS pins the scroll to the sentinel after the last item (overflow-anchor),
   // and where that does not work an IntersectionObserver on the sentinel scrolls to it once the
   // frame is laid out (its callback runs then, so reading scrollHeight costs no layout). The
-  // sentinel leaving the view because the user scrolled (wheel, touch, keys, scrollbar) unsticks.
+  // sentinel leaving the view because the user scrolled (wheel, touch, keys, scrollbar) or moved
+  // the keyboard focus to an item above (the browser scrolls it into view) unsticks.
   useEffect(() => {
     const log = logRef.current;
     const end = endRef.current;
@@ -56,11 +57,17 @@ export function Conversation({ machine, session }: { machine: string; session: s
     let userAt = 0;
     const SCROLL_KEYS = /^(Page(Up|Down)|Arrow(Up|Down)|Home|End| )$/;
     const mark = (e: Event) => {
-      // A scroll by the user: wheel, a finger, the scrollbar, a key on the focused log.
-      if (e.type === 'wheel' || e.type === 'touchmove' || (e.target === log && (e.type === 'pointerdown' || SCROLL_KEYS.test((e as KeyboardEvent).key))))
+      // A scroll by the user: wheel, a finger, the scrollbar, a key on the focused log, Tab to an
+      // item (focus-visible: a tap on a button focuses it too, and must not unstick).
+      if (
+        e.type === 'wheel' ||
+        e.type === 'touchmove' ||
+        (e.target === log && (e.type === 'pointerdown' || SCROLL_KEYS.test((e as KeyboardEvent).key))) ||
+        (e.type === 'focusin' && e.target !== log && (e.target as Element).matches(':focus-visible'))
+      )
         userAt = performance.now();
     };
-    const evs = ['wheel', 'touchmove', 'keydown', 'pointerdown'] as const;
+    const evs = ['wheel', 'touchmove', 'keydown', 'pointerdown', 'focusin'] as const;
     evs.forEach((t) => log.addEventListener(t, mark, { passive: true }));
     const toEnd = () => void (log.scrollTop = log.scrollHeight);
     f.toEnd = () => {
@@ -101,7 +108,7 @@ export function Conversation({ machine, session }: { machine: string; session: s
         <a class="btn small-btn" href={href.changes(machine, session)} data-testid="changes-tab">Changes</a>
       </TopBar>
       <main id="main" class="conv-main">
-        <div class="conv-status small muted" aria-label="Session status">
+        <div class="conv-status small muted" role="group" aria-label="Session status">
           {sess && <StatusChip s={{ status: sess.status, agentStatus: (c.agentStatus as Session['agentStatus']) || sess.agentStatus }} />}
           {sess && <span title={sess.cwd}>{shortPath(sess.cwd)}</span>}
           {(c.model || sess?.model) && <span>{c.model || sess?.model}</span>}
@@ -170,7 +177,7 @@ class ItemView extends Component<ItemProps> {
         // A short finished text is parsed whole (once); a long or streaming one in blocks.
         return it.done && it.text.length <= BLOCK_WHOLE && !mdStates.has(it) ? <MarkdownBlock text={it.text} /> : <StreamingMarkdown item={it} />;
       case 'user':
-        return <div class="user-msg" aria-label="You">{it.text}</div>;
+        return <div class="user-msg"><span class="sr-only">You: </span>{it.text}</div>;
       case 'tool':
         return <ToolCard it={it} />;
       case 'perm':
@@ -240,7 +247,7 @@ function StreamingMarkdown({ item }: { item: TextItem }) {
 
 export function DiffView({ lines, label }: { lines: DiffLine[]; label: string }) {
   return (
-    <pre class="diff" aria-label={label}>
+    <ScrollPre class="diff" label={label}>
       {lines.map((l, i) => (
         <span key={i} class={l.t === '+' ? 'd-add' : l.t === '-' ? 'd-del' : l.t === '@' ? 'd-hunk' : 'd-ctx'}>
           <span class="d-sign" aria-hidden="true">{l.t === '@' ? ' ' : l.t}</span>
@@ -249,7 +256,7 @@ export function DiffView({ lines, label }: { lines: DiffLine[]; label: string })
           {'\n'}
         </span>
       ))}
-    </pre>
+    </ScrollPre>
   );
 }
 
@@ -262,10 +269,10 @@ function summary(toolName: string, input: Record<string, unknown>, description: 
 function InputView({ toolName, input }: { toolName: string; input: Record<string, unknown> }) {
   const e = editsOf(toolName, input);
   if (e) return <>{e.path && <code class="path">{e.path}</code>}<DiffView lines={e.lines} label={`Changes to ${e.path || 'the file'}`} /></>;
-  if (typeof input.command === 'string') return <pre class="code cmd">{input.command}</pre>;
+  if (typeof input.command === 'string') return <ScrollPre class="code cmd" label="Command">{input.command}</ScrollPre>;
   const keys = Object.keys(input);
   if (!keys.length) return null;
-  return <pre class="code">{JSON.stringify(input, null, 2)}</pre>;
+  return <ScrollPre class="code" label={`${toolName} input`}>{JSON.stringify(input, null, 2)}</ScrollPre>;
 }
 
 // A tool's output shows OUT_FIRST characters, then OUT_MORE more per click: a huge output never
@@ -281,11 +288,13 @@ function ToolCard({ it }: { it: ToolItem }) {
   const sum = summary(it.toolName, it.input, it.description);
   return (
     <details class={'tool card st-' + state} data-testid="tool-card" onToggle={(e) => setOpen((e.currentTarget as HTMLDetailsElement).open)}>
-      <summary aria-label={`${it.toolName}: ${sum}, ${state}`}>
+      {/* Named by its visible text (WCAG 2.5.3, label in name); the state's mark is spelled out. */}
+      <summary>
         <span class="tool-name">{it.toolName}</span>
         <span class="grow ellipsis tool-sum">{sum}</span>
-        <span class={'tool-state ' + state} aria-hidden="true">
-          {state === 'running' ? '…' : state === 'failed' ? '✗' : '✓'}
+        <span class={'tool-state ' + state}>
+          <span aria-hidden="true">{state === 'running' ? '…' : state === 'failed' ? '✗' : '✓'}</span>
+          <span class="sr-only">, {state}</span>
           {typeof it.durationMs === 'number' && it.done ? ` ${(it.durationMs / 1000).toFixed(1)}s` : ''}
         </span>
       </summary>
@@ -295,8 +304,10 @@ function ToolCard({ it }: { it: ToolItem }) {
           <InputView toolName={it.toolName} input={it.input} />
           {it.done && (
             <>
-              <div class="small muted">{it.isError ? 'Error' : 'Result'}</div>
-              <pre class={'code out' + (it.isError ? ' err' : '')}>{out.length <= shown ? out : out.slice(0, shown)}</pre>
+              <div class="small muted" aria-hidden="true">{it.isError ? 'Error' : 'Result'}</div>
+              <ScrollPre class={'code out' + (it.isError ? ' err' : '')} label={it.isError ? 'Error' : 'Result'}>
+                {out.length <= shown ? out : out.slice(0, shown)}
+              </ScrollPre>
               {out.length > shown && (
                 <button type="button" class="btn" onClick={() => setShown(shown + OUT_MORE)}>
                   Show more ({Math.round((out.length - shown) / 1024)} KB left)
@@ -318,9 +329,9 @@ function Permission({ it, c, open }: { it: PermItem; c: Conv; open: boolean }) {
   const id = 'perm-' + it.requestId;
   return (
     <section class={'card prompt' + (open ? ' open' : '')} data-testid="permission-prompt" aria-labelledby={id + '-h'}>
-      <h3 id={id + '-h'} class="prompt-title">
+      <h2 id={id + '-h'} class="prompt-title">
         <span class="tool-name">{it.toolName}</span> wants permission
-      </h3>
+      </h2>
       {it.description && <p>{it.description}</p>}
       <InputView toolName={it.toolName} input={it.input} />
       {open ? (

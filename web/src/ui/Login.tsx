@@ -137,7 +137,7 @@ export function Login() {
           </button>
         </form>
         {i?.oidc && <SingleSignOn />}
-        <p class="muted small server-info" aria-label="Server">
+        <p class="muted small server-info">
           {i ? `${i.role === 'relay' ? 'Relay' : 'Agent'} ${i.version}${i.push ? ' · push notifications' : ''}` : 'Contacting the server…'}
         </p>
       </main>

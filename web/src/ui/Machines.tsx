@@ -39,7 +39,6 @@ export function Machines() {
                 type="button"
                 class={'row' + (m.id === s.machineId ? ' selected' : '')}
                 data-testid="machine-item"
-                aria-label={`${m.name || m.id}, ${m.online ? 'online' : 'offline'}${m.id === s.machineId ? ', selected' : ''}`}
                 aria-current={m.id === s.machineId ? 'true' : undefined}
                 disabled={!!busy}
                 onClick={() => pick(m.id)}

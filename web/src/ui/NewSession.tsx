@@ -188,8 +188,9 @@ function DirBrowser(p: { start: string; onPick: (path: string) => void }) {
             )}
             {entries.map((e) => (
               <li key={e.path}>
-                <button type="button" class="row" onClick={() => load(e.path)} aria-label={`Open ${e.name}${e.isGitRepo ? ', git repository' : ''}`}>
-                  <span aria-hidden="true">📁</span> <span class="grow">{e.name}</span> {e.isGitRepo && <span class="chip">git</span>}
+                <button type="button" class="row" onClick={() => load(e.path)}>
+                  <span aria-hidden="true">📁</span> <span class="sr-only">Open</span> <span class="grow">{e.name}</span>{' '}
+                  {e.isGitRepo && <span class="chip">git<span class="sr-only"> repository</span></span>}
                 </button>
               </li>
             ))}

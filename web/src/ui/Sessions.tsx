@@ -28,11 +28,14 @@ export function Sessions({ machine }: { machine: string }) {
         <ul class="list" aria-label="Sessions">
           {list.map((x) => (
             <li key={x.id} class="session-li">
-              <a class="row" href={href.conv(machine, x.id)} data-testid="session-item" aria-label={sessionLabel(x)}>
+              <a class="row" href={href.conv(machine, x.id)} data-testid="session-item">
                 <span class="grow">
                   <span class="row-title">
                     {x.pendingPrompts > 0 && (
-                      <span class="badge" title="Waiting for you">{x.pendingPrompts}</span>
+                      <span class="badge" title="Waiting for you">
+                        {x.pendingPrompts}
+                        <span class="sr-only"> waiting for you:</span>
+                      </span>
                     )}
                     {x.name || firstLine(x.lastMessage) || x.cwd}
                     {providerBadge(x.provider) && <span class="chip provider" data-testid="provider-badge">{providerBadge(x.provider)}</span>}
@@ -154,11 +157,6 @@ function SessionActions({ s }: { s: Session }) {
   );
 }
 
-function sessionLabel(x: Session) {
-  const name = x.name || firstLine(x.lastMessage) || x.cwd;
-  const p = providerBadge(x.provider);
-  return `${name}${p ? `, ${p}` : ''}, ${x.status}${x.pendingPrompts > 0 ? `, ${x.pendingPrompts} waiting for you` : ''}, ${money(x.costUsd)}`;
-}
 const firstLine = (t?: string) => (t || '').split('\n')[0].slice(0, 80);
 export const shortPath = (p: string) => {
   const parts = (p || '').split('/').filter(Boolean);
@@ -207,8 +205,9 @@ export function LocalSessions({ machine }: { machine: string }) {
                     {shortPath(l.workingDirectory || l.cwd || '')} · {l.messageCount ?? 0} messages · {ago(l.updatedAt)}
                   </span>
                 </span>
-                <button type="button" class="btn" disabled={!!busy || l.adopted} onClick={() => adopt(id)} aria-label={`Adopt ${l.firstPrompt || id}`}>
+                <button type="button" class="btn" disabled={!!busy || l.adopted} onClick={() => adopt(id)}>
                   {l.adopted ? 'Adopted' : busy === id ? 'Adopting…' : 'Adopt'}
+                  <span class="sr-only"> {l.firstPrompt || id}</span>
                 </button>
               </li>
             );

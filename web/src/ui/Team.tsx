@@ -2,6 +2,7 @@ import { Component } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { statusLabel, taskRows, team, watchTeam, type TaskRow } from '../team';
 import type { Task, Teammate } from '../types';
+import { ScrollPre } from './common';
 
 interface Props { session: string; v: number; todos: Task[] }
 
@@ -78,8 +79,7 @@ function Mate({ m }: { m: Teammate }) {
         <div class="mate-body">
           {m.error && <p class="error small">{m.error}</p>}
           {m.output ? (
-            // Focusable: a long output scrolls, and keyboard users must reach it.
-            <pre class="code out mate-out" data-testid="teammate-output" tabIndex={0}>{m.output}</pre>
+            <ScrollPre class="code out mate-out" label={`Output of ${name}`} testid="teammate-output">{m.output}</ScrollPre>
           ) : (
             <p class="muted small">No output yet.</p>
           )}

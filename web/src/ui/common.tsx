@@ -76,6 +76,18 @@ export function Toast() {
   );
 }
 
+/**
+ * A block of code or output that scrolls when long or wide: focusable (Tab reaches it, arrows
+ * scroll it) and named, a group rather than a region so that many of them add no landmarks.
+ */
+export function ScrollPre(p: { class: string; label: string; children: ComponentChildren; testid?: string }) {
+  return (
+    <pre class={p.class} tabIndex={0} role="group" aria-label={p.label} data-testid={p.testid}>
+      {p.children}
+    </pre>
+  );
+}
+
 export function StatusChip({ s }: { s: Pick<Session, 'status' | 'agentStatus'> }) {
   const label = s.status === 'running' && s.agentStatus && s.agentStatus !== 'idle' ? s.agentStatus.replace(/_/g, ' ') : s.status;
   return <span class={`chip st-${s.status}`}>{label}</span>;
