@@ -168,6 +168,27 @@ func TestListTeammates(t *testing.T) {
 	}
 }
 
+// The service reads the events that end a background Agent call: its
+// SubagentTaskUpdates, and a restart of the session's process.
+func TestListTeammatesEndsFromTaskEvents(t *testing.T) {
+	completed := pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_COMPLETED
+	ss := &fakeSessions{events: map[string][]*pb.AgentEvent{"s1": {
+		toolStart(1, "a1", "Agent", researchInput), taskUpdate(1, "a1", pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_STARTED, true, "", ""),
+		toolResult(2, "a1", launched, false), turnEnd(3), subText(4, "a1", "The report."), taskUpdate(5, "a1", completed, true, "The report.", ""),
+		toolStart(6, "a2", "Agent", researchInput), toolResult(7, "a2", launched, false), turnEnd(8), resumed(9),
+	}}}
+	s := newService(t, ss, subagent.Disabled{})
+	resp, err := s.ListTeammates(t.Context(), &pb.ListTeammatesRequest{SessionId: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := pb.TeammateStatus_TEAMMATE_STATUS_STOPPED
+	checkProtos(t, "teammates", resp.GetTeammates(), []*pb.Teammate{
+		with(taskTool("a1", stopped, 1), func(t *pb.Teammate) { t.Output, t.FinishedAt = "The report.", at(5) }),
+		with(taskTool("a2", stopped, 6), func(t *pb.Teammate) { t.Error, t.FinishedAt = ErrProcessEnded, at(9) }),
+	})
+}
+
 func TestTeammateErrors(t *testing.T) {
 	ss, subs := world()
 	tests := []struct {
