@@ -38,8 +38,9 @@ func freeAddr(t *testing.T) string {
 // TestBrowserFlowThroughAgent runs the web app's main flow on a phone
 // against the agent's own web server: log in with the local token, start a
 // session and see the reply, approve a permission prompt (the file is on
-// disk), a second tab, and a reload mid-stream that renders the scripted
-// reply exactly.
+// disk), a second tab, a markdown reply, a reload mid-stream that renders the
+// scripted reply exactly, and the changes view; axe-core checks every screen
+// on the way.
 func TestBrowserFlowThroughAgent(t *testing.T) {
 	browsertest.Require(t)
 	fake := testenv.FakeAPI(t)
@@ -55,12 +56,13 @@ func TestBrowserFlowThroughAgent(t *testing.T) {
 	for i := range reload.Deltas {
 		reload.Deltas[i] = fmt.Sprintf("r%d ", i)
 	}
-	steps := []string{"start", "secondTab", "permission", "reload"}
+	steps := []string{"start", "secondTab", "permission", "markdown", "reload", "changes"}
 	fake.Enqueue(fakeapi.Reply{Text: startReply})
 	out := browsertest.Run(t, browsertest.Options{Script: "flow.mjs", BaseURL: "http://" + addr + "/", Token: tok, Params: map[string]any{
 		"machineOptional": true, "cwd": cwd, "steps": steps,
 		"start":      map[string]any{"prompt": "say hello", "want": startReply},
 		"permission": map[string]any{"prompt": runTool, "want": fakeapi.ToolResultPrefix + "done"},
+		"markdown":   map[string]any{"prompt": "why is the build slow"},
 		"reload":     map[string]any{"prompt": "stream while I reload", "reloadAfter": "r10", "want": reload.FullText()},
 	}, OnWait: func(name string, _ map[string]any) any {
 		switch name {
@@ -68,6 +70,14 @@ func TestBrowserFlowThroughAgent(t *testing.T) {
 			return map[string]any{"fileExists": toolFileExists(t, cwd)}
 		case "reload-turn":
 			fake.Enqueue(reload)
+			return map[string]any{}
+		case "markdown-turn":
+			fake.Enqueue(fakeapi.Reply{Text: browsertest.FlowMarkdown})
+			return map[string]any{}
+		case "changes":
+			if err := browsertest.GitChange(cwd); err != nil {
+				return map[string]any{"error": err.Error()}
+			}
 			return map[string]any{}
 		}
 		return map[string]any{"error": "unknown sync point " + name}

@@ -120,6 +120,7 @@ func (f flowScript) params(machine, cwd string, steps []string) map[string]any {
 		"machine": machine, "cwd": cwd, "steps": steps,
 		"start":      map[string]any{"prompt": "say hello", "want": f.startReply},
 		"permission": map[string]any{"prompt": "please RUNTOOL now", "want": fakeapi.ToolResultPrefix + "done"},
+		"markdown":   map[string]any{"prompt": "why is the build slow"},
 		"question":   map[string]any{"prompt": "ASK me", "pick": []string{"SQLite", "Auth", "Search"}, "replyIncludes": "SQLite"},
 		"cancel":     map[string]any{"prompt": "SLOW story", "waitFor": "w2"},
 		"reload": map[string]any{"prompt": "stream while I reload", "reloadAfter": "r10",
@@ -225,16 +226,25 @@ func flowWaits(t *testing.T, ctx context.Context, fake *fakeapi.Server, api pb.A
 		case "reload-turn":
 			fake.Enqueue(f.reloadReply)
 			return map[string]any{}
+		case "markdown-turn":
+			fake.Enqueue(fakeapi.Reply{Text: browsertest.FlowMarkdown})
+			return map[string]any{}
+		case "changes":
+			if err := browsertest.GitChange(cwd); err != nil {
+				return browserStop("%v", err)
+			}
+			return map[string]any{}
 		}
 		return browserStop("unknown sync point %q", name)
 	}
 }
 
-var allFlowSteps = []string{"start", "secondTab", "permission", "question", "cancel", "reload"}
+var allFlowSteps = []string{"start", "secondTab", "permission", "markdown", "question", "cancel", "reload", "changes"}
 
 // TestBrowserFlowThroughRelay is the main flow on a phone against the relay:
-// log in, pick the machine, start a session, approve a permission prompt,
-// answer a question, cancel a turn, reload mid-stream, a second tab.
+// log in, pick the machine, start a session, approve a permission prompt, a
+// markdown reply, answer a question, cancel a turn, reload mid-stream, a
+// second tab, the changes view; axe-core checks every screen on the way.
 func TestBrowserFlowThroughRelay(t *testing.T) {
 	browsertest.Require(t)
 	w := newWorld(t, "")

@@ -238,3 +238,42 @@ type FlowResult struct {
 	Tab2AssistantTexts []string `json:"tab2AssistantTexts"`
 	Tab2ToolCards      int      `json:"tab2ToolCards"`
 }
+
+// FlowMarkdown is the fake model's reply in flow.mjs's markdown step, whose
+// page axe-core checks: every block the conversation renders (a heading, a
+// link, a quote, a table, code with each kind of highlighted token and a
+// line too long for a phone, a diff). axe-core skips the contrast of a
+// one-character text: the number has four digits.
+const FlowMarkdown = "## Why the nightly build is slow\n\n" +
+	"The **nightly build** runs `go test` twice; see [the build docs](https://example.com/build).\n\n" +
+	"> Cached packages are not rebuilt.\n\n" +
+	"| step | before | after |\n| --- | --- | --- |\n| test | 42 s | 21 s |\n\n" +
+	"```go\n// cacheKey names a package's build by its import path and a hash of every input, so that it stays the same across runs.\n" +
+	"func cacheKey(pkg string, n int) string {\n\treturn fmt.Sprintf(\"%s-%d\", pkg, n+1000) // \"pkg-1000\"\n}\n```\n\n" +
+	"```diff\n@@ -1,2 +1,2 @@\n-go test ./... && go test ./...\n+go test ./...\n```\n"
+
+// GitChange makes dir a git checkout of one commit with an uncommitted
+// change to one file, for flow.mjs's changes step.
+func GitChange(dir string) error {
+	git := func(args ...string) error {
+		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=BetCode test", "-c", "user.email=test@betcode.invalid", "-c", "commit.gpgsign=false"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("git %s: %w\n%s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	file := filepath.Join(dir, "NOTES.md")
+	if err := git("init", "-q"); err != nil {
+		return err
+	}
+	if err := os.WriteFile(file, []byte("# Notes\n\nThe build runs the tests twice.\n"), 0o644); err != nil {
+		return err
+	}
+	if err := git("add", "NOTES.md"); err != nil {
+		return err
+	}
+	if err := git("commit", "-q", "-m", "notes"); err != nil {
+		return err
+	}
+	return os.WriteFile(file, []byte("# Notes\n\nThe build runs the tests once.\nCached packages are not rebuilt.\n"), 0o644)
+}

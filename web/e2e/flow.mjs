@@ -1,35 +1,51 @@
 // flow.mjs: the main flow of the web app on a phone, as a person does it.
 //
 // Log in with a token, pick the machine, start a session and see the
-// streamed reply; approve a permission prompt; answer a question; cancel a
-// turn; reload mid-stream; a second tab on the same session sees the same
-// stream. BETCODE_E2E holds what to type and what to expect (see the Go
-// tests, relay/e2e/browser_test.go and agent/e2e/browser_test.go); the steps
-// to run are params.steps (default: all).
+// streamed reply; approve a permission prompt; a markdown reply with code;
+// answer a question; cancel a turn; reload mid-stream; a second tab on the
+// same session sees the same stream; the session's changes. BETCODE_E2E
+// holds what to type and what to expect (see the Go tests,
+// relay/e2e/browser_test.go and agent/e2e/browser_test.go); the steps to run
+// are params.steps (default: all).
+//
+// Accessibility: axe-core (lib/axe.mjs) checks every screen on the way, in
+// the light and dark colour schemes and the app's explicit themes: login,
+// the machine picker (when it shows), the new-session form, the
+// conversation with a pending permission prompt, with a markdown reply (code
+// blocks) and open tool cards, with an open question form, the changes view
+// with a diff open, settings and the session list. The script fails at the
+// end with every violation.
 import { launch, phone, params, token, main, watch, log, sync, recordAlerts } from './lib/harness.mjs';
 import {
   tid, norm, login, pickMachine, newSession, send, texts, waitLastAssistant, waitAssistantIncludes,
 } from './lib/app.mjs';
+import { Audit, withAxe } from './lib/a11y.mjs';
 
-const all = ['start', 'secondTab', 'permission', 'question', 'cancel', 'reload'];
+const all = ['start', 'secondTab', 'permission', 'markdown', 'question', 'cancel', 'reload', 'changes'];
 const steps = new Set(params.steps || all);
+
+// The conversation is checked laid out whole (see run in lib/axe.mjs).
+const tall = { height: 2400 };
 
 await main(async () => {
   const result = { steps: [] };
   const ctx = await launch({ viewport: phone });
   const alerts = await recordAlerts(ctx);
+  await withAxe(ctx);
   const page = await ctx.newPage();
   watch(page, 'tab1');
+  const audit = new Audit();
+  const onScreen = (screen) => audit.check(page, screen);
 
   const t0 = Date.now();
-  await login(page, token);
+  await login(page, token, { onScreen });
   result.loginMs = Date.now() - t0;
-  const picked = await pickMachine(page, params.machine, { optional: !!params.machineOptional });
+  const picked = await pickMachine(page, params.machine, { optional: !!params.machineOptional, onScreen });
   result.machinePicked = picked.picked;
   result.pickerShownAfterLogin = picked.shown;
 
   // start: a new session with a first prompt; its reply streams in.
-  await newSession(page, { cwd: params.cwd, prompt: params.start.prompt });
+  await newSession(page, { cwd: params.cwd, prompt: params.start.prompt }, { onScreen });
   const started = Date.now();
   await waitLastAssistant(page, params.start.want);
   result.start = { text: (await texts(page, 'assistant-text')).map(norm), replyMs: Date.now() - started };
@@ -61,6 +77,14 @@ await main(async () => {
     const prompt = page.locator(tid('permission-prompt'));
     await prompt.first().waitFor();
     result.permission = { promptText: norm(await prompt.first().textContent()) };
+    await page.locator(tid('allow-once')).first().waitFor();
+    await audit.check(page, 'conversation with a permission prompt', tall);
+    // The session list shows the session waiting for an answer; back to it.
+    await page.locator('a[aria-label="Sessions"]').click();
+    await page.locator(`${tid('session-item')} .badge`).first().waitFor();
+    await audit.check(page, 'sessions, one waiting');
+    await page.locator(tid('session-item')).first().click();
+    await page.locator(tid('allow-once')).first().waitFor();
     if (tab2) {
       await tab2.locator(tid('permission-prompt')).first().waitFor();
       result.permission.seenInTab2 = true;
@@ -80,6 +104,35 @@ await main(async () => {
     result.steps.push('permission');
   }
 
+  // markdown: a streamed reply with a table and highlighted code blocks (one
+  // with a line too long for a phone, which scrolls), the tool cards open.
+  if (steps.has('markdown')) {
+    const closed = page.locator(`${tid('tool-card')}:not([open]) > summary`);
+    while (await closed.count()) await closed.first().click();
+    const before = await page.locator(tid('assistant-text')).count();
+    await sync('markdown-turn'); // the Go test scripts the reply
+    await send(page, params.markdown.prompt);
+    // Streamed to its end: a new last text, not busy, with its code.
+    await page.waitForFunction(
+      ([sel, before]) => {
+        const all = document.querySelectorAll(sel);
+        const last = all[all.length - 1];
+        return all.length > before && last.getAttribute('aria-busy') !== 'true' && last.querySelectorAll('pre.code').length >= 2;
+      },
+      [tid('assistant-text'), before],
+    );
+    const md = page.locator(tid('assistant-text')).last();
+    result.markdown = {
+      codeBlocks: await md.locator('pre.code').count(),
+      tokens: await md.locator('pre.code span[class^="t-"]').count(),
+      tables: await md.locator('table').count(),
+      openToolCards: await page.locator(`${tid('tool-card')}[open]`).count(),
+    };
+    if (!result.markdown.tokens) throw new Error(`the markdown reply shows no highlighted code: ${JSON.stringify(result.markdown)}`);
+    await audit.check(page, 'conversation with markdown, code and open tool cards', tall);
+    result.steps.push('markdown');
+  }
+
   // question: AskUserQuestion with two questions (one multi-select); pick
   // options in both and answer.
   if (steps.has('question')) {
@@ -87,7 +140,9 @@ await main(async () => {
     await send(page, q.prompt);
     const box = page.locator(tid('question')).first();
     await box.waitFor();
+    await page.locator(tid('question-submit')).first().waitFor();
     result.question = { texts: (await page.locator(tid('question')).allTextContents()).map(norm) };
+    await audit.check(page, 'conversation with a question', tall);
     for (const label of q.pick) {
       await page.locator(tid('question-option'), { hasText: label }).first().click();
     }
@@ -154,6 +209,29 @@ await main(async () => {
     result.tab2AssistantTexts = (await texts(tab2, 'assistant-text')).map(norm);
     result.tab2ToolCards = await tab2.locator(tid('tool-card')).count();
   }
+
+  // changes: the session's directory as a git checkout with a change (the Go
+  // test makes it one); one file's diff open.
+  if (steps.has('changes')) {
+    await sync('changes');
+    await page.locator(tid('changes-tab')).click();
+    const files = page.getByRole('list', { name: 'Changed files' }).getByRole('button');
+    await files.first().waitFor();
+    result.changes = { files: (await files.allTextContents()).map(norm) };
+    await files.first().click();
+    await page.locator('pre.diff').first().waitFor();
+    await audit.check(page, 'changes');
+    result.steps.push('changes');
+  }
+
+  // Settings, once its sections have loaded.
+  await page.locator(tid('settings')).click();
+  await page.locator('#usage-h').waitFor();
+  await page.waitForFunction(() => !document.querySelector('main [role="progressbar"]'));
+  await audit.check(page, 'settings');
+
+  result.a11y = { screens: audit.screens };
+  audit.assertClean();
   result.alerts = alerts;
   log('flow done', { steps: result.steps });
   return result;

@@ -6,12 +6,14 @@
 // calls the Agent (Task) tool shows the subagent in the Team panel as
 // working — the Go test holds the subagent's reply until the page saw that
 // (sync point "teammate-working") — then stopped, with its output.
-// axe-core checks the spec sections and the open Team panel in the light
-// and the dark colour scheme (result.a11y: the violations).
+// axe-core (lib/a11y.mjs) checks the spec sections and the open Team panel in
+// the light and dark colour schemes and the app's explicit themes; the
+// script fails at the end with every violation (result.a11y stays empty).
 // BETCODE_E2E: {cwd, machineOptional?, skill, teammate, todo: {prompt},
 // delegate: {prompt}}; see agent/e2e/browser_team_test.go.
 import { launch, phone, params, token, main, watch, log, sync, recordAlerts, timeout } from './lib/harness.mjs';
-import { tid, norm, login, pickMachine, newSession, send, texts, waitTexts, withAxe, a11y } from './lib/app.mjs';
+import { tid, norm, login, pickMachine, newSession, send, texts, waitTexts } from './lib/app.mjs';
+import { Audit, withAxe } from './lib/a11y.mjs';
 
 await main(async () => {
   const result = {};
@@ -20,6 +22,7 @@ await main(async () => {
   await withAxe(ctx);
   const page = await ctx.newPage();
   watch(page, 'team');
+  const audit = new Audit();
   await login(page, token);
   await pickMachine(page, params.machine, { optional: !!params.machineOptional });
   const home = page.url();
@@ -45,7 +48,7 @@ await main(async () => {
   result.skillSpecs = await waitTexts(page, 'skill-spec', 'includes', params.skill.name);
   result.teammateSpecs = await waitTexts(page, 'teammate-spec', 'includes', params.teammate.name);
   log('specs listed after a reload');
-  result.a11y = await a11y(page, ['section[aria-labelledby="mates-h"]', 'section[aria-labelledby="skills-h"]']);
+  await audit.check(page, 'settings: specs', { include: ['section[aria-labelledby="mates-h"]', 'section[aria-labelledby="skills-h"]'] });
 
   // todos: the session's own task list in the Team panel.
   await page.goto(home, { waitUntil: 'domcontentloaded' });
@@ -80,8 +83,10 @@ await main(async () => {
     output: norm(await mate.locator(tid('teammate-output')).textContent()),
   };
   result.tasksAfter = (await texts(page, 'team-task')).map(norm);
-  result.a11y.push(...(await a11y(page, [tid('team-panel')])));
+  await audit.check(page, 'team panel', { include: [tid('team-panel')], height: 2400 });
   log('teammate stopped', result.teammate);
+  audit.assertClean();
+  result.a11y = audit.violations;
   result.alerts = alerts;
   return result;
 });

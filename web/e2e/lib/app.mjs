@@ -6,12 +6,19 @@ export const tid = (id) => `[data-testid="${id}"]`;
 /** norm collapses white space, so that markup around words does not matter. */
 export const norm = (s) => String(s ?? '').replace(/\s+/g, ' ').trim();
 
-/** login opens the app and logs in with token. */
-export async function login(page, token) {
+/**
+ * login opens the app and logs in with token. The optional onScreen(name) runs on the way at each
+ * screen (here "login", once the server info is in), to check it.
+ */
+export async function login(page, token, { onScreen } = {}) {
   await page.goto(baseURL, { waitUntil: 'domcontentloaded' });
   const input = page.locator(tid('login-token'));
   await input.waitFor();
   log('login screen');
+  if (onScreen) {
+    await page.locator('.server-info', { hasNotText: 'Contacting' }).waitFor();
+    await onScreen('login');
+  }
   await input.fill(token);
   await page.locator(tid('login-submit')).click();
   await input.waitFor({ state: 'detached' });
@@ -25,9 +32,10 @@ export async function login(page, token) {
  * taken back to the picker by its "Machines" link; with optional set (the
  * agent serves one machine) a sessions screen without that link is fine.
  * It returns whether a machine was picked and whether the picker came up
- * by itself.
+ * by itself. The optional onScreen("machines") runs once the picker shows
+ * its machines.
  */
-export async function pickMachine(page, name, { optional = false } = {}) {
+export async function pickMachine(page, name, { optional = false, onScreen } = {}) {
   const items = page.locator(tid('machine-item'));
   const item = name ? page.locator(tid('machine-item'), { hasText: name }) : items;
   await page.locator(`${tid('machine-item')}, ${tid('new-session')}`).first().waitFor();
@@ -38,19 +46,29 @@ export async function pickMachine(page, name, { optional = false } = {}) {
     await back.first().click();
     await items.first().waitFor();
   }
+  await item.first().waitFor();
+  if (onScreen) await onScreen('machines');
   await item.first().click();
   await page.locator(tid('new-session')).first().waitFor();
   log('picked machine', { machine: name });
   return { picked: true, shown };
 }
 
-/** newSession fills the new-session form and starts the session. */
-export async function newSession(page, { cwd, prompt }) {
+/**
+ * newSession fills the new-session form and starts the session. The optional
+ * onScreen("new-session") runs on the filled form, once the directory was
+ * checked.
+ */
+export async function newSession(page, { cwd, prompt }, { onScreen } = {}) {
   await page.locator(tid('new-session')).first().click();
   const cwdInput = page.locator(tid('cwd-input'));
   await cwdInput.waitFor();
   await cwdInput.fill(cwd);
   if (prompt !== undefined) await page.locator(tid('prompt-input')).fill(prompt);
+  if (onScreen) {
+    await page.locator('#cwd-state', { hasText: /\w/ }).waitFor();
+    await onScreen('new-session');
+  }
   await page.locator(tid('start-session')).click();
   await page.locator(tid('conversation')).waitFor();
   log('started session', { url: page.url() });
@@ -115,38 +133,4 @@ export const sessionURL = (page) => page.url();
 /** visible reports whether an element with the test id is visible now. */
 export async function visible(page, id) {
   return page.locator(tid(id)).first().isVisible();
-}
-
-/**
- * withAxe loads axe-core into every page of ctx before the app's own
- * scripts (an init script, so the app's CSP does not apply to it).
- */
-export async function withAxe(ctx) {
-  const { createRequire } = await import('node:module');
-  const { readFileSync } = await import('node:fs');
-  const src = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-  await ctx.addInitScript({ content: src });
-}
-
-/**
- * a11y runs axe-core's WCAG 2.1 A and AA rules on the elements matching
- * selectors (all present), in the light and the dark colour scheme, and
- * returns the violations as {scheme, rule, impact, targets}.
- */
-export async function a11y(page, selectors) {
-  const out = [];
-  for (const scheme of ['light', 'dark']) {
-    await page.emulateMedia({ colorScheme: scheme });
-    await page.waitForTimeout(100); // the theme's transition-free repaint
-    const vs = await page.evaluate(
-      (include) =>
-        window.axe
-          .run({ include: include.map((s) => [s]) }, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } })
-          .then((r) => r.violations.map((v) => ({ rule: v.id, impact: v.impact, targets: v.nodes.map((n) => n.target.join(' ')) }))),
-      selectors,
-    );
-    for (const v of vs) out.push({ scheme, ...v });
-  }
-  await page.emulateMedia({ colorScheme: null });
-  return out;
 }
