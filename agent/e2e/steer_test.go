@@ -445,3 +445,40 @@ func TestAutoCompactionAfterALargeTurn(t *testing.T) {
 		t.Error("Claude was never asked to compact its context")
 	}
 }
+
+// A CLI whose turn ended but whose Agent-tool subagent still works in the
+// background (Claude Code's default) is not idle: the full pool refuses
+// another session rather than stopping that CLI and losing the subagent's
+// work, and makes room once the subagent has ended.
+func TestPoolKeepsBackgroundSubagents(t *testing.T) {
+	api, proceed := delegatingAPI(t)
+	agent := testenv.StartAgent(t, testenv.AgentOptions{APIURL: api.URL(), Args: []string{"--max-processes", "1"}})
+	ctx := testenv.Ctx(t, 3*time.Minute)
+	a := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: agent.ProjectDir(t)})
+	say(t, a, delegateWord)
+	bg, _ := agentCall(t, a)
+	until(t, a, isTurnComplete)
+	waitSubtasks(t, ctx, api, 1) // the subagent is at work, its parent's turn over
+
+	b := startConv(t, ctx, agent.API, &pb.StartConversation{WorkingDirectory: agent.ProjectDir(t)})
+	until(t, b, isSessionInfo)
+	say(t, b, "hello")
+	e := last(until(t, b, func(ev *pb.AgentEvent) bool { return ev.GetError() != nil })).GetError()
+	if e.Code != server.CodePoolExhausted {
+		t.Fatalf("B while A's background subagent works: %v", e)
+	}
+	if strings.Contains(agent.Log(), "pool full; stopping an idle Claude process") {
+		t.Fatal("the CLI running a background subagent was stopped as idle")
+	}
+
+	let(t, ctx, proceed)
+	until(t, a, isTaskEnd(bg.GetToolId(), pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_COMPLETED))
+	until(t, a, isTurnComplete) // Claude Code's own turn telling the model
+	say(t, b, "hello again")
+	if got := text(until(t, b, isTurnComplete)); got == "" {
+		t.Fatal("B got no answer once A's subagent had ended")
+	}
+	if !strings.Contains(agent.Log(), "pool full; stopping an idle Claude process") {
+		t.Error("no idle process was stopped to make room")
+	}
+}

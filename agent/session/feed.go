@@ -250,8 +250,27 @@ func (s *Session) observeLocked(ev *pb.AgentEvent) {
 		if p := s.perms[e.UserQuestion.GetQuestionId()]; p != nil {
 			p.events = append(p.events, ev)
 		}
+	case *pb.AgentEvent_SubagentTask:
+		s.trackSubagentLocked(e.SubagentTask)
 	}
 	if ev.Sequence > s.feedFrom && feedKind(ev) {
 		s.publishLocked(ev)
+	}
+}
+
+// trackSubagentLocked keeps s.bgSubagents: a subagent running in the
+// background from its first update that says so until its end.
+func (s *Session) trackSubagentLocked(u *pb.SubagentTaskUpdate) {
+	switch u.GetStatus() {
+	case pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_COMPLETED, pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_FAILED,
+		pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_STOPPED:
+		delete(s.bgSubagents, u.GetToolUseId())
+	default:
+		if u.GetIsBackgrounded() && u.GetToolUseId() != "" {
+			if s.bgSubagents == nil {
+				s.bgSubagents = map[string]struct{}{}
+			}
+			s.bgSubagents[u.GetToolUseId()] = struct{}{}
+		}
 	}
 }

@@ -78,13 +78,17 @@ type Session struct {
 	engBase              *permission.Engine  // the agent rules eng was built from
 	grants               []permission.Rule   // this session's ALLOW_SESSION grants
 	cancelRequested      bool
-	stopping             bool   // the agent is stopping the CLI to shut down
-	lockHolder           string // client id holding the input lock ("" = free)
-	crashes              int    // consecutive crashes of the CLI
-	lastCrash            time.Time
-	lastUsed             time.Time     // for choosing an idle CLI to stop when the pool is full
-	contextTokens        uint64        // input + cache-read tokens of the last turn
-	readerDone           chan struct{} // closed when the running CLI's reader ends
+	// bgSubagents are the Agent-tool subagents the CLI runs in the
+	// background (by tool_use_id): after its turn ended the CLI is still
+	// at work, so the pool does not stop it as idle (steer.go).
+	bgSubagents   map[string]struct{}
+	stopping      bool   // the agent is stopping the CLI to shut down
+	lockHolder    string // client id holding the input lock ("" = free)
+	crashes       int    // consecutive crashes of the CLI
+	lastCrash     time.Time
+	lastUsed      time.Time     // for choosing an idle CLI to stop when the pool is full
+	contextTokens uint64        // input + cache-read tokens of the last turn
+	readerDone    chan struct{} // closed when the running CLI's reader ends
 	// tcWeight: how many user messages a TurnComplete settles, when more
 	// than one (the CLI merges messages queued during a turn into one).
 	tcWeight    map[*pb.AgentEvent]int
@@ -555,6 +559,7 @@ func (s *Session) finishReader(ctx context.Context, p provider.Conversation, log
 	waitErr := p.Wait()
 	s.mu.Lock()
 	s.proc = nil
+	clear(s.bgSubagents) // they ended with the process
 	s.mu.Unlock()
 	s.clearPending()
 	afterWait()

@@ -146,6 +146,12 @@ func (s *Session) watchHang(p provider.Conversation, lastOutput *atomic.Int64, h
 // stops the least recently used idle CLI; when every CLI runs a turn it
 // fails with *PoolExhaustedError.
 func (m *Manager) acquireSlot(s *Session) error {
+	// The caller holds s.mu, so other sessions' locks are only tried: a
+	// session busy under its lock for a moment (publishing an event) is
+	// looked at again, for up to contendedWait, before the pool counts
+	// as exhausted — or an idle CLI could be missed and the caller
+	// refused.
+	var retryUntil time.Time
 	for {
 		m.mu.Lock()
 		if m.running < m.cfg.MaxProcesses {
@@ -162,17 +168,28 @@ func (m *Manager) acquireSlot(s *Session) error {
 		m.mu.Unlock()
 		var victim *Session
 		var oldest time.Time
+		contended := false
 		for _, o := range candidates {
 			if !o.mu.TryLock() {
+				contended = true
 				continue
 			}
-			idle := o.proc != nil && o.sentTurns == o.doneTurns && len(o.perms) == 0
+			idle := o.proc != nil && o.sentTurns == o.doneTurns && len(o.perms) == 0 && len(o.bgSubagents) == 0
 			if idle && (victim == nil || o.lastUsed.Before(oldest)) {
 				victim, oldest = o, o.lastUsed
 			}
 			o.mu.Unlock()
 		}
 		if victim == nil {
+			if contended {
+				if retryUntil.IsZero() {
+					retryUntil = time.Now().Add(contendedWait)
+				}
+				if time.Now().Before(retryUntil) {
+					time.Sleep(time.Millisecond) // another session's lock: nothing to wait on while holding s.mu
+					continue
+				}
+			}
 			return &PoolExhaustedError{Max: m.cfg.MaxProcesses, RetryAfter: 5 * time.Second}
 		}
 		m.cfg.Logger.Info("session: pool full; stopping an idle Claude process", "session_id", victim.id)
@@ -181,6 +198,10 @@ func (m *Manager) acquireSlot(s *Session) error {
 		<-stopped
 	}
 }
+
+// contendedWait bounds how long acquireSlot looks again at sessions whose
+// lock was taken when it looked.
+const contendedWait = 250 * time.Millisecond
 
 func (m *Manager) releaseSlot() {
 	m.mu.Lock()
