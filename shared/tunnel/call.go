@@ -149,6 +149,13 @@ func Forward(ctx context.Context, stream io.ReadWriteCloser, w http.ResponseWrit
 				for _, e := range pl.Metadata.Entries {
 					h[textproto.CanonicalMIMEHeaderKey(e.Key)] = e.Values
 				}
+				// A gRPC response always names its content type; headers
+				// without it (a handler that ended before writing any)
+				// would make the client fail the call as malformed instead
+				// of reading the status the trailers carry.
+				if h.Get("Content-Type") == "" {
+					h.Set("Content-Type", "application/grpc")
+				}
 				w.WriteHeader(http.StatusOK)
 				wroteHeader = true
 				continue
