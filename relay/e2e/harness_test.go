@@ -257,6 +257,7 @@ type agent struct {
 	data    string
 	sock    string
 	relay   string
+	args    []string // added to betcode-agent serve's command line
 }
 
 // store opens the relay's store in the test process (the same database the
@@ -353,9 +354,10 @@ func (w *world) newAgent(id string) *agent {
 func (a *agent) start(w *world, cert, key string) {
 	claude := claudecli.Require(w.t)
 	env := append([]string{"HOME=" + a.home}, claudecli.Env(a.home, w.api.URL())...)
-	a.proc = start(w.t, "agent "+a.id, env, bin(w.t, "betcode-agent"), "serve", "--listen", "unix://"+a.sock,
+	args := append([]string{"serve", "--listen", "unix://" + a.sock,
 		"--data-dir", a.data, "--claude-bin", claude, "--relay", a.relay, "--relay-ca", filepath.Join(w.pki, pki.CACertFile),
-		"--machine-cert", cert, "--machine-key", key, "--machine-name", "name-"+a.id, "--log-level", "debug", "--drain-timeout", "0")
+		"--machine-cert", cert, "--machine-key", key, "--machine-name", "name-" + a.id, "--log-level", "debug", "--drain-timeout", "0"}, a.args...)
+	a.proc = start(w.t, "agent "+a.id, env, bin(w.t, "betcode-agent"), args...)
 	// The agent reports the link up once the relay confirmed the tunnel.
 	a.proc.waitLine(w.t, `relay link up`, 60*time.Second)
 }
