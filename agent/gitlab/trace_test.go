@@ -1,6 +1,7 @@
 package gitlab
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"strings"
@@ -41,7 +42,9 @@ func (r *headerRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 // that the token is in no span.
 func TestGitLabRequestsAreTracedUnderTheCall(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	serverEnded := &spanEnded{kind: trace.SpanKindServer, ch: make(chan struct{})}
+	// The exporter first: when serverEnded fires, the span is exported.
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSpanProcessor(serverEnded))
 	t.Cleanup(func() { tp.Shutdown(t.Context()) })
 	// A process-wide W3C propagator, as a host program may set: GitLab
 	// must still get no trace context.
@@ -85,20 +88,17 @@ func TestGitLabRequestsAreTracedUnderTheCall(t *testing.T) {
 	// The server span ends once the answer is sent: wait for it.
 	var server tracetest.SpanStub
 	var clients tracetest.SpanStubs
-	deadline := time.Now().Add(10 * time.Second)
-	for server.Name == "" {
-		if time.Now().After(deadline) {
-			t.Fatalf("no server span exported; spans: %v", exp.GetSpans())
-		}
-		time.Sleep(5 * time.Millisecond)
-		clients = clients[:0]
-		for _, s := range exp.GetSpans() {
-			switch s.SpanKind {
-			case trace.SpanKindServer:
-				server = s
-			case trace.SpanKindClient:
-				clients = append(clients, s)
-			}
+	select {
+	case <-serverEnded.ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no server span exported; spans: %v", exp.GetSpans())
+	}
+	for _, s := range exp.GetSpans() {
+		switch s.SpanKind {
+		case trace.SpanKindServer:
+			server = s
+		case trace.SpanKindClient:
+			clients = append(clients, s)
 		}
 	}
 	if server.Name != "betcode.v1.GitLabService/ListMergeRequests" {
@@ -152,3 +152,20 @@ func TestGitLabRequestsAreTracedUnderTheCall(t *testing.T) {
 		}
 	}
 }
+
+// spanEnded is a span processor that closes ch when the first span of
+// kind ends.
+type spanEnded struct {
+	kind trace.SpanKind
+	ch   chan struct{}
+	once sync.Once
+}
+
+func (p *spanEnded) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (p *spanEnded) OnEnd(s sdktrace.ReadOnlySpan) {
+	if s.SpanKind() == p.kind {
+		p.once.Do(func() { close(p.ch) })
+	}
+}
+func (p *spanEnded) Shutdown(context.Context) error   { return nil }
+func (p *spanEnded) ForceFlush(context.Context) error { return nil }

@@ -89,14 +89,17 @@ func TestDrainRefusesRelayServedCalls(t *testing.T) {
 	var mu sync.Mutex
 	var got []string
 	steps := recordSteps(&mu, &got)
-	steps.notReady = hs.Shutdown
+	draining := make(chan struct{}) // run calls notReady once it drains
+	steps.notReady = func() { hs.Shutdown(); close(draining) }
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
 		d.run(ctx, steps)
 	}()
-	for !d.Draining() {
-		time.Sleep(time.Millisecond)
+	select {
+	case <-draining:
+	case <-ctx.Done():
+		t.Fatal("the drain did not start")
 	}
 
 	refused := []struct {
