@@ -640,3 +640,60 @@ func TestSchemaVersion(t *testing.T) {
 		t.Fatal("Open of a newer schema succeeded")
 	}
 }
+
+// SinceKinds and LatestKinds return only the events of the kinds asked
+// for, oldest and newest first.
+func TestKindFilters(t *testing.T) {
+	l, _ := openTest(t, Options{})
+	kinds := []string{"text_delta", "todo_update", "text_delta", "tool", "todo_update", "text_delta"}
+	for i, k := range kinds {
+		appendAll(t, l, ev("s", uint64(i+1), k), ev("other", uint64(i+1), k))
+	}
+	if err := l.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	collect := func(read func(fn func(Event) error) error) []uint64 {
+		t.Helper()
+		var got []Event
+		if err := read(func(e Event) error { got = append(got, e); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range got {
+			if want := ev("s", e.Seq, e.Kind); e.SessionID != "s" || e.Kind != kinds[e.Seq-1] || !bytes.Equal(e.Payload, want.Payload) {
+				t.Errorf("event %+v, want %+v", e, want)
+			}
+		}
+		return seqs(got)
+	}
+	for _, tt := range []struct {
+		name  string
+		after uint64
+		kinds []string
+		want  []uint64
+	}{
+		{"one kind", 0, []string{"todo_update"}, []uint64{2, 5}},
+		{"two kinds", 0, []string{"todo_update", "tool"}, []uint64{2, 4, 5}},
+		{"after", 2, []string{"todo_update", "text_delta"}, []uint64{3, 5, 6}},
+		{"none asked", 0, nil, nil},
+		{"unknown kind", 0, []string{"nope"}, nil},
+	} {
+		t.Run("SinceKinds "+tt.name, func(t *testing.T) {
+			got := collect(func(fn func(Event) error) error { return l.SinceKinds(t.Context(), "s", tt.after, tt.kinds, fn) })
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("seqs = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	t.Run("LatestKinds", func(t *testing.T) {
+		got := collect(func(fn func(Event) error) error { return l.LatestKinds(t.Context(), "s", []string{"todo_update", "tool"}, fn) })
+		if !slices.Equal(got, []uint64{5, 4, 2}) {
+			t.Fatalf("seqs = %v, want newest first [5 4 2]", got)
+		}
+		stop := errors.New("stop")
+		n := 0
+		err := l.LatestKinds(t.Context(), "s", []string{"text_delta"}, func(e Event) error { n++; return stop })
+		if !errors.Is(err, stop) || n != 1 {
+			t.Fatalf("LatestKinds = %v after %d events, want stop after 1", err, n)
+		}
+	})
+}

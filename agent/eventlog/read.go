@@ -20,12 +20,53 @@ func (l *Log) Since(ctx context.Context, sessionID string, afterSeq uint64, fn f
 		return nil // seqs are stored as int64; none can be larger
 	}
 	rows, err := l.sinceStmt.QueryContext(ctx, sessionID, int64(afterSeq))
+	return l.scan(rows, err, sessionID, fmt.Sprintf("after %d", afterSeq), fn)
+}
+
+// SinceKinds is Since for the events whose Kind is one of kinds only: the
+// database skips the others, which are never read (none when kinds is
+// empty).
+func (l *Log) SinceKinds(ctx context.Context, sessionID string, afterSeq uint64, kinds []string, fn func(Event) error) error {
+	if afterSeq >= math.MaxInt64 || len(kinds) == 0 {
+		return nil
+	}
+	q, args := kindsQuery(`SELECT seq, ts, kind, payload FROM events WHERE session_id = ? AND seq > ? AND kind IN (%s) ORDER BY seq`,
+		kinds, sessionID, int64(afterSeq))
+	rows, err := l.rdb.QueryContext(ctx, q, args...)
+	return l.scan(rows, err, sessionID, fmt.Sprintf("after %d", afterSeq), fn)
+}
+
+// LatestKinds calls fn for the committed events of sessionID whose Kind is
+// one of kinds, newest first, until fn returns an error, which it returns:
+// reading a session's latest event of a kind costs one row, not the log.
+func (l *Log) LatestKinds(ctx context.Context, sessionID string, kinds []string, fn func(Event) error) error {
+	if len(kinds) == 0 {
+		return nil
+	}
+	q, args := kindsQuery(`SELECT seq, ts, kind, payload FROM events WHERE session_id = ? AND kind IN (%s) ORDER BY seq DESC`,
+		kinds, sessionID)
+	rows, err := l.rdb.QueryContext(ctx, q, args...)
+	return l.scan(rows, err, sessionID, "newest first", fn)
+}
+
+// kindsQuery fills query's %s with a placeholder per kind and returns it
+// with args followed by the kinds.
+func kindsQuery(query string, kinds []string, args ...any) (string, []any) {
+	for _, k := range kinds {
+		args = append(args, k)
+	}
+	return fmt.Sprintf(query, strings.TrimSuffix(strings.Repeat("?,", len(kinds)), ",")), args
+}
+
+// scan hands fn the rows of a query of events of sessionID (what names
+// the range in errors), as Since describes, and closes them.
+func (l *Log) scan(rows *sql.Rows, err error, sessionID, what string, fn func(Event) error) (rerr error) {
 	if err != nil {
-		return fmt.Errorf("read events of %s after %d: %w", sessionID, afterSeq, err)
+		return fmt.Errorf("read events of %s %s: %w", sessionID, what, err)
 	}
 	defer func() {
-		if cerr := rows.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("read events of %s after %d: %w", sessionID, afterSeq, cerr)
+		if cerr := rows.Close(); cerr != nil && rerr == nil {
+			rerr = fmt.Errorf("read events of %s %s: %w", sessionID, what, cerr)
 		}
 	}()
 	var (
@@ -35,7 +76,7 @@ func (l *Log) Since(ctx context.Context, sessionID string, afterSeq uint64, fn f
 	)
 	for rows.Next() {
 		if err := rows.Scan(&seq, &ts, &kind, &payload); err != nil {
-			return fmt.Errorf("read events of %s after %d: %w", sessionID, afterSeq, err)
+			return fmt.Errorf("read events of %s %s: %w", sessionID, what, err)
 		}
 		if err := fn(Event{
 			SessionID: sessionID,
@@ -48,7 +89,7 @@ func (l *Log) Since(ctx context.Context, sessionID string, afterSeq uint64, fn f
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read events of %s after %d: %w", sessionID, afterSeq, err)
+		return fmt.Errorf("read events of %s %s: %w", sessionID, what, err)
 	}
 	return nil
 }

@@ -41,6 +41,19 @@ func (f *fakeSessions) Events(_ context.Context, id string, kinds []string, fn f
 	return nil
 }
 
+func (f *fakeSessions) Latest(ctx context.Context, id string, kinds []string, fn func(*pb.AgentEvent) error) error {
+	evs := f.events[id]
+	for i := len(evs) - 1; i >= 0; i-- {
+		if !slices.Contains(kinds, session.Kind(evs[i])) {
+			continue
+		}
+		if err := fn(evs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // fakeSubagents answers ListSubagents and ListOrchestrations from lists.
 type fakeSubagents struct {
 	pb.UnimplementedSubagentServiceServer

@@ -3,7 +3,6 @@ package team
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -22,6 +21,8 @@ type Sessions interface {
 	// session id whose kind (session.Kind) is one of kinds, until fn
 	// returns an error, which Events returns. fn may keep the event.
 	Events(ctx context.Context, id string, kinds []string, fn func(*pb.AgentEvent) error) error
+	// Latest is Events newest first.
+	Latest(ctx context.Context, id string, kinds []string, fn func(*pb.AgentEvent) error) error
 }
 
 // ManagerSessions adapts the daemon's session manager to Sessions.
@@ -38,17 +39,24 @@ func (s ManagerSessions) Pending(ctx context.Context, id string) ([]*pb.AgentEve
 	return sess.Pending(), nil
 }
 
-// Events reads the session's events from the event log; the kinds not
-// asked for are skipped without being decoded.
+// Events reads the session's events of those kinds from the event log;
+// the database skips the others.
 func (s ManagerSessions) Events(ctx context.Context, id string, kinds []string, fn func(*pb.AgentEvent) error) error {
-	return s.M.Log().Since(ctx, id, 0, func(e eventlog.Event) error {
-		if !slices.Contains(kinds, e.Kind) {
-			return nil
-		}
+	return s.M.Log().SinceKinds(ctx, id, 0, kinds, decoded(id, fn))
+}
+
+// Latest reads the session's events of those kinds, newest first.
+func (s ManagerSessions) Latest(ctx context.Context, id string, kinds []string, fn func(*pb.AgentEvent) error) error {
+	return s.M.Log().LatestKinds(ctx, id, kinds, decoded(id, fn))
+}
+
+// decoded hands fn each stored event of session id as an AgentEvent.
+func decoded(id string, fn func(*pb.AgentEvent) error) func(eventlog.Event) error {
+	return func(e eventlog.Event) error {
 		ev := &pb.AgentEvent{}
 		if err := proto.Unmarshal(e.Payload, ev); err != nil {
 			return fmt.Errorf("decode event %d of session %s: %w", e.Seq, id, err)
 		}
 		return fn(ev)
-	})
+	}
 }

@@ -2,6 +2,7 @@ package team
 
 import (
 	"context"
+	"errors"
 
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
@@ -105,13 +106,17 @@ func (s *Service) ListTasks(ctx context.Context, req *pb.ListTasksRequest) (*pb.
 			out.Tasks = append(out.Tasks, stepTasks(o, prompts)...)
 		}
 	}
-	var todo *pb.TodoUpdate
-	err = s.opt.Sessions.Events(ctx, id, []string{kindTodo}, func(ev *pb.AgentEvent) error {
+	var todo *pb.TodoUpdate // the session's own latest list (not a subagent's)
+	err = s.opt.Sessions.Latest(ctx, id, []string{kindTodo}, func(ev *pb.AgentEvent) error {
 		if u := ev.GetTodoUpdate(); u != nil && ev.GetParentToolUseId() == "" {
 			todo = u
+			return errStop
 		}
 		return nil
 	})
+	if errors.Is(err, errStop) {
+		err = nil
+	}
 	if err != nil {
 		return nil, sessionStatus(err, "read session events")
 	}
