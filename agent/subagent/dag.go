@@ -62,7 +62,14 @@ func newDAG(nodes []node) (*dag, error) {
 
 // cycle returns a dependency cycle (its first step repeated at the end),
 // or nil. Steps are visited in request order, so the answer is stable.
-func (d *dag) cycle() []string {
+func (d *dag) cycle() []string { return DependencyCycle(d.order, d.deps) }
+
+// DependencyCycle returns a cycle of the dependency graph of steps (ids
+// in order, each one's dependencies in deps) as the path "a", "b", "a" (a
+// depends on b, b on a), or nil when there is none. Steps and their
+// dependencies are visited in order, so the answer is stable. Clients
+// check a plan with it before sending it.
+func DependencyCycle(ids []string, deps map[string][]string) []string {
 	const (
 		unseen = iota
 		onPath
@@ -74,7 +81,7 @@ func (d *dag) cycle() []string {
 	visit = func(id string) []string {
 		state[id] = onPath
 		path = append(path, id)
-		for _, dep := range d.deps[id] {
+		for _, dep := range deps[id] {
 			switch state[dep] {
 			case onPath:
 				i := slices.Index(path, dep)
@@ -89,7 +96,7 @@ func (d *dag) cycle() []string {
 		state[id] = finished
 		return nil
 	}
-	for _, id := range d.order {
+	for _, id := range ids {
 		if state[id] == unseen {
 			if c := visit(id); c != nil {
 				return c

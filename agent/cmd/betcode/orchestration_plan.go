@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/betcode-dev/betcode/agent/provider"
+	"github.com/betcode-dev/betcode/agent/subagent"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
@@ -58,8 +59,6 @@ type planStep struct {
 	Metadata                 map[string]string `yaml:"metadata" json:"metadata"`
 }
 
-// maxStepAttempts is the proto's limit on OrchestrationStep.max_attempts.
-const maxStepAttempts = 5
 
 var (
 	planKeys = []string{"name", "max_parallel", "failure_policy", "steps"}
@@ -298,8 +297,8 @@ func (p *plan) check() error {
 			return p.fail(line, "step %d has no id", i+1)
 		case strings.TrimSpace(s.Prompt) == "":
 			return p.fail(line, "step %q has no prompt", s.ID)
-		case s.MaxAttempts > maxStepAttempts:
-			return p.fail(line, "step %q: max_attempts %d: at most %d", s.ID, s.MaxAttempts, maxStepAttempts)
+		case s.MaxAttempts > subagent.MaxAttemptsLimit:
+			return p.fail(line, "step %q: max_attempts %d: at most %d", s.ID, s.MaxAttempts, subagent.MaxAttemptsLimit)
 		case s.AutoApprove && len(s.AllowTools) == 0:
 			return p.fail(line, "step %q: auto_approve needs allow_tools (it approves those and denies every other tool)", s.ID)
 		case countSet(s.Cwd != "", s.Worktree != "", s.CreateWorktree) > 1:
@@ -346,43 +345,12 @@ func countSet(bs ...bool) int {
 // cycle returns the first dependency cycle found, in step order, as the
 // path "a", "b", "a" (a depends on b, b on a); nil when there is none.
 func (p *plan) cycle() []string {
+	ids := make([]string, len(p.Steps))
 	deps := make(map[string][]string, len(p.Steps))
-	for _, s := range p.Steps {
-		deps[s.ID] = s.DependsOn
+	for i, s := range p.Steps {
+		ids[i], deps[s.ID] = s.ID, s.DependsOn
 	}
-	const (
-		unseen = iota
-		onPath
-		done
-	)
-	state := map[string]int{}
-	var path []string
-	var visit func(id string) []string
-	visit = func(id string) []string {
-		switch state[id] {
-		case onPath:
-			i := slices.Index(path, id)
-			return append(slices.Clone(path[i:]), id)
-		case done:
-			return nil
-		}
-		state[id] = onPath
-		path = append(path, id)
-		for _, d := range deps[id] {
-			if c := visit(d); c != nil {
-				return c
-			}
-		}
-		path = path[:len(path)-1]
-		state[id] = done
-		return nil
-	}
-	for _, s := range p.Steps {
-		if c := visit(s.ID); c != nil {
-			return c
-		}
-	}
-	return nil
+	return subagent.DependencyCycle(ids, deps)
 }
 
 // policy is the plan's failure_policy: "fail-fast" (the default) or
