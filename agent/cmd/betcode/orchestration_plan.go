@@ -59,7 +59,6 @@ type planStep struct {
 	Metadata                 map[string]string `yaml:"metadata" json:"metadata"`
 }
 
-
 var (
 	planKeys = []string{"name", "max_parallel", "failure_policy", "steps"}
 	stepKeys = []string{"id", "name", "prompt", "model", "depends_on", "include_dependency_results", "max_attempts",
