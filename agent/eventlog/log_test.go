@@ -685,7 +685,9 @@ func TestKindFilters(t *testing.T) {
 		})
 	}
 	t.Run("LatestKinds", func(t *testing.T) {
-		got := collect(func(fn func(Event) error) error { return l.LatestKinds(t.Context(), "s", []string{"todo_update", "tool"}, fn) })
+		got := collect(func(fn func(Event) error) error {
+			return l.LatestKinds(t.Context(), "s", []string{"todo_update", "tool"}, fn)
+		})
 		if !slices.Equal(got, []uint64{5, 4, 2}) {
 			t.Fatalf("seqs = %v, want newest first [5 4 2]", got)
 		}
