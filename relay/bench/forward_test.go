@@ -29,7 +29,6 @@ type forwardEnv struct {
 	agentPID int              // 0: the agent runs in this process
 	direct   *grpc.ClientConn // client → agent over TLS
 	via      *grpc.ClientConn // client → relay (TLS) → tunnel (mTLS) → agent
-	viaHTTP  *grpc.ClientConn // the same, served by net/http instead of the gRPC front
 	ctx      context.Context  // names the agent's machine for relay calls
 }
 
@@ -86,21 +85,11 @@ func newForwardEnv(tb testing.TB) *forwardEnv {
 	// tokens and 1,000 machines, as the target says.
 	seedScale(tb, e.relay, 10000, 1000)
 	e.direct, e.via = dial(directAddr), dial(e.relay.addr, grpc.WithPerRPCCredentials(bearer(e.relay.token)))
-	// A client that also offers http/1.1 in its TLS handshake (as
-	// browsers do) is served by net/http's HTTP/2 server, not by the
-	// gRPC front: the path every gRPC client took before the front.
-	httpTLS := clientTLS.Clone()
-	httpTLS.NextProtos = []string{"h2", "http/1.1"}
-	e.viaHTTP, err = grpc.NewClient(e.relay.addr, grpc.WithTransportCredentials(credentials.NewTLS(httpTLS)), grpc.WithPerRPCCredentials(bearer(e.relay.token)))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { e.viaHTTP.Close() })
 	e.ctx = metadata.AppendToOutgoingContext(ctx, "x-betcode-machine-id", benchMachine)
 
 	// Warm up both paths as perf-baselines did: 1,000 unary calls and a
 	// 20k-event stream each.
-	for _, cc := range []*grpc.ClientConn{e.direct, e.via, e.viaHTTP} {
+	for _, cc := range []*grpc.ClientConn{e.direct, e.via} {
 		for range 1000 {
 			if err := echo(e.ctx, cc); err != nil {
 				tb.Fatal(err)
@@ -114,11 +103,8 @@ func newForwardEnv(tb testing.TB) *forwardEnv {
 }
 
 func (e *forwardEnv) conn(path string) *grpc.ClientConn {
-	switch path {
-	case "direct":
+	if path == "direct" {
 		return e.direct
-	case "relay-http":
-		return e.viaHTTP
 	}
 	return e.via
 }
@@ -249,54 +235,49 @@ func BenchmarkForward(b *testing.B) {
 	b.Run("compare", func(b *testing.B) {
 		events := uint64(envInt("BETCODE_BENCH_EVENTS", 200_000))
 		calls := envInt("BETCODE_BENCH_CALLS", 3000)
-		paths := []string{"direct", "relay", "relay-http"}
-		rate, cpu, p50, p99, ucpu := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
-		var ratio, ratioHTTP, added, addedHTTP []float64
+		var ratio, dRate, rRate, dP50, rP50, dP99, rP99, added, dCPU, rCPU, dUCPU, rUCPU []float64
 		for round := range b.N {
-			// Rotate the order: each path goes first in turn.
-			order := append(slices.Clone(paths[round%3:]), paths[:round%3]...)
-			r := map[string]float64{}
+			order := []string{"direct", "relay"}
+			if round%2 == 1 {
+				order = []string{"relay", "direct"}
+			}
+			rate := map[string]float64{}
+			cpu := map[string]float64{}
 			for _, p := range order {
 				c0 := e.cpuTime()
-				r[p] = e.streamRate(b, p, events)
-				rate[p] = append(rate[p], r[p])
-				cpu[p] = append(cpu[p], us(e.cpuTime()-c0)/float64(events))
+				rate[p] = e.streamRate(b, p, events)
+				cpu[p] = us(e.cpuTime()-c0) / float64(events)
 			}
-			l50 := map[string]float64{}
+			lat := map[string][]time.Duration{}
+			ucpu := map[string]float64{}
 			for _, p := range order {
 				c0 := e.cpuTime()
-				lat := e.unaryLatencies(b, p, calls)
-				ucpu[p] = append(ucpu[p], us(e.cpuTime()-c0)/float64(calls))
-				l50[p] = us(percentile(lat, .5))
-				p50[p] = append(p50[p], l50[p])
-				p99[p] = append(p99[p], us(percentile(lat, .99)))
+				lat[p] = e.unaryLatencies(b, p, calls)
+				ucpu[p] = us(e.cpuTime()-c0) / float64(calls)
 			}
-			ratio = append(ratio, r["relay"]/r["direct"])
-			ratioHTTP = append(ratioHTTP, r["relay-http"]/r["direct"])
-			added = append(added, l50["relay"]-l50["direct"])
-			addedHTTP = append(addedHTTP, l50["relay-http"]-l50["direct"])
-			last := func(m map[string][]float64, p string) float64 { return m[p][len(m[p])-1] }
-			b.Logf("round %d: stream/s direct %.0f relay %.0f (%.2f) relay-http %.0f (%.2f); CPU µs/event %.2f / %.2f / %.2f; unary p50 µs %.0f / %.0f / %.0f, p99 %.0f / %.0f / %.0f; CPU µs/call %.0f / %.0f / %.0f",
-				round, r["direct"], r["relay"], r["relay"]/r["direct"], r["relay-http"], r["relay-http"]/r["direct"],
-				last(cpu, "direct"), last(cpu, "relay"), last(cpu, "relay-http"),
-				l50["direct"], l50["relay"], l50["relay-http"], last(p99, "direct"), last(p99, "relay"), last(p99, "relay-http"),
-				last(ucpu, "direct"), last(ucpu, "relay"), last(ucpu, "relay-http"))
+			dUCPU, rUCPU = append(dUCPU, ucpu["direct"]), append(rUCPU, ucpu["relay"])
+			dRate, rRate = append(dRate, rate["direct"]), append(rRate, rate["relay"])
+			ratio = append(ratio, rate["relay"]/rate["direct"])
+			dCPU, rCPU = append(dCPU, cpu["direct"]), append(rCPU, cpu["relay"])
+			d50, r50 := us(percentile(lat["direct"], .5)), us(percentile(lat["relay"], .5))
+			d99, r99 := us(percentile(lat["direct"], .99)), us(percentile(lat["relay"], .99))
+			dP50, rP50, dP99, rP99 = append(dP50, d50), append(rP50, r50), append(dP99, d99), append(rP99, r99)
+			added = append(added, r50-d50)
+			b.Logf("round %d: stream direct %.0f/s relay %.0f/s (%.2f), CPU µs/event %.2f / %.2f; unary p50 %.0f / %.0f µs, p99 %.0f / %.0f µs, CPU µs/call %.0f / %.0f",
+				round, rate["direct"], rate["relay"], rate["relay"]/rate["direct"], cpu["direct"], cpu["relay"], d50, r50, d99, r99, ucpu["direct"], ucpu["relay"])
 		}
-		b.ReportMetric(median(rate["direct"]), "direct-events/s")
-		b.ReportMetric(median(rate["relay"]), "relay-events/s")
+		b.ReportMetric(median(dRate), "direct-events/s")
+		b.ReportMetric(median(rRate), "relay-events/s")
 		b.ReportMetric(median(ratio), "stream-ratio")
-		b.ReportMetric(median(ratioHTTP), "http-stream-ratio")
-		b.ReportMetric(median(cpu["direct"]), "direct-cpu-µs/event")
-		b.ReportMetric(median(cpu["relay"]), "relay-cpu-µs/event")
-		b.ReportMetric(median(p50["direct"]), "direct-p50-µs")
-		b.ReportMetric(median(p50["relay"]), "relay-p50-µs")
-		b.ReportMetric(median(p99["direct"]), "direct-p99-µs")
-		b.ReportMetric(median(p99["relay"]), "relay-p99-µs")
+		b.ReportMetric(median(dCPU), "direct-cpu-µs/event")
+		b.ReportMetric(median(rCPU), "relay-cpu-µs/event")
+		b.ReportMetric(median(dP50), "direct-p50-µs")
+		b.ReportMetric(median(rP50), "relay-p50-µs")
+		b.ReportMetric(median(dP99), "direct-p99-µs")
+		b.ReportMetric(median(rP99), "relay-p99-µs")
 		b.ReportMetric(median(added), "added-p50-µs")
-		b.ReportMetric(median(addedHTTP), "http-added-p50-µs")
-		b.ReportMetric(median(ucpu["direct"]), "direct-cpu-µs/call")
-		b.ReportMetric(median(ucpu["relay"]), "relay-cpu-µs/call")
-		b.ReportMetric(median(ucpu["relay-http"]), "http-relay-cpu-µs/call")
+		b.ReportMetric(median(dUCPU), "direct-cpu-µs/call")
+		b.ReportMetric(median(rUCPU), "relay-cpu-µs/call")
 		b.ReportMetric(0, "ns/op")
 	})
 }

@@ -414,12 +414,8 @@ func Run(ctx context.Context, cfg Config) error {
 		// stays while it is in use (connGuard).
 		ConnContext: web.guards.connContext(lim.Config().HandshakeTimeout, true),
 	}
-	errc := make(chan error, 5)
+	errc := make(chan error, 4)
 	split := newSplitter(ln, tlsCfg, lg, splitOptions{MaxPending: lim.Config().MaxPendingConns, HandshakeTimeout: lim.Config().HandshakeTimeout})
-	// gRPC clients (connections that offered only h2) get grpc-go's own
-	// transport in front of the same handler (grpcfront.go).
-	front := newGRPCFront(authn.Middleware(rt), auth.ConnContext(lim.Config().HandshakeTimeout))
-	go func() { errc <- front.Serve(split.withGRPCClients()) }()
 	splitDone := make(chan struct{})
 	go func() {
 		defer close(splitDone)
@@ -484,19 +480,8 @@ func Run(ctx context.Context, cfg Config) error {
 			// sends clients a GOAWAY and waits for their calls, and the
 			// gateway's in-memory path closes last (deferred).
 			web.shutdown(ctx)
-			frontDone := make(chan struct{})
-			go func() {
-				defer close(frontDone)
-				front.GracefulStop()
-			}()
 			if err := srv.Shutdown(ctx); err != nil {
 				srv.Close()
-			}
-			select {
-			case <-frontDone:
-			case <-ctx.Done():
-				front.Stop()
-				<-frontDone
 			}
 		},
 		closeTunnels: tunnels.CloseAll, // tunnels are long-lived: end them so Shutdown can finish

@@ -43,12 +43,7 @@ type splitter struct {
 	now      func() time.Time
 	machines *chanListener
 	clients  *chanListener
-	// grpcClients, if set, takes the client connections that offered only
-	// h2 in their TLS handshake (gRPC clients: browsers and other HTTP
-	// clients offer http/1.1 too), for grpc-go's native server (grpcFront).
-	grpcClients *chanListener
-	offers      sync.Map // net.Conn -> bool: it offered only h2
-	wg          sync.WaitGroup
+	wg       sync.WaitGroup
 
 	pending atomic.Int64 // handshake goroutines running (slots plus evicted ones ending)
 	peak    atomic.Int64 // the most slots taken at once
@@ -83,33 +78,10 @@ func newSplitter(ln net.Listener, cfg *tls.Config, log *slog.Logger, opt splitOp
 	if opt.HandshakeTimeout <= 0 {
 		opt.HandshakeTimeout = limits.DefaultHandshakeTimeout
 	}
-	s := &splitter{
-		ln: ln, log: log, opt: opt, now: time.Now,
+	return &splitter{
+		ln: ln, cfg: cfg, log: log, opt: opt, now: time.Now,
 		machines: newChanListener(ln.Addr()), clients: newChanListener(ln.Addr()),
 	}
-	s.cfg = cfg.Clone()
-	next := cfg.GetConfigForClient
-	s.cfg.GetConfigForClient = func(hi *tls.ClientHelloInfo) (*tls.Config, error) {
-		s.offers.Store(hi.Conn, len(hi.SupportedProtos) == 1 && hi.SupportedProtos[0] == "h2")
-		if next != nil {
-			return next(hi)
-		}
-		return nil, nil
-	}
-	return s
-}
-
-// withGRPCClients gives gRPC-only client connections a listener of their
-// own (see grpcClients).
-func (s *splitter) withGRPCClients() *chanListener {
-	s.grpcClients = newChanListener(s.ln.Addr())
-	return s.grpcClients
-}
-
-// grpcOnly reports (and forgets) whether c offered only h2.
-func (s *splitter) grpcOnly(c net.Conn) bool {
-	v, ok := s.offers.LoadAndDelete(c)
-	return ok && v.(bool)
 }
 
 // run accepts until the listener is closed, then ends the handshakes under
@@ -125,9 +97,6 @@ func (s *splitter) run() {
 			if !retryAccept(err) {
 				s.machines.Close()
 				s.clients.Close()
-				if s.grpcClients != nil {
-					s.grpcClients.Close()
-				}
 				return
 			}
 			// Out of file descriptors, say, under a flood: wait for some
@@ -260,7 +229,6 @@ func (s *splitter) handshake(sl *slot, c net.Conn) {
 	cause := context.Cause(sl.ctx)
 	s.release(sl)
 	s.pending.Add(-1)
-	grpcOnly := s.grpcOnly(c)
 	if err != nil {
 		reason := mtls.DescribeHandshakeError(err)
 		switch {
@@ -288,10 +256,6 @@ func (s *splitter) handshake(sl *slot, c net.Conn) {
 	state := tc.ConnectionState()
 	if _, relay := mtls.PeerRelay(&state); !relay && len(state.VerifiedChains) > 0 {
 		s.machines.push(newReadyConn(tc))
-		return
-	}
-	if grpcOnly && s.grpcClients != nil && state.NegotiatedProtocol == "h2" {
-		s.grpcClients.push(tc)
 		return
 	}
 	s.clients.push(tc)
