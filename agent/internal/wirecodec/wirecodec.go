@@ -1,0 +1,73 @@
+// Package wirecodec lets a gRPC stream send a message that is already in
+// protobuf wire format without marshaling it again.
+//
+// Importing the package replaces gRPC's "proto" codec, process-wide, with
+// one that sends an [Encoded] message's bytes as they are and hands every
+// other message to the proto codec it replaces, so that nothing else
+// changes. The agent uses it to fan one event out to many subscribers: the
+// session marshals the event once (for its log) and every stream sends
+// those bytes.
+package wirecodec
+
+import (
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto" // registers the codec wrapped below
+	"google.golang.org/grpc/mem"
+)
+
+// Encoded is a message in protobuf wire format, as proto.Marshal returns
+// it. Passed to a stream's SendMsg, its bytes are the message on the wire;
+// nothing checks that they encode the message type the stream sends.
+// gRPC may still read them after SendMsg returns (the transport writes
+// asynchronously), so they must never be modified; one Encoded may be
+// sent on any number of streams at once.
+type Encoded []byte
+
+// codec is the "proto" codec with a pass-through for Encoded.
+type codec struct {
+	base encoding.CodecV2 // gRPC's proto codec
+}
+
+// installed is the codec this package registered.
+var installed *codec
+
+func init() {
+	base := encoding.GetCodecV2(grpcproto.Name)
+	if base == nil {
+		// grpc/encoding/proto registers itself in its init, which runs
+		// before this one.
+		panic("wirecodec: gRPC's proto codec is not registered")
+	}
+	installed = &codec{base: base}
+	encoding.RegisterCodecV2(installed)
+}
+
+// Active reports whether gRPC's "proto" codec is this package's: only
+// then can Encoded be sent. It is false if a package initialised later
+// registered another "proto" codec (or a server forces another codec with
+// grpc.ForceServerCodecV2, which Active cannot see); callers then send the
+// message itself.
+func Active() bool {
+	c, ok := encoding.GetCodecV2(grpcproto.Name).(*codec)
+	return ok && c == installed
+}
+
+// Marshal returns an Encoded message's bytes as they are, without copying,
+// and marshals anything else with the proto codec. Its errors are the
+// proto codec's, unchanged, so that replacing it changes nothing else.
+func (c *codec) Marshal(v any) (mem.BufferSlice, error) {
+	if b, ok := v.(Encoded); ok {
+		// A SliceBuffer is not pooled: gRPC's Free of it is a no-op, and
+		// the bytes stay the caller's.
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	}
+	return c.base.Marshal(v)
+}
+
+// Unmarshal is the proto codec's: Encoded is for sending only.
+func (c *codec) Unmarshal(data mem.BufferSlice, v any) error {
+	return c.base.Unmarshal(data, v)
+}
+
+// Name is "proto", the name of the codec it replaces.
+func (c *codec) Name() string { return grpcproto.Name }
