@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/google/uuid"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/betcode-dev/betcode/agent/bridge"
 	"github.com/betcode-dev/betcode/agent/eventlog"
+	"github.com/betcode-dev/betcode/agent/internal/wirecodec"
 	"github.com/betcode-dev/betcode/agent/session"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
@@ -70,16 +72,16 @@ func (a *Agent) Converse(stream pb.AgentService_ConverseServer) error {
 		return Status(codes.InvalidArgument, CodeInvalidArgument, "the first message on Converse must be StartConversation")
 	}
 	var sendMu sync.Mutex
-	send := func(ev *pb.AgentEvent) error {
+	send := func(ev *pb.AgentEvent, wire []byte) error {
 		sendMu.Lock()
 		defer sendMu.Unlock()
-		return stream.Send(ev)
+		return sendEvent(stream, ev, wire)
 	}
 	// fail ends the stream with a fatal ErrorEvent and the matching status.
 	fail := func(err error) error {
 		st := toStatus(err)
 		if code := BetCodeCode(st); code != "" && code != CodeSlowConsumer {
-			_ = send(clientError(st, true))
+			_ = send(clientError(st, true), nil)
 		}
 		return st
 	}
@@ -123,7 +125,7 @@ func (a *Agent) Converse(stream pb.AgentService_ConverseServer) error {
 				return
 			}
 			if err := a.handleRequest(ctx, sess, clientID, req); err != nil {
-				_ = send(clientError(toStatus(err), false))
+				_ = send(clientError(toStatus(err), false), nil)
 			}
 		}
 	}()
@@ -160,7 +162,8 @@ type runningStream struct {
 	lastSent atomic.Uint64
 }
 
-func (a *Agent) startStream(ctx context.Context, sess *session.Session, opt session.StreamOptions, send func(*pb.AgentEvent) error) *runningStream {
+// startStream streams sess to send (see session.Session.StreamEncoded).
+func (a *Agent) startStream(ctx context.Context, sess *session.Session, opt session.StreamOptions, send func(ev *pb.AgentEvent, wire []byte) error) *runningStream {
 	st := &runningStream{done: make(chan error, 1), cut: make(chan error, 1)}
 	opt.OnCut = func(reason error) {
 		select {
@@ -169,8 +172,8 @@ func (a *Agent) startStream(ctx context.Context, sess *session.Session, opt sess
 		}
 	}
 	go func() {
-		st.done <- sess.Stream(ctx, opt, func(ev *pb.AgentEvent) error {
-			if err := send(ev); err != nil {
+		st.done <- sess.StreamEncoded(ctx, opt, func(ev *pb.AgentEvent, wire []byte) error {
+			if err := send(ev, wire); err != nil {
 				return err
 			}
 			if ev.Sequence != 0 {
@@ -180,6 +183,18 @@ func (a *Agent) startStream(ctx context.Context, sess *session.Session, opt sess
 		})
 	}()
 	return st
+}
+
+// sendEvent sends ev on stream. With wire, proto.Marshal of ev that the
+// session made once when it emitted ev and shares with every subscriber,
+// those bytes are sent as they are (wirecodec.Encoded); without it (an
+// event addressed to this client only, a replayed one) gRPC marshals ev.
+// Either way the client receives the same message.
+func sendEvent(stream grpc.ServerStream, ev *pb.AgentEvent, wire []byte) error {
+	if wire == nil || !wirecodec.Active() {
+		return stream.SendMsg(ev)
+	}
+	return stream.SendMsg(wirecodec.Encoded(wire))
 }
 
 // cutError is the error for a client that was cut off.
@@ -305,7 +320,9 @@ func (a *Agent) ResumeSession(req *pb.ResumeSessionRequest, stream pb.AgentServi
 			follow = true
 		}
 	}
-	st := a.startStream(ctx, sess, session.StreamOptions{From: req.FromSequence, UntilIdle: !follow}, stream.Send)
+	st := a.startStream(ctx, sess, session.StreamOptions{From: req.FromSequence, UntilIdle: !follow}, func(ev *pb.AgentEvent, wire []byte) error {
+		return sendEvent(stream, ev, wire)
+	})
 	select {
 	case err := <-st.done:
 		return toStatus(err)

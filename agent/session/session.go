@@ -65,8 +65,8 @@ type Session struct {
 
 	mu        sync.Mutex
 	meta      eventlog.Session
-	pending   []*pb.AgentEvent // sequenced, appended, not yet committed
-	committed uint64           // last committed and published sequence
+	pending   []*published // sequenced, appended, not yet committed
+	committed uint64       // last committed and published sequence
 	subs      map[*subscriber]struct{}
 	// Turns sent to the CLI and turns whose TurnComplete was published: the
 	// session is busy while they differ.
@@ -157,7 +157,7 @@ func (s *Session) info(resumed bool) *pb.SessionInfo {
 }
 
 // emit sequences, timestamps and persists events. They reach subscribers
-// once committed.
+// once committed, with the encoding written to the log (see StreamEncoded).
 func (s *Session) emit(ctx context.Context, evs ...*pb.AgentEvent) {
 	s.emitEvents(ctx, false, evs...)
 }
@@ -175,19 +175,26 @@ func (s *Session) emitEvents(ctx context.Context, settle bool, evs ...*pb.AgentE
 	}
 	now := s.m.cfg.Now()
 	records := make([]eventlog.Event, 0, len(evs))
-	for _, ev := range evs {
+	pubs := make([]published, len(evs))
+	for i, ev := range evs {
 		s.seq++
 		ev.Sequence = s.seq
 		ev.Timestamp = timestamppb.New(now)
+		pubs[i].ev = ev
 		payload, err := proto.Marshal(ev)
 		if err != nil {
 			s.m.cfg.Logger.Error("session: marshal event", "session_id", s.id, "err", err)
-			continue
+			continue // no wire: each stream marshals ev
 		}
+		// The log's payload is also what subscribers' streams send: one
+		// marshal per event, not one per subscriber.
+		pubs[i].wire = payload
 		records = append(records, eventlog.Event{SessionID: s.id, Seq: ev.Sequence, Time: now, Kind: Kind(ev), Payload: payload})
 	}
 	s.mu.Lock()
-	s.pending = append(s.pending, evs...)
+	for i := range pubs {
+		s.pending = append(s.pending, &pubs[i])
+	}
 	for _, ev := range evs {
 		if tc := ev.GetTurnComplete(); tc != nil {
 			s.meta.LastStopReason = tc.StopReason
@@ -262,8 +269,9 @@ func (s *Session) publishUpTo(seq uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
-	for n < len(s.pending) && s.pending[n].Sequence <= seq {
-		ev := s.pending[n]
+	for n < len(s.pending) && s.pending[n].ev.Sequence <= seq {
+		p := s.pending[n]
+		ev := p.ev
 		n++
 		s.committed = ev.Sequence
 		done := s.doneTurns
@@ -280,7 +288,7 @@ func (s *Session) publishUpTo(seq uint64) {
 		}
 		s.observeLocked(ev)
 		for sub := range s.subs {
-			if sub.offer(ev) {
+			if sub.offer(p) {
 				s.m.cfg.Metrics.cut()
 			}
 		}
@@ -610,8 +618,8 @@ func (s *Session) unsettled() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	done := s.doneTurns
-	for _, ev := range s.pending {
-		done += s.settles(ev)
+	for _, p := range s.pending {
+		done += s.settles(p.ev)
 	}
 	return done < s.sentTurns
 }

@@ -13,9 +13,18 @@ import (
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
+// published is a sequenced event as subscribers get it: the event and its
+// wire encoding, proto.Marshal of it as the log stores it (nil if that
+// failed). Both are shared by every subscriber and never modified; so is
+// the published, which subscribers' buffers hold by pointer.
+type published struct {
+	ev   *pb.AgentEvent
+	wire []byte
+}
+
 // subscriber is one client's bounded live buffer.
 type subscriber struct {
-	ch       chan *pb.AgentEvent
+	ch       chan *published
 	cutOnce  sync.Once
 	cut      chan struct{}
 	cutErr   error
@@ -23,20 +32,20 @@ type subscriber struct {
 }
 
 func newSubscriber(n int) *subscriber {
-	return &subscriber{ch: make(chan *pb.AgentEvent, n), cut: make(chan struct{})}
+	return &subscriber{ch: make(chan *published, n), cut: make(chan struct{})}
 }
 
 // offer never blocks: a full buffer cuts the subscriber off, and then
 // offer reports true.
-func (sub *subscriber) offer(ev *pb.AgentEvent) (cut bool) {
+func (sub *subscriber) offer(p *published) (cut bool) {
 	select {
 	case <-sub.cut:
 		return false
 	default:
 	}
 	select {
-	case sub.ch <- ev:
-		sub.lastSeen = ev.Sequence
+	case sub.ch <- p:
+		sub.lastSeen = p.ev.Sequence
 		return false
 	default:
 		sub.stop(&SlowConsumerError{Buffer: cap(sub.ch)})
@@ -104,6 +113,19 @@ type StreamOptions struct {
 // passed to send is only valid during the call (replayed events reuse one
 // message); send must not modify it.
 func (s *Session) Stream(ctx context.Context, opt StreamOptions, send func(*pb.AgentEvent) error) error {
+	return s.StreamEncoded(ctx, opt, func(ev *pb.AgentEvent, _ []byte) error { return send(ev) })
+}
+
+// StreamEncoded is Stream for a sender that can use an event's wire
+// encoding, such as a gRPC stream: send also gets wire, the bytes
+// proto.Marshal gave for ev when it was emitted (the log's payload; the same
+// message, sequence and timestamp), or nil when there are none at hand
+// (replayed events, the compacted-history snapshot), and then the sender
+// marshals ev itself. Live events are marshaled once, when emitted, and
+// every subscriber gets the same wire: send must not modify it, but may
+// keep it after it returns (it is never reused), as gRPC's transport does
+// until it has written it.
+func (s *Session) StreamEncoded(ctx context.Context, opt StreamOptions, send func(ev *pb.AgentEvent, wire []byte) error) error {
 	sub, snapshot := s.subscribe()
 	defer s.unsubscribe(sub)
 	if s.deleted.Load() {
@@ -128,7 +150,7 @@ func (s *Session) Stream(ctx context.Context, opt StreamOptions, send func(*pb.A
 	s.mu.Unlock()
 	if boundary > 1 && last+1 < boundary && last < snapshot {
 		// The events before the boundary were compacted away.
-		if err := send(s.compactedSnapshot(boundary)); err != nil {
+		if err := send(s.compactedSnapshot(boundary), nil); err != nil {
 			return err
 		}
 		last = boundary - 1
@@ -155,7 +177,9 @@ func (s *Session) Stream(ctx context.Context, opt StreamOptions, send func(*pb.A
 			if err := proto.Unmarshal(e.Payload, &ev); err != nil {
 				return fmt.Errorf("decode event %d: %w", e.Seq, err)
 			}
-			if err := send(&ev); err != nil {
+			// e.Payload is the driver's buffer, reused for the next row:
+			// it cannot be handed to a sender that may keep it.
+			if err := send(&ev, nil); err != nil {
 				return err
 			}
 			last = e.Seq
@@ -178,11 +202,12 @@ func (s *Session) Stream(ctx context.Context, opt StreamOptions, send func(*pb.A
 		return idle && last >= committed
 	}
 	// deliver sends a live event unless replay already sent it.
-	deliver := func(ev *pb.AgentEvent) error {
+	deliver := func(p *published) error {
+		ev := p.ev
 		if ev.Sequence <= last {
 			return nil
 		}
-		if err := send(ev); err != nil {
+		if err := send(ev, p.wire); err != nil {
 			return err
 		}
 		s.m.cfg.Metrics.sentLive(ev, time.Now())
@@ -194,16 +219,16 @@ func (s *Session) Stream(ctx context.Context, opt StreamOptions, send func(*pb.A
 			return nil
 		}
 		select {
-		case ev := <-sub.ch:
-			if err := deliver(ev); err != nil {
+		case p := <-sub.ch:
+			if err := deliver(p); err != nil {
 				return err
 			}
 		case <-sub.cut:
 			// Deliver what is buffered before reporting the cut.
 			for {
 				select {
-				case ev := <-sub.ch:
-					if err := deliver(ev); err != nil {
+				case p := <-sub.ch:
+					if err := deliver(p); err != nil {
 						return err
 					}
 				default:

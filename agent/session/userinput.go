@@ -52,7 +52,7 @@ func (s *Session) sequenceLocked(ev *pb.AgentEvent) (eventlog.Event, error) {
 		return eventlog.Event{}, err
 	}
 	s.seq++
-	s.pending = append(s.pending, ev)
+	s.pending = append(s.pending, &published{ev: ev, wire: payload})
 	return eventlog.Event{SessionID: s.id, Seq: ev.Sequence, Time: now, Kind: Kind(ev), Payload: payload}, nil
 }
 
