@@ -36,6 +36,17 @@ func (cl *client) RequestPermission(ctx context.Context, req acpsdk.RequestPermi
 	c := cl.c
 	tc := req.ToolCall
 	c.mu.Lock()
+	// The SDK runs each request of the agent on a goroutine of its own, so
+	// this may run after the agent already withdrew the request, and even
+	// after its turn ended (the agent's SDK sends $/cancel_request from a
+	// goroutine of its own, so the withdrawal may arrive after the turn's
+	// end). A request withdrawn before it was shown, or outside a turn, is
+	// never shown: the check is under c.mu, which the turn's end takes too,
+	// so an ask is pushed before its turn's end or not at all.
+	if ctx.Err() != nil || !c.inTurn {
+		c.mu.Unlock()
+		return cancelledOutcome(), nil
+	}
 	ts := c.tr.tool(tc.ToolCallId)
 	c.tr.merge(ts, tc.Kind, tc.Title, tc.RawInput, tc.Locations)
 	evs := c.tr.announce(c.tr.flushThought(nil), tc.ToolCallId, ts)

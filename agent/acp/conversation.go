@@ -64,6 +64,7 @@ type conversation struct {
 	turns     []provider.Turn
 	pending   map[string]*openAsk
 	nextAsk   int
+	inTurn    bool // a session/prompt is under way: asks belong to it
 	stopAsked bool // Stop or Kill was called
 
 	turnSignal chan struct{}
@@ -360,6 +361,7 @@ func (c *conversation) prompt(t provider.Turn) bool {
 	c.mu.Lock()
 	evs := c.tr.setStatus(nil, pb.AgentStatus_THINKING, "")
 	c.q.push(provider.Output{Events: evs})
+	c.inTurn = true
 	c.mu.Unlock()
 	resp, err := c.conn.Prompt(c.ctx, acpsdk.PromptRequest{SessionId: c.sid(), Prompt: c.blocks(t)})
 	if err != nil && (c.isDone() || c.ctx.Err() != nil) {
@@ -367,6 +369,7 @@ func (c *conversation) prompt(t provider.Turn) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.inTurn = false
 	c.withdrawAllLocked()
 	if err != nil {
 		c.log.Warn("acp: session/prompt failed", "err", err)
