@@ -351,6 +351,17 @@ func (t *turn) run(words []string) (acpsdk.PromptResponse, error) {
 	case has("ASKSLOW"):
 		out, err := t.ask("call_askslow", acpsdk.ToolKindExecute, "sleep forever", map[string]any{"command": "sleep 1000"})
 		if err != nil || out.Cancelled != nil {
+			// A client answers "cancelled" when it cancels the turn, and its
+			// session/cancel may still be on its way (notifications are
+			// handled apart from responses): wait for it, as an agent that
+			// honours session/cancel ends the turn on it. Returning first
+			// would leave the cancel to hit the client's next turn.
+			wait := time.NewTimer(10 * time.Second)
+			defer wait.Stop()
+			select {
+			case <-t.ctx.Done():
+			case <-wait.C:
+			}
 			return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonCancelled}, nil
 		}
 		return end, t.say("permission: " + string(out.Selected.OptionId))
