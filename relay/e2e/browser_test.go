@@ -121,8 +121,11 @@ func (f flowScript) params(machine, cwd string, steps []string) map[string]any {
 		"start":      map[string]any{"prompt": "say hello", "want": f.startReply},
 		"permission": map[string]any{"prompt": "please RUNTOOL now", "want": fakeapi.ToolResultPrefix + "done"},
 		"markdown":   map[string]any{"prompt": "why is the build slow"},
-		"question":   map[string]any{"prompt": "ASK me", "pick": []string{"SQLite", "Auth", "Search"}, "replyIncludes": "SQLite"},
-		"cancel":     map[string]any{"prompt": "SLOW story", "waitFor": "w2"},
+		"question": map[string]any{"prompt": "ASK me", "pick": []string{"SQLite", "Auth", "Search"},
+			// The reply quotes the answers in order: wait for the last one,
+			// or the page is read while the reply still streams.
+			"replyIncludes": "Search"},
+		"cancel": map[string]any{"prompt": "SLOW story", "waitFor": "w2"},
 		"reload": map[string]any{"prompt": "stream while I reload", "reloadAfter": "r10",
 			"want": f.reloadReply.FullText()},
 	}
