@@ -76,6 +76,11 @@ func ErrorDetails(err error) map[string]string { return errorInfo(err).GetMetada
 func BetCodeCode(err error) string { return errorInfo(err).GetReason() }
 
 // toStatus maps session errors to status errors carrying the BetCode code.
+// ToStatus is the status AgentService answers a session layer error with:
+// its gRPC code, BetCode code and details (nil for nil). Other services
+// that start sessions answer the same errors the same way.
+func ToStatus(err error) error { return toStatus(err) }
+
 func toStatus(err error) error {
 	var inv *session.InvalidError
 	var slow *session.SlowConsumerError

@@ -66,16 +66,12 @@ func sessionStatus(err error, what string) error {
 		return fail(codes.InvalidArgument, server.CodeInvalidArgument, "%s: %s", what, dirErr.Error())
 	case errors.As(err, &inv):
 		return fail(codes.InvalidArgument, server.CodeInvalidArgument, "%s: %s", what, inv.Msg)
-	// The provider errors as AgentService answers them (BETCODE-2002: the
-	// provider cannot run here; BETCODE-2030: it is not configured).
-	case errors.As(err, &unsup):
-		return fail(codes.InvalidArgument, "BETCODE-2002", "BETCODE-2002: %s: %v", what, unsup)
-	case errors.As(err, &missing):
-		return fail(codes.InvalidArgument, "BETCODE-2002", "BETCODE-2002: %s: %v", what, missing)
-	case errors.As(err, &unconf):
-		return fail(codes.Unavailable, "BETCODE-2030", "BETCODE-2030: %s: %v", what, unconf)
-	case errors.As(err, &pool):
-		return fail(codes.ResourceExhausted, server.CodePoolExhausted, "%s: %v", what, pool)
+	// The provider's errors (BETCODE-2002: it cannot run here;
+	// BETCODE-2030: it is not configured) and a full CLI pool, as
+	// AgentService answers them.
+	case errors.As(err, &unsup), errors.As(err, &missing), errors.As(err, &unconf), errors.As(err, &pool):
+		st, _ := status.FromError(server.ToStatus(err))
+		return prefixStatus(st, what)
 	}
 	if st, ok := status.FromError(err); ok {
 		// Already a status (the worktree service's, e.g. WORKTREE_NOT_FOUND):
