@@ -177,8 +177,12 @@ func (t *Translator) taskNotification(tk *subtask, l *taskLine, out []*pb.AgentE
 	return append(out, tk.event(l.TaskID, u))
 }
 
-func (tk *subtask) ended() bool {
-	switch tk.status {
+func (tk *subtask) ended() bool { return SubagentTaskEnded(tk.status) }
+
+// SubagentTaskEnded reports whether s is a final status of a subagent's
+// task: COMPLETED, FAILED or STOPPED.
+func SubagentTaskEnded(s pb.SubagentTaskStatus) bool {
+	switch s {
 	case pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_COMPLETED, pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_FAILED,
 		pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_STOPPED:
 		return true

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/betcode-dev/betcode/agent/bridge"
 	"github.com/betcode-dev/betcode/agent/eventlog"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
@@ -261,16 +262,13 @@ func (s *Session) observeLocked(ev *pb.AgentEvent) {
 // trackSubagentLocked keeps s.bgSubagents: a subagent running in the
 // background from its first update that says so until its end.
 func (s *Session) trackSubagentLocked(u *pb.SubagentTaskUpdate) {
-	switch u.GetStatus() {
-	case pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_COMPLETED, pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_FAILED,
-		pb.SubagentTaskStatus_SUBAGENT_TASK_STATUS_STOPPED:
+	switch {
+	case bridge.SubagentTaskEnded(u.GetStatus()):
 		delete(s.bgSubagents, u.GetToolUseId())
-	default:
-		if u.GetIsBackgrounded() && u.GetToolUseId() != "" {
-			if s.bgSubagents == nil {
-				s.bgSubagents = map[string]struct{}{}
-			}
-			s.bgSubagents[u.GetToolUseId()] = struct{}{}
+	case u.GetIsBackgrounded() && u.GetToolUseId() != "":
+		if s.bgSubagents == nil {
+			s.bgSubagents = map[string]struct{}{}
 		}
+		s.bgSubagents[u.GetToolUseId()] = struct{}{}
 	}
 }
