@@ -29,6 +29,8 @@ type forwardEnv struct {
 	agentPID int              // 0: the agent runs in this process
 	direct   *grpc.ClientConn // client → agent over TLS
 	via      *grpc.ClientConn // client → relay (TLS) → tunnel (mTLS) → agent
+	l4       *grpc.ClientConn // client → TCP proxy process → agent: the floor of any extra hop
+	l4PID    int              // the TCP proxy's process
 	ctx      context.Context  // names the agent's machine for relay calls
 }
 
@@ -85,11 +87,16 @@ func newForwardEnv(tb testing.TB) *forwardEnv {
 	// tokens and 1,000 machines, as the target says.
 	seedScale(tb, e.relay, 10000, 1000)
 	e.direct, e.via = dial(directAddr), dial(e.relay.addr, grpc.WithPerRPCCredentials(bearer(e.relay.token)))
+	var l4Addr string
+	l4Addr, e.l4PID = startL4Proxy(tb, directAddr)
+	// The agent's certificate names 127.0.0.1, which the proxy's address
+	// is too.
+	e.l4 = dial(l4Addr)
 	e.ctx = metadata.AppendToOutgoingContext(ctx, "x-betcode-machine-id", benchMachine)
 
-	// Warm up both paths as perf-baselines did: 1,000 unary calls and a
+	// Warm up every path as perf-baselines did: 1,000 unary calls and a
 	// 20k-event stream each.
-	for _, cc := range []*grpc.ClientConn{e.direct, e.via} {
+	for _, cc := range []*grpc.ClientConn{e.direct, e.via, e.l4} {
 		for range 1000 {
 			if err := echo(e.ctx, cc); err != nil {
 				tb.Fatal(err)
@@ -103,8 +110,11 @@ func newForwardEnv(tb testing.TB) *forwardEnv {
 }
 
 func (e *forwardEnv) conn(path string) *grpc.ClientConn {
-	if path == "direct" {
+	switch path {
+	case "direct":
 		return e.direct
+	case "l4":
+		return e.l4
 	}
 	return e.via
 }
@@ -121,6 +131,7 @@ func (e *forwardEnv) cpuTime() time.Duration {
 	if e.agentPID != 0 {
 		total += procCPU(e.agentPID)
 	}
+	total += procCPU(e.l4PID)
 	return total
 }
 
@@ -208,9 +219,11 @@ func envInt(name string, def int) int {
 }
 
 // BenchmarkForward compares calls through relay and tunnel with the same
-// calls straight to the agent over TLS. The stream= and unary= cases are
-// plain Go benchmarks (one path each, for profiles); compare runs b.N rounds
-// that alternate the two paths and reports medians of per-round values:
+// calls straight to the agent over TLS, and with the floor of any extra
+// hop: the same calls through a plain TCP proxy process (l4, see l4Main).
+// The stream= and unary= cases are plain Go benchmarks (one path each, for
+// profiles); compare runs b.N rounds that rotate the order of the three
+// paths and reports medians of per-round values:
 //
 //	go test -run '^$' -bench 'Forward/compare' -benchtime 7x ./bench/
 func BenchmarkForward(b *testing.B) {
@@ -235,49 +248,54 @@ func BenchmarkForward(b *testing.B) {
 	b.Run("compare", func(b *testing.B) {
 		events := uint64(envInt("BETCODE_BENCH_EVENTS", 200_000))
 		calls := envInt("BETCODE_BENCH_CALLS", 3000)
-		var ratio, dRate, rRate, dP50, rP50, dP99, rP99, added, dCPU, rCPU, dUCPU, rUCPU []float64
+		paths := []string{"direct", "relay", "l4"}
+		rate, cpu, p50, p99, ucpu := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
+		var ratio, ratioL4, added, addedL4 []float64
 		for round := range b.N {
-			order := []string{"direct", "relay"}
-			if round%2 == 1 {
-				order = []string{"relay", "direct"}
-			}
-			rate := map[string]float64{}
-			cpu := map[string]float64{}
+			// Rotate the order: each path goes first in turn.
+			order := append(slices.Clone(paths[round%3:]), paths[:round%3]...)
+			r := map[string]float64{}
 			for _, p := range order {
 				c0 := e.cpuTime()
-				rate[p] = e.streamRate(b, p, events)
-				cpu[p] = us(e.cpuTime()-c0) / float64(events)
+				r[p] = e.streamRate(b, p, events)
+				rate[p] = append(rate[p], r[p])
+				cpu[p] = append(cpu[p], us(e.cpuTime()-c0)/float64(events))
 			}
-			lat := map[string][]time.Duration{}
-			ucpu := map[string]float64{}
+			l50 := map[string]float64{}
 			for _, p := range order {
 				c0 := e.cpuTime()
-				lat[p] = e.unaryLatencies(b, p, calls)
-				ucpu[p] = us(e.cpuTime()-c0) / float64(calls)
+				lat := e.unaryLatencies(b, p, calls)
+				ucpu[p] = append(ucpu[p], us(e.cpuTime()-c0)/float64(calls))
+				l50[p] = us(percentile(lat, .5))
+				p50[p] = append(p50[p], l50[p])
+				p99[p] = append(p99[p], us(percentile(lat, .99)))
 			}
-			dUCPU, rUCPU = append(dUCPU, ucpu["direct"]), append(rUCPU, ucpu["relay"])
-			dRate, rRate = append(dRate, rate["direct"]), append(rRate, rate["relay"])
-			ratio = append(ratio, rate["relay"]/rate["direct"])
-			dCPU, rCPU = append(dCPU, cpu["direct"]), append(rCPU, cpu["relay"])
-			d50, r50 := us(percentile(lat["direct"], .5)), us(percentile(lat["relay"], .5))
-			d99, r99 := us(percentile(lat["direct"], .99)), us(percentile(lat["relay"], .99))
-			dP50, rP50, dP99, rP99 = append(dP50, d50), append(rP50, r50), append(dP99, d99), append(rP99, r99)
-			added = append(added, r50-d50)
-			b.Logf("round %d: stream direct %.0f/s relay %.0f/s (%.2f), CPU µs/event %.2f / %.2f; unary p50 %.0f / %.0f µs, p99 %.0f / %.0f µs, CPU µs/call %.0f / %.0f",
-				round, rate["direct"], rate["relay"], rate["relay"]/rate["direct"], cpu["direct"], cpu["relay"], d50, r50, d99, r99, ucpu["direct"], ucpu["relay"])
+			ratio = append(ratio, r["relay"]/r["direct"])
+			ratioL4 = append(ratioL4, r["l4"]/r["direct"])
+			added = append(added, l50["relay"]-l50["direct"])
+			addedL4 = append(addedL4, l50["l4"]-l50["direct"])
+			last := func(m map[string][]float64, p string) float64 { return m[p][len(m[p])-1] }
+			b.Logf("round %d: stream/s direct %.0f relay %.0f (%.2f) l4 %.0f (%.2f); CPU µs/event %.2f / %.2f / %.2f; unary p50 µs %.0f / %.0f / %.0f, p99 %.0f / %.0f / %.0f; CPU µs/call %.0f / %.0f / %.0f",
+				round, r["direct"], r["relay"], r["relay"]/r["direct"], r["l4"], r["l4"]/r["direct"],
+				last(cpu, "direct"), last(cpu, "relay"), last(cpu, "l4"),
+				l50["direct"], l50["relay"], l50["l4"], last(p99, "direct"), last(p99, "relay"), last(p99, "l4"),
+				last(ucpu, "direct"), last(ucpu, "relay"), last(ucpu, "l4"))
 		}
-		b.ReportMetric(median(dRate), "direct-events/s")
-		b.ReportMetric(median(rRate), "relay-events/s")
+		b.ReportMetric(median(rate["direct"]), "direct-events/s")
+		b.ReportMetric(median(rate["relay"]), "relay-events/s")
 		b.ReportMetric(median(ratio), "stream-ratio")
-		b.ReportMetric(median(dCPU), "direct-cpu-µs/event")
-		b.ReportMetric(median(rCPU), "relay-cpu-µs/event")
-		b.ReportMetric(median(dP50), "direct-p50-µs")
-		b.ReportMetric(median(rP50), "relay-p50-µs")
-		b.ReportMetric(median(dP99), "direct-p99-µs")
-		b.ReportMetric(median(rP99), "relay-p99-µs")
+		b.ReportMetric(median(ratioL4), "l4-stream-ratio")
+		b.ReportMetric(median(cpu["direct"]), "direct-cpu-µs/event")
+		b.ReportMetric(median(cpu["relay"]), "relay-cpu-µs/event")
+		b.ReportMetric(median(p50["direct"]), "direct-p50-µs")
+		b.ReportMetric(median(p50["relay"]), "relay-p50-µs")
+		b.ReportMetric(median(p99["direct"]), "direct-p99-µs")
+		b.ReportMetric(median(p99["relay"]), "relay-p99-µs")
 		b.ReportMetric(median(added), "added-p50-µs")
-		b.ReportMetric(median(dUCPU), "direct-cpu-µs/call")
-		b.ReportMetric(median(rUCPU), "relay-cpu-µs/call")
+		b.ReportMetric(median(addedL4), "l4-added-p50-µs")
+		b.ReportMetric(median(ucpu["direct"]), "direct-cpu-µs/call")
+		b.ReportMetric(median(ucpu["relay"]), "relay-cpu-µs/call")
+		b.ReportMetric(median(ucpu["l4"]), "l4-cpu-µs/call")
 		b.ReportMetric(0, "ns/op")
 	})
 }
