@@ -134,6 +134,17 @@ var chartCases = []struct {
 		if got := *r.deploy.Spec.Replicas; got != 3 {
 			t.Errorf("replicas %d, want the default 3", got)
 		}
+		// GOMAXPROCS follows the CPU request (rounded up by the kubelet).
+		c := r.deploy.Spec.Template.Spec.Containers[0]
+		if e := envVar(c, "GOMAXPROCS"); e == nil || e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil ||
+			e.ValueFrom.ResourceFieldRef.Resource != "requests.cpu" {
+			t.Errorf("GOMAXPROCS %+v, want it from resources.requests.cpu", e)
+		}
+	}},
+	{name: "GOMAXPROCS set", set: []string{"relay.goMaxProcs=4"}, check: func(t *testing.T, r *rendered) {
+		if got := env(r.deploy.Spec.Template.Spec.Containers[0], "GOMAXPROCS"); got != "4" {
+			t.Errorf("GOMAXPROCS %q, want 4", got)
+		}
 	}},
 	{name: "autoscaled", set: []string{"autoscaling.enabled=true", "autoscaling.minReplicas=3", "autoscaling.maxReplicas=8"}, check: func(t *testing.T, r *rendered) {
 		if r.hpa == nil {
