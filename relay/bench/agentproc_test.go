@@ -67,13 +67,29 @@ func startAgentProcess(tb testing.TB, r *relayProc, id string) (directAddr strin
 	if _, err := pki.IssueMachine(r.pki, id, pki.Options{Owner: "user:" + benchUser}); err != nil {
 		tb.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), agentModeEnv+"=1",
+	line, pid, err := startChild(tb, agentModeEnv+"=1",
 		"BETCODE_BENCH_AGENT_RELAY="+r.addr, "BETCODE_BENCH_AGENT_CA="+r.caFile(),
 		"BETCODE_BENCH_AGENT_CERT="+filepath.Join(r.pki, pki.MachineCertFile(id)),
 		"BETCODE_BENCH_AGENT_KEY="+filepath.Join(r.pki, pki.MachineKeyFile(id)),
 		"BETCODE_BENCH_AGENT_SERVER_CERT="+filepath.Join(r.pki, pki.RelayCertFile),
 		"BETCODE_BENCH_AGENT_SERVER_KEY="+filepath.Join(r.pki, pki.RelayKeyFile))
+	if err != nil {
+		tb.Fatalf("bench agent did not start: %v\nrelay log:\n%s", err, r.log())
+	}
+	addr, ok := strings.CutPrefix(line, "ready ")
+	if !ok {
+		tb.Fatalf("bench agent said %q", line)
+	}
+	return addr, pid
+}
+
+// startChild runs this test binary again with env added (the variable that
+// picks its role first), ends it when the test ends (closing its stdin,
+// killing it after 10 s), and returns the first line it prints and its pid.
+func startChild(tb testing.TB, env ...string) (line string, pid int, err error) {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
@@ -98,13 +114,6 @@ func startAgentProcess(tb testing.TB, r *relayProc, id string) (directAddr strin
 			<-done
 		}
 	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		tb.Fatalf("bench agent did not start: %v\nrelay log:\n%s", err, r.log())
-	}
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "ready ")
-	if !ok {
-		tb.Fatalf("bench agent said %q", line)
-	}
-	return addr, cmd.Process.Pid
+	line, err = bufio.NewReader(stdout).ReadString('\n')
+	return strings.TrimSpace(line), cmd.Process.Pid, err
 }

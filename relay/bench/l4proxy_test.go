@@ -1,17 +1,13 @@
 package bench
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // proxyModeEnv makes the test binary the floor path's TCP proxy (l4Main).
@@ -71,39 +67,13 @@ func proxyConn(c net.Conn, target string) {
 // address and pid.
 func startL4Proxy(tb testing.TB, target string) (addr string, pid int) {
 	tb.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), proxyModeEnv+"=1", "BETCODE_BENCH_L4_TARGET="+target)
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		stdin.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	line, pid, err := startChild(tb, proxyModeEnv+"=1", "BETCODE_BENCH_L4_TARGET="+target)
 	if err != nil {
 		tb.Fatalf("l4 proxy did not start: %v", err)
 	}
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "ready ")
+	addr, ok := strings.CutPrefix(line, "ready ")
 	if !ok {
 		tb.Fatalf("l4 proxy said %q", line)
 	}
-	return addr, cmd.Process.Pid
+	return addr, pid
 }
