@@ -186,7 +186,7 @@ func newReplicaPair(tb testing.TB) (a, b *relayProc) {
 	}
 	var token string
 	for i := range 2 {
-		r := &relayProc{tb: tb, pki: pkiDir, dataDir: tb.TempDir(), addr: freeAddr(tb), metricsAddr: freeAddr(tb), dbURL: dbURL, token: token}
+		r := &relayProc{tb: tb, pki: pkiDir, dataDir: tb.TempDir(), addr: freeAddr(tb), metricsAddr: freeAddr(tb), dbURL: dbURL, token: token, env: relayEnv()}
 		if i == 0 {
 			r.token = seedUser(tb, dbURL, r.dataDir)
 			token = r.token

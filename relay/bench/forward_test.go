@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -38,7 +37,7 @@ const benchMachine = "bench-agent"
 
 func newForwardEnv(tb testing.TB) *forwardEnv {
 	tb.Helper()
-	e := &forwardEnv{relay: newRelay(tb, strings.Fields(os.Getenv("BETCODE_BENCH_RELAY_ENV"))...)}
+	e := &forwardEnv{relay: newRelay(tb, relayEnv()...)}
 	ctx := context.Background()
 
 	directAddr := ""

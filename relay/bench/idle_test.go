@@ -233,7 +233,7 @@ func BenchmarkIdleTunnels(b *testing.B) {
 	for _, n := range tunnelCounts() {
 		b.Run(fmt.Sprintf("tunnels=%d", n), func(b *testing.B) {
 			raiseFileLimit(b, uint64(n)+1000)
-			r := newRelay(b, strings.Fields(os.Getenv("BETCODE_BENCH_RELAY_ENV"))...)
+			r := newRelay(b, relayEnv()...)
 			mint := newCertMint(b, r.pki)
 			cfgs := mint.machines(b, "sim", n+1)
 			if r.cmd == nil {

@@ -77,7 +77,7 @@ func (a *simAgent) run(ctx context.Context, addr string, first chan<- struct{}) 
 func BenchmarkReconnect(b *testing.B) {
 	n := envInt("BETCODE_BENCH_RECONNECT", 1000)
 	raiseFileLimit(b, uint64(n)+1000)
-	r := newRelay(b)
+	r := newRelay(b, relayEnv()...)
 	mint := newCertMint(b, r.pki)
 	cfgs := mint.machines(b, "re", n)
 

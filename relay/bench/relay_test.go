@@ -106,6 +106,10 @@ type relayProc struct {
 	exited      chan struct{}
 }
 
+// relayEnv is the relay process's extra environment:
+// BETCODE_BENCH_RELAY_ENV="K=V K2=V2" (GOMAXPROCS=1, GOGC=40, ...).
+func relayEnv() []string { return strings.Fields(os.Getenv("BETCODE_BENCH_RELAY_ENV")) }
+
 // newRelay starts a relay with a fresh PKI and store. The store is SQLite
 // unless BETCODE_BENCH_STORE=postgres.
 func newRelay(tb testing.TB, env ...string) *relayProc {
