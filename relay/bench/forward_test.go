@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/betcode-dev/betcode/relay/pki"
@@ -244,6 +245,23 @@ func BenchmarkForward(b *testing.B) {
 			b.ReportMetric(us(percentile(lat, 0.99)), "p99-µs")
 		})
 	}
+	// The relay answering a call itself: grpc.health.v1 Check through its
+	// client-facing HTTP/2 server, authentication and router to its own
+	// grpc.Server (ServeHTTP). Against unary=relay, that is what a relayed
+	// call costs before the tunnel.
+	b.Run("unary=relay-local", func(b *testing.B) {
+		hc := healthpb.NewHealthClient(e.via)
+		lat := make([]time.Duration, b.N)
+		for i := range lat {
+			start := time.Now()
+			if _, err := hc.Check(e.ctx, &healthpb.HealthCheckRequest{}); err != nil {
+				b.Fatalf("relay health check: %v", err)
+			}
+			lat[i] = time.Since(start)
+		}
+		b.ReportMetric(us(percentile(lat, 0.50)), "p50-µs")
+		b.ReportMetric(us(percentile(lat, 0.99)), "p99-µs")
+	})
 	b.Run("compare", func(b *testing.B) {
 		events := uint64(envInt("BETCODE_BENCH_EVENTS", 200_000))
 		calls := envInt("BETCODE_BENCH_CALLS", 3000)
