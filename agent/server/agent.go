@@ -72,7 +72,7 @@ func (a *Agent) Converse(stream pb.AgentService_ConverseServer) error {
 		return Status(codes.InvalidArgument, CodeInvalidArgument, "the first message on Converse must be StartConversation")
 	}
 	var sendMu sync.Mutex
-	send := func(ev *pb.AgentEvent, wire []byte) error {
+	send := func(ev *pb.AgentEvent, wire *wirecodec.Wire) error {
 		sendMu.Lock()
 		defer sendMu.Unlock()
 		return sendEvent(stream, ev, wire)
@@ -163,7 +163,7 @@ type runningStream struct {
 }
 
 // startStream streams sess to send (see session.Session.StreamEncoded).
-func (a *Agent) startStream(ctx context.Context, sess *session.Session, opt session.StreamOptions, send func(ev *pb.AgentEvent, wire []byte) error) *runningStream {
+func (a *Agent) startStream(ctx context.Context, sess *session.Session, opt session.StreamOptions, send func(ev *pb.AgentEvent, wire *wirecodec.Wire) error) *runningStream {
 	st := &runningStream{done: make(chan error, 1), cut: make(chan error, 1)}
 	opt.OnCut = func(reason error) {
 		select {
@@ -172,7 +172,7 @@ func (a *Agent) startStream(ctx context.Context, sess *session.Session, opt sess
 		}
 	}
 	go func() {
-		st.done <- sess.StreamEncoded(ctx, opt, func(ev *pb.AgentEvent, wire []byte) error {
+		st.done <- sess.StreamEncoded(ctx, opt, func(ev *pb.AgentEvent, wire *wirecodec.Wire) error {
 			if err := send(ev, wire); err != nil {
 				return err
 			}
@@ -187,14 +187,15 @@ func (a *Agent) startStream(ctx context.Context, sess *session.Session, opt sess
 
 // sendEvent sends ev on stream. With wire, proto.Marshal of ev that the
 // session made once when it emitted ev and shares with every subscriber,
-// those bytes are sent as they are (wirecodec.Encoded); without it (an
+// those bytes are sent as they are (prepared once, a wirecodec.Wire, so a
+// send allocates nothing for them); without it (an
 // event addressed to this client only, a replayed one) gRPC marshals ev.
 // Either way the client receives the same message.
-func sendEvent(stream grpc.ServerStream, ev *pb.AgentEvent, wire []byte) error {
+func sendEvent(stream grpc.ServerStream, ev *pb.AgentEvent, wire *wirecodec.Wire) error {
 	if wire == nil || !wirecodec.Active() {
 		return stream.SendMsg(ev)
 	}
-	return stream.SendMsg(wirecodec.Encoded(wire))
+	return stream.SendMsg(wire)
 }
 
 // cutError is the error for a client that was cut off.
@@ -320,7 +321,7 @@ func (a *Agent) ResumeSession(req *pb.ResumeSessionRequest, stream pb.AgentServi
 			follow = true
 		}
 	}
-	st := a.startStream(ctx, sess, session.StreamOptions{From: req.FromSequence, UntilIdle: !follow}, func(ev *pb.AgentEvent, wire []byte) error {
+	st := a.startStream(ctx, sess, session.StreamOptions{From: req.FromSequence, UntilIdle: !follow}, func(ev *pb.AgentEvent, wire *wirecodec.Wire) error {
 		return sendEvent(stream, ev, wire)
 	})
 	select {

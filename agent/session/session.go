@@ -23,6 +23,7 @@ import (
 	"github.com/betcode-dev/betcode/agent/claude"
 	"github.com/betcode-dev/betcode/agent/codex"
 	"github.com/betcode-dev/betcode/agent/eventlog"
+	"github.com/betcode-dev/betcode/agent/internal/wirecodec"
 	"github.com/betcode-dev/betcode/agent/permission"
 	"github.com/betcode-dev/betcode/agent/provider"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
@@ -188,7 +189,7 @@ func (s *Session) emitEvents(ctx context.Context, settle bool, evs ...*pb.AgentE
 		}
 		// The log's payload is also what subscribers' streams send: one
 		// marshal per event, not one per subscriber.
-		pubs[i].wire = payload
+		pubs[i].wire = wirecodec.NewWire(payload)
 		records = append(records, eventlog.Event{SessionID: s.id, Seq: ev.Sequence, Time: now, Kind: Kind(ev), Payload: payload})
 	}
 	s.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/betcode-dev/betcode/agent/eventlog"
+	"github.com/betcode-dev/betcode/agent/internal/wirecodec"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
@@ -19,7 +20,7 @@ import (
 // the published, which subscribers' buffers hold by pointer.
 type published struct {
 	ev   *pb.AgentEvent
-	wire []byte
+	wire *wirecodec.Wire
 }
 
 // subscriber is one client's bounded live buffer.
@@ -113,7 +114,7 @@ type StreamOptions struct {
 // passed to send is only valid during the call (replayed events reuse one
 // message); send must not modify it.
 func (s *Session) Stream(ctx context.Context, opt StreamOptions, send func(*pb.AgentEvent) error) error {
-	return s.StreamEncoded(ctx, opt, func(ev *pb.AgentEvent, _ []byte) error { return send(ev) })
+	return s.StreamEncoded(ctx, opt, func(ev *pb.AgentEvent, _ *wirecodec.Wire) error { return send(ev) })
 }
 
 // StreamEncoded is Stream for a sender that can use an event's wire
@@ -125,7 +126,7 @@ func (s *Session) Stream(ctx context.Context, opt StreamOptions, send func(*pb.A
 // every subscriber gets the same wire: send must not modify it, but may
 // keep it after it returns (it is never reused), as gRPC's transport does
 // until it has written it.
-func (s *Session) StreamEncoded(ctx context.Context, opt StreamOptions, send func(ev *pb.AgentEvent, wire []byte) error) error {
+func (s *Session) StreamEncoded(ctx context.Context, opt StreamOptions, send func(ev *pb.AgentEvent, wire *wirecodec.Wire) error) error {
 	sub, snapshot := s.subscribe()
 	defer s.unsubscribe(sub)
 	if s.deleted.Load() {

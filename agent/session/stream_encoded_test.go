@@ -12,6 +12,7 @@ import (
 
 	"github.com/betcode-dev/betcode/agent/bridge"
 	"github.com/betcode-dev/betcode/agent/eventlog"
+	"github.com/betcode-dev/betcode/agent/internal/wirecodec"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
@@ -71,8 +72,8 @@ func TestStreamEncodedSharesLoggedBytes(t *testing.T) {
 				results[i] = make(chan []received, 1)
 				go func() {
 					var got []received
-					err := s.StreamEncoded(ctx, StreamOptions{From: first - 1}, func(ev *pb.AgentEvent, wire []byte) error {
-						got = append(got, received{ev: proto.CloneOf(ev), wire: wire})
+					err := s.StreamEncoded(ctx, StreamOptions{From: first - 1}, func(ev *pb.AgentEvent, wire *wirecodec.Wire) error {
+						got = append(got, received{ev: proto.CloneOf(ev), wire: wire.Bytes()})
 						if ev.Sequence == first {
 							ready <- struct{}{}
 						}

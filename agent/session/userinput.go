@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/betcode-dev/betcode/agent/eventlog"
+	"github.com/betcode-dev/betcode/agent/internal/wirecodec"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
@@ -52,7 +53,7 @@ func (s *Session) sequenceLocked(ev *pb.AgentEvent) (eventlog.Event, error) {
 		return eventlog.Event{}, err
 	}
 	s.seq++
-	s.pending = append(s.pending, &published{ev: ev, wire: payload})
+	s.pending = append(s.pending, &published{ev: ev, wire: wirecodec.NewWire(payload)})
 	return eventlog.Event{SessionID: s.id, Seq: ev.Sequence, Time: now, Kind: Kind(ev), Payload: payload}, nil
 }
 

@@ -23,7 +23,35 @@ import (
 // sent on any number of streams at once.
 type Encoded []byte
 
-// codec is the "proto" codec with a pass-through for Encoded.
+// Wire is a message in protobuf wire format, prepared once to be sent on
+// any number of streams: SendMsg of a *Wire allocates nothing, where an
+// Encoded costs three small allocations per send (boxing the bytes, the
+// buffer and the one-element buffer slice). The same rules as Encoded
+// hold: the bytes are never modified.
+type Wire struct {
+	b []byte
+	s mem.BufferSlice
+}
+
+// NewWire prepares b for sending; nil if b is nil.
+func NewWire(b []byte) *Wire {
+	if b == nil {
+		return nil
+	}
+	// A SliceBuffer is not pooled: gRPC's Free of it is a no-op, and gRPC
+	// only reads the slice, so every stream can share it.
+	return &Wire{b: b, s: mem.BufferSlice{mem.SliceBuffer(b)}}
+}
+
+// Bytes returns the message's wire bytes (nil for a nil Wire).
+func (w *Wire) Bytes() []byte {
+	if w == nil {
+		return nil
+	}
+	return w.b
+}
+
+// codec is the "proto" codec with a pass-through for Encoded and Wire.
 type codec struct {
 	base encoding.CodecV2 // gRPC's proto codec
 }
@@ -56,6 +84,9 @@ func Active() bool {
 // and marshals anything else with the proto codec. Its errors are the
 // proto codec's, unchanged, so that replacing it changes nothing else.
 func (c *codec) Marshal(v any) (mem.BufferSlice, error) {
+	if w, ok := v.(*Wire); ok && w != nil {
+		return w.s, nil
+	}
 	if b, ok := v.(Encoded); ok {
 		// A SliceBuffer is not pooled: gRPC's Free of it is a no-op, and
 		// the bytes stay the caller's.
