@@ -185,12 +185,11 @@ func (a *Agent) startStream(ctx context.Context, sess *session.Session, opt sess
 	return st
 }
 
-// sendEvent sends ev on stream. With wire, proto.Marshal of ev that the
+// sendEvent sends ev on stream. With wire, the proto.Marshal of ev that the
 // session made once when it emitted ev and shares with every subscriber,
-// those bytes are sent as they are (prepared once, a wirecodec.Wire, so a
-// send allocates nothing for them); without it (an
-// event addressed to this client only, a replayed one) gRPC marshals ev.
-// Either way the client receives the same message.
+// those bytes are sent as they are, and the send allocates nothing for
+// them; without it (an event addressed to this client only, a replayed
+// one) gRPC marshals ev. Either way the client receives the same message.
 func sendEvent(stream grpc.ServerStream, ev *pb.AgentEvent, wire *wirecodec.Wire) error {
 	if wire == nil || !wirecodec.Active() {
 		return stream.SendMsg(ev)

@@ -75,12 +75,12 @@ func ErrorDetails(err error) map[string]string { return errorInfo(err).GetMetada
 // BetCodeCode extracts the BetCode error code from a status error.
 func BetCodeCode(err error) string { return errorInfo(err).GetReason() }
 
-// toStatus maps session errors to status errors carrying the BetCode code.
 // ToStatus is the status AgentService answers a session layer error with:
 // its gRPC code, BetCode code and details (nil for nil). Other services
 // that start sessions answer the same errors the same way.
 func ToStatus(err error) error { return toStatus(err) }
 
+// toStatus maps session errors to status errors carrying the BetCode code.
 func toStatus(err error) error {
 	var inv *session.InvalidError
 	var slow *session.SlowConsumerError

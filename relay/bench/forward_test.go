@@ -183,11 +183,16 @@ func (e *forwardEnv) streamRate(tb testing.TB, path string, n uint64) float64 {
 // unaryLatencies makes n sequential Echo calls over path.
 func (e *forwardEnv) unaryLatencies(tb testing.TB, path string, n int) []time.Duration {
 	cc := e.conn(path)
+	return timeCalls(tb, path+" echo", n, func() error { return echo(e.ctx, cc) })
+}
+
+// timeCalls makes n sequential calls and returns how long each took.
+func timeCalls(tb testing.TB, what string, n int, call func() error) []time.Duration {
 	lat := make([]time.Duration, n)
 	for i := range lat {
 		start := time.Now()
-		if err := echo(e.ctx, cc); err != nil {
-			tb.Fatalf("%s echo: %v", path, err)
+		if err := call(); err != nil {
+			tb.Fatalf("%s: %v", what, err)
 		}
 		lat[i] = time.Since(start)
 	}
@@ -251,14 +256,10 @@ func BenchmarkForward(b *testing.B) {
 	// call costs before the tunnel.
 	b.Run("unary=relay-local", func(b *testing.B) {
 		hc := healthpb.NewHealthClient(e.via)
-		lat := make([]time.Duration, b.N)
-		for i := range lat {
-			start := time.Now()
-			if _, err := hc.Check(e.ctx, &healthpb.HealthCheckRequest{}); err != nil {
-				b.Fatalf("relay health check: %v", err)
-			}
-			lat[i] = time.Since(start)
-		}
+		lat := timeCalls(b, "relay health check", b.N, func() error {
+			_, err := hc.Check(e.ctx, &healthpb.HealthCheckRequest{})
+			return err
+		})
 		b.ReportMetric(us(percentile(lat, 0.50)), "p50-µs")
 		b.ReportMetric(us(percentile(lat, 0.99)), "p99-µs")
 	})

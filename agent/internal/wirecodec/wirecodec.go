@@ -2,7 +2,7 @@
 // protobuf wire format without marshaling it again.
 //
 // Importing the package replaces gRPC's "proto" codec, process-wide, with
-// one that sends an [Encoded] message's bytes as they are and hands every
+// one that sends a [Wire] message's bytes as they are and hands every
 // other message to the proto codec it replaces, so that nothing else
 // changes. The agent uses it to fan one event out to many subscribers: the
 // session marshals the event once (for its log) and every stream sends
@@ -15,22 +15,14 @@ import (
 	"google.golang.org/grpc/mem"
 )
 
-// Encoded is a message in protobuf wire format, as proto.Marshal returns
-// it. Passed to a stream's SendMsg, its bytes are the message on the wire;
-// nothing checks that they encode the message type the stream sends.
-// gRPC may still read them after SendMsg returns (the transport writes
-// asynchronously), so they must never be modified; one Encoded may be
-// sent on any number of streams at once.
-type Encoded []byte
-
-// Wire is a message in protobuf wire format, prepared once to be sent on
-// any number of streams: SendMsg of a *Wire allocates nothing, where an
-// Encoded costs three small allocations per send (boxing the bytes, the
-// buffer and the one-element buffer slice). The same rules as Encoded
-// hold: the bytes are never modified.
+// Wire is a message in protobuf wire format, as proto.Marshal returns it,
+// prepared once to be sent on any number of streams at once: passed to a
+// stream's SendMsg, its bytes are the message on the wire, and the send
+// allocates nothing. Nothing checks that they encode the message type the
+// stream sends. gRPC may still read them after SendMsg returns (the
+// transport writes asynchronously), so they must never be modified.
 type Wire struct {
-	b []byte
-	s mem.BufferSlice
+	s mem.BufferSlice // one SliceBuffer: not pooled, so gRPC's Free of it is a no-op
 }
 
 // NewWire prepares b for sending; nil if b is nil.
@@ -38,9 +30,7 @@ func NewWire(b []byte) *Wire {
 	if b == nil {
 		return nil
 	}
-	// A SliceBuffer is not pooled: gRPC's Free of it is a no-op, and gRPC
-	// only reads the slice, so every stream can share it.
-	return &Wire{b: b, s: mem.BufferSlice{mem.SliceBuffer(b)}}
+	return &Wire{s: mem.BufferSlice{mem.SliceBuffer(b)}}
 }
 
 // Bytes returns the message's wire bytes (nil for a nil Wire).
@@ -48,10 +38,10 @@ func (w *Wire) Bytes() []byte {
 	if w == nil {
 		return nil
 	}
-	return w.b
+	return w.s[0].ReadOnlyData()
 }
 
-// codec is the "proto" codec with a pass-through for Encoded and Wire.
+// codec is the "proto" codec with a pass-through for Wire.
 type codec struct {
 	base encoding.CodecV2 // gRPC's proto codec
 }
@@ -71,7 +61,7 @@ func init() {
 }
 
 // Active reports whether gRPC's "proto" codec is this package's: only
-// then can Encoded be sent. It is false if a package initialised later
+// then can a Wire be sent. It is false if a package initialised later
 // registered another "proto" codec (or a server forces another codec with
 // grpc.ForceServerCodecV2, which Active cannot see); callers then send the
 // message itself.
@@ -80,22 +70,18 @@ func Active() bool {
 	return ok && c == installed
 }
 
-// Marshal returns an Encoded message's bytes as they are, without copying,
-// and marshals anything else with the proto codec. Its errors are the
-// proto codec's, unchanged, so that replacing it changes nothing else.
+// Marshal returns a Wire's shared buffer as it is (gRPC only reads it, so
+// every stream can use it at once) and marshals anything else with the
+// proto codec. Its errors are the proto codec's, unchanged, so that
+// replacing it changes nothing else.
 func (c *codec) Marshal(v any) (mem.BufferSlice, error) {
 	if w, ok := v.(*Wire); ok && w != nil {
 		return w.s, nil
 	}
-	if b, ok := v.(Encoded); ok {
-		// A SliceBuffer is not pooled: gRPC's Free of it is a no-op, and
-		// the bytes stay the caller's.
-		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
-	}
 	return c.base.Marshal(v)
 }
 
-// Unmarshal is the proto codec's: Encoded is for sending only.
+// Unmarshal is the proto codec's: Wire is for sending only.
 func (c *codec) Unmarshal(data mem.BufferSlice, v any) error {
 	return c.base.Unmarshal(data, v)
 }
