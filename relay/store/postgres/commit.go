@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -140,7 +141,7 @@ func (c *enqueueCall) scan(rows pgx.Rows) ([]result, error) {
 // or failed with err. A failed batch is retried on a pool connection, then
 // split into single messages.
 func (s *Store) finish(ctx context.Context, batch []*batchRequest, items []rules.Item, outs []result, err error) {
-	if err != nil && retryable(err) {
+	if err != nil && (retryable(err) || repeatable(ctx, err, items)) {
 		outs, err = s.commitRetry(ctx, items)
 	}
 	if err == nil {
@@ -170,14 +171,45 @@ func retryable(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
 }
 
+// repeatable reports a batch that failed with its connection (a backend
+// killed, a failover), not with an answer of the server, and may be sent
+// again: every message carries an idempotency key, so if the first attempt
+// did commit, buffer_enqueue_fast answers the repeat with the first ids.
+// A message without a key is not repeated: it could be stored twice.
+func repeatable(ctx context.Context, err error, items []rules.Item) bool {
+	if err == nil || ctx.Err() != nil {
+		return false
+	}
+	// The server's own errors are answers, except that it is ending the
+	// connection (57P01-57P03: an administrator, a crash, a restart) or
+	// that the connection failed (class 08).
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && !strings.HasPrefix(pgErr.Code, "57P0") && !strings.HasPrefix(pgErr.Code, "08") {
+		return false
+	}
+	for _, it := range items {
+		if it.Msg.IdempotencyKey == "" {
+			return false
+		}
+	}
+	return true
+}
+
 // commitRetry commits items on a pool connection, retrying twice on
-// deadlock or serialization failure.
+// deadlock or serialization failure and, when repeatable, once per pool
+// connection on a lost connection (each failure discards a connection that
+// died while idle in the pool).
 func (s *Store) commitRetry(ctx context.Context, items []rules.Item) ([]result, error) {
+	lost := int32(0)
 	for attempt := 1; ; attempt++ {
 		c := newEnqueueCall(items, s.opt.Now())
 		rows, _ := s.pool.Query(ctx, enqueueSQL, c.args...)
 		outs, err := c.scan(rows)
-		if err != nil && attempt < 3 && retryable(err) {
+		switch {
+		case err != nil && attempt < 3 && retryable(err):
+			continue
+		case repeatable(ctx, err, items) && lost < s.pool.Config().MaxConns && s.live() == nil:
+			lost++
 			continue
 		}
 		return outs, err
