@@ -205,20 +205,24 @@ var bodyBufs = sync.Pool{New: func() any { b := make([]byte, ChunkBytes); return
 // hold a ChunkBytes buffer while they wait.
 const quietChunk = 4 << 10
 
+// quietBufs recycles the quietChunk buffers: a unary call used to leave
+// one behind as garbage, the largest single allocation of a relayed call.
+var quietBufs = sync.Pool{New: func() any { b := make([]byte, quietChunk); return &b }}
+
 // chunkReader reads a body in chunks of up to ChunkBytes. It waits for
-// data with a small buffer of its own and takes a ChunkBytes one from
-// bodyBufs only when a read filled the small one (more was waiting); it
-// gives that back once a read comes back short (nothing more was waiting),
-// before it waits again.
+// data with a small buffer (from quietBufs, held until close) and takes a
+// ChunkBytes one from bodyBufs only when a read filled the small one (more
+// was waiting); it gives that back once a read comes back short (nothing
+// more was waiting), before it waits again.
 type chunkReader struct {
 	r       io.Reader
-	small   []byte
+	small   *[]byte
 	big     *[]byte
 	release bool // the last read with big came back short
 }
 
 func newChunkReader(r io.Reader) *chunkReader {
-	return &chunkReader{r: r, small: make([]byte, quietChunk)}
+	return &chunkReader{r: r, small: quietBufs.Get().(*[]byte)}
 }
 
 // read returns the next chunk, valid until the next call; full says it
@@ -228,7 +232,7 @@ func (c *chunkReader) read() (chunk []byte, full bool, err error) {
 		bodyBufs.Put(c.big)
 		c.big, c.release = nil, false
 	}
-	buf := c.small
+	buf := *c.small
 	if c.big != nil {
 		buf = *c.big
 	}
@@ -243,11 +247,15 @@ func (c *chunkReader) read() (chunk []byte, full bool, err error) {
 	return buf[:n], full, err
 }
 
-// close gives back the large buffer, if it holds one.
+// close gives back the buffers; the last chunk read is no longer valid.
 func (c *chunkReader) close() {
 	if c.big != nil {
 		bodyBufs.Put(c.big)
 		c.big = nil
+	}
+	if c.small != nil {
+		quietBufs.Put(c.small)
+		c.small = nil
 	}
 }
 
