@@ -44,6 +44,7 @@ type TunnelFrame struct {
 	//	*TunnelFrame_Error
 	//	*TunnelFrame_Stream
 	//	*TunnelFrame_Metadata
+	//	*TunnelFrame_DirectOffer
 	Payload       isTunnelFrame_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -168,6 +169,15 @@ func (x *TunnelFrame) GetMetadata() *TunnelMetadata {
 	return nil
 }
 
+func (x *TunnelFrame) GetDirectOffer() *DirectOffer {
+	if x != nil {
+		if x, ok := x.Payload.(*TunnelFrame_DirectOffer); ok {
+			return x.DirectOffer
+		}
+	}
+	return nil
+}
+
 type isTunnelFrame_Payload interface {
 	isTunnelFrame_Payload()
 }
@@ -203,6 +213,13 @@ type TunnelFrame_Metadata struct {
 	Metadata *TunnelMetadata `protobuf:"bytes,10,opt,name=metadata,proto3,oneof"`
 }
 
+type TunnelFrame_DirectOffer struct {
+	// The relay invites the agent to carry calls on a direct connection
+	// (added in 0.3.0, to agents with the tunnel.direct capability; see
+	// docs/relay.md).
+	DirectOffer *DirectOffer `protobuf:"bytes,11,opt,name=direct_offer,json=directOffer,proto3,oneof"`
+}
+
 func (*TunnelFrame_GrpcRequest) isTunnelFrame_Payload() {}
 
 func (*TunnelFrame_GrpcResponse) isTunnelFrame_Payload() {}
@@ -214,6 +231,59 @@ func (*TunnelFrame_Error) isTunnelFrame_Payload() {}
 func (*TunnelFrame_Stream) isTunnelFrame_Payload() {}
 
 func (*TunnelFrame_Metadata) isTunnelFrame_Payload() {}
+
+func (*TunnelFrame_DirectOffer) isTunnelFrame_Payload() {}
+
+// DirectOffer invites the agent to open a second TLS connection to the
+// relay (ALPN "betcode-direct/1", the same machine certificate), send token
+// on it as its first bytes, and serve HTTP/2 on it: the relay then sends
+// its calls there instead of through OpenTunnel frames. The tunnel stream
+// stays for heartbeats and control; if the connection fails or is refused,
+// calls go on through the stream.
+type DirectOffer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 32 random bytes, valid once, for this tunnel only.
+	Token         []byte `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DirectOffer) Reset() {
+	*x = DirectOffer{}
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DirectOffer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DirectOffer) ProtoMessage() {}
+
+func (x *DirectOffer) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DirectOffer.ProtoReflect.Descriptor instead.
+func (*DirectOffer) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *DirectOffer) GetToken() []byte {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
 
 // TunnelMetadata carries the gRPC metadata of a forwarded call: the request
 // headers (first frame from the relay), the response headers, or the
@@ -230,7 +300,7 @@ type TunnelMetadata struct {
 
 func (x *TunnelMetadata) Reset() {
 	*x = TunnelMetadata{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[1]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -242,7 +312,7 @@ func (x *TunnelMetadata) String() string {
 func (*TunnelMetadata) ProtoMessage() {}
 
 func (x *TunnelMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[1]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -255,7 +325,7 @@ func (x *TunnelMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelMetadata.ProtoReflect.Descriptor instead.
 func (*TunnelMetadata) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{1}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *TunnelMetadata) GetEntries() []*MetadataEntry {
@@ -285,7 +355,7 @@ type MetadataEntry struct {
 
 func (x *MetadataEntry) Reset() {
 	*x = MetadataEntry{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[2]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -297,7 +367,7 @@ func (x *MetadataEntry) String() string {
 func (*MetadataEntry) ProtoMessage() {}
 
 func (x *MetadataEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[2]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -310,7 +380,7 @@ func (x *MetadataEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataEntry.ProtoReflect.Descriptor instead.
 func (*MetadataEntry) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{2}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *MetadataEntry) GetKey() string {
@@ -340,7 +410,7 @@ type StreamFrame struct {
 
 func (x *StreamFrame) Reset() {
 	*x = StreamFrame{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[3]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -352,7 +422,7 @@ func (x *StreamFrame) String() string {
 func (*StreamFrame) ProtoMessage() {}
 
 func (x *StreamFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[3]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -365,7 +435,7 @@ func (x *StreamFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamFrame.ProtoReflect.Descriptor instead.
 func (*StreamFrame) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{3}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StreamFrame) GetData() []byte {
@@ -395,7 +465,7 @@ type ErrorFrame struct {
 
 func (x *ErrorFrame) Reset() {
 	*x = ErrorFrame{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[4]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -407,7 +477,7 @@ func (x *ErrorFrame) String() string {
 func (*ErrorFrame) ProtoMessage() {}
 
 func (x *ErrorFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[4]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -420,7 +490,7 @@ func (x *ErrorFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorFrame.ProtoReflect.Descriptor instead.
 func (*ErrorFrame) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{4}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ErrorFrame) GetCode() string {
@@ -448,7 +518,7 @@ type TunnelHeartbeat struct {
 
 func (x *TunnelHeartbeat) Reset() {
 	*x = TunnelHeartbeat{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[5]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -460,7 +530,7 @@ func (x *TunnelHeartbeat) String() string {
 func (*TunnelHeartbeat) ProtoMessage() {}
 
 func (x *TunnelHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[5]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -473,7 +543,7 @@ func (x *TunnelHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelHeartbeat.ProtoReflect.Descriptor instead.
 func (*TunnelHeartbeat) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{5}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TunnelHeartbeat) GetSentAt() *timestamppb.Timestamp {
@@ -500,7 +570,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[6]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -512,7 +582,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[6]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -525,7 +595,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{6}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RegisterRequest) GetMachineId() string {
@@ -575,7 +645,7 @@ type MachineInfo struct {
 
 func (x *MachineInfo) Reset() {
 	*x = MachineInfo{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[7]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +657,7 @@ func (x *MachineInfo) String() string {
 func (*MachineInfo) ProtoMessage() {}
 
 func (x *MachineInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[7]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +670,7 @@ func (x *MachineInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineInfo.ProtoReflect.Descriptor instead.
 func (*MachineInfo) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{7}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MachineInfo) GetOs() string {
@@ -653,7 +723,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[8]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +735,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[8]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +748,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{8}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RegisterResponse) GetAccepted() bool {
@@ -717,7 +787,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[9]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -729,7 +799,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[9]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -742,7 +812,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{9}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HeartbeatRequest) GetMachineId() string {
@@ -781,7 +851,7 @@ type MachineMetrics struct {
 
 func (x *MachineMetrics) Reset() {
 	*x = MachineMetrics{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[10]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -793,7 +863,7 @@ func (x *MachineMetrics) String() string {
 func (*MachineMetrics) ProtoMessage() {}
 
 func (x *MachineMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[10]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -806,7 +876,7 @@ func (x *MachineMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineMetrics.ProtoReflect.Descriptor instead.
 func (*MachineMetrics) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{10}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MachineMetrics) GetCpuUsagePercent() float32 {
@@ -843,7 +913,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[11]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -855,7 +925,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[11]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -868,7 +938,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{11}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HeartbeatResponse) GetReceivedAt() *timestamppb.Timestamp {
@@ -890,7 +960,7 @@ var File_betcode_v1_tunnel_proto protoreflect.FileDescriptor
 const file_betcode_v1_tunnel_proto_rawDesc = "" +
 	"\n" +
 	"\x17betcode/v1/tunnel.proto\x12\n" +
-	"betcode.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbd\x03\n" +
+	"betcode.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfb\x03\n" +
 	"\vTunnelFrame\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1a\n" +
@@ -904,8 +974,11 @@ const file_betcode_v1_tunnel_proto_rawDesc = "" +
 	"\x05error\x18\x06 \x01(\v2\x16.betcode.v1.ErrorFrameH\x00R\x05error\x121\n" +
 	"\x06stream\x18\a \x01(\v2\x17.betcode.v1.StreamFrameH\x00R\x06stream\x128\n" +
 	"\bmetadata\x18\n" +
-	" \x01(\v2\x1a.betcode.v1.TunnelMetadataH\x00R\bmetadataB\t\n" +
-	"\apayload\"a\n" +
+	" \x01(\v2\x1a.betcode.v1.TunnelMetadataH\x00R\bmetadata\x12<\n" +
+	"\fdirect_offer\x18\v \x01(\v2\x17.betcode.v1.DirectOfferH\x00R\vdirectOfferB\t\n" +
+	"\apayload\"#\n" +
+	"\vDirectOffer\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\fR\x05token\"a\n" +
 	"\x0eTunnelMetadata\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.betcode.v1.MetadataEntryR\aentries\x12\x1a\n" +
 	"\btrailers\x18\x02 \x01(\bR\btrailers\"9\n" +
@@ -968,44 +1041,46 @@ func file_betcode_v1_tunnel_proto_rawDescGZIP() []byte {
 	return file_betcode_v1_tunnel_proto_rawDescData
 }
 
-var file_betcode_v1_tunnel_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_betcode_v1_tunnel_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_betcode_v1_tunnel_proto_goTypes = []any{
 	(*TunnelFrame)(nil),           // 0: betcode.v1.TunnelFrame
-	(*TunnelMetadata)(nil),        // 1: betcode.v1.TunnelMetadata
-	(*MetadataEntry)(nil),         // 2: betcode.v1.MetadataEntry
-	(*StreamFrame)(nil),           // 3: betcode.v1.StreamFrame
-	(*ErrorFrame)(nil),            // 4: betcode.v1.ErrorFrame
-	(*TunnelHeartbeat)(nil),       // 5: betcode.v1.TunnelHeartbeat
-	(*RegisterRequest)(nil),       // 6: betcode.v1.RegisterRequest
-	(*MachineInfo)(nil),           // 7: betcode.v1.MachineInfo
-	(*RegisterResponse)(nil),      // 8: betcode.v1.RegisterResponse
-	(*HeartbeatRequest)(nil),      // 9: betcode.v1.HeartbeatRequest
-	(*MachineMetrics)(nil),        // 10: betcode.v1.MachineMetrics
-	(*HeartbeatResponse)(nil),     // 11: betcode.v1.HeartbeatResponse
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*DirectOffer)(nil),           // 1: betcode.v1.DirectOffer
+	(*TunnelMetadata)(nil),        // 2: betcode.v1.TunnelMetadata
+	(*MetadataEntry)(nil),         // 3: betcode.v1.MetadataEntry
+	(*StreamFrame)(nil),           // 4: betcode.v1.StreamFrame
+	(*ErrorFrame)(nil),            // 5: betcode.v1.ErrorFrame
+	(*TunnelHeartbeat)(nil),       // 6: betcode.v1.TunnelHeartbeat
+	(*RegisterRequest)(nil),       // 7: betcode.v1.RegisterRequest
+	(*MachineInfo)(nil),           // 8: betcode.v1.MachineInfo
+	(*RegisterResponse)(nil),      // 9: betcode.v1.RegisterResponse
+	(*HeartbeatRequest)(nil),      // 10: betcode.v1.HeartbeatRequest
+	(*MachineMetrics)(nil),        // 11: betcode.v1.MachineMetrics
+	(*HeartbeatResponse)(nil),     // 12: betcode.v1.HeartbeatResponse
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
 }
 var file_betcode_v1_tunnel_proto_depIdxs = []int32{
-	5,  // 0: betcode.v1.TunnelFrame.heartbeat:type_name -> betcode.v1.TunnelHeartbeat
-	4,  // 1: betcode.v1.TunnelFrame.error:type_name -> betcode.v1.ErrorFrame
-	3,  // 2: betcode.v1.TunnelFrame.stream:type_name -> betcode.v1.StreamFrame
-	1,  // 3: betcode.v1.TunnelFrame.metadata:type_name -> betcode.v1.TunnelMetadata
-	2,  // 4: betcode.v1.TunnelMetadata.entries:type_name -> betcode.v1.MetadataEntry
-	12, // 5: betcode.v1.TunnelHeartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	7,  // 6: betcode.v1.RegisterRequest.info:type_name -> betcode.v1.MachineInfo
-	12, // 7: betcode.v1.HeartbeatRequest.sent_at:type_name -> google.protobuf.Timestamp
-	10, // 8: betcode.v1.HeartbeatRequest.metrics:type_name -> betcode.v1.MachineMetrics
-	12, // 9: betcode.v1.HeartbeatResponse.received_at:type_name -> google.protobuf.Timestamp
-	0,  // 10: betcode.v1.TunnelService.OpenTunnel:input_type -> betcode.v1.TunnelFrame
-	6,  // 11: betcode.v1.TunnelService.Register:input_type -> betcode.v1.RegisterRequest
-	9,  // 12: betcode.v1.TunnelService.Heartbeat:input_type -> betcode.v1.HeartbeatRequest
-	0,  // 13: betcode.v1.TunnelService.OpenTunnel:output_type -> betcode.v1.TunnelFrame
-	8,  // 14: betcode.v1.TunnelService.Register:output_type -> betcode.v1.RegisterResponse
-	11, // 15: betcode.v1.TunnelService.Heartbeat:output_type -> betcode.v1.HeartbeatResponse
-	13, // [13:16] is the sub-list for method output_type
-	10, // [10:13] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	6,  // 0: betcode.v1.TunnelFrame.heartbeat:type_name -> betcode.v1.TunnelHeartbeat
+	5,  // 1: betcode.v1.TunnelFrame.error:type_name -> betcode.v1.ErrorFrame
+	4,  // 2: betcode.v1.TunnelFrame.stream:type_name -> betcode.v1.StreamFrame
+	2,  // 3: betcode.v1.TunnelFrame.metadata:type_name -> betcode.v1.TunnelMetadata
+	1,  // 4: betcode.v1.TunnelFrame.direct_offer:type_name -> betcode.v1.DirectOffer
+	3,  // 5: betcode.v1.TunnelMetadata.entries:type_name -> betcode.v1.MetadataEntry
+	13, // 6: betcode.v1.TunnelHeartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	8,  // 7: betcode.v1.RegisterRequest.info:type_name -> betcode.v1.MachineInfo
+	13, // 8: betcode.v1.HeartbeatRequest.sent_at:type_name -> google.protobuf.Timestamp
+	11, // 9: betcode.v1.HeartbeatRequest.metrics:type_name -> betcode.v1.MachineMetrics
+	13, // 10: betcode.v1.HeartbeatResponse.received_at:type_name -> google.protobuf.Timestamp
+	0,  // 11: betcode.v1.TunnelService.OpenTunnel:input_type -> betcode.v1.TunnelFrame
+	7,  // 12: betcode.v1.TunnelService.Register:input_type -> betcode.v1.RegisterRequest
+	10, // 13: betcode.v1.TunnelService.Heartbeat:input_type -> betcode.v1.HeartbeatRequest
+	0,  // 14: betcode.v1.TunnelService.OpenTunnel:output_type -> betcode.v1.TunnelFrame
+	9,  // 15: betcode.v1.TunnelService.Register:output_type -> betcode.v1.RegisterResponse
+	12, // 16: betcode.v1.TunnelService.Heartbeat:output_type -> betcode.v1.HeartbeatResponse
+	14, // [14:17] is the sub-list for method output_type
+	11, // [11:14] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_betcode_v1_tunnel_proto_init() }
@@ -1020,6 +1095,7 @@ func file_betcode_v1_tunnel_proto_init() {
 		(*TunnelFrame_Error)(nil),
 		(*TunnelFrame_Stream)(nil),
 		(*TunnelFrame_Metadata)(nil),
+		(*TunnelFrame_DirectOffer)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1027,7 +1103,7 @@ func file_betcode_v1_tunnel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_betcode_v1_tunnel_proto_rawDesc), len(file_betcode_v1_tunnel_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

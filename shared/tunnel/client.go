@@ -27,7 +27,8 @@ import (
 // and the TunnelFrame call protocol (Forward, Serve).
 //
 // Either way nothing starts until the first call, so an idle tunnel costs
-// only the OpenTunnel stream.
+// only the OpenTunnel stream. An agent that can (CapabilityDirect) is then
+// invited to carry the calls on a direct connection (direct.go).
 type Client struct {
 	conn  net.Conn
 	useH2 bool
@@ -37,6 +38,12 @@ type Client struct {
 	cc     *http.ClientConn
 	closed bool
 	done   chan struct{}
+
+	offer    func(token []byte) // sends a DirectOffer; nil: the agent cannot
+	token    []byte             // the offer outstanding, until used
+	offered  time.Time          // when the last offer was sent
+	direct   *http.ClientConn   // the calls' connection, once attached
+	directNC net.Conn           // its connection
 }
 
 // NewClient returns the relay's end of a tunnel over conn. h2 says whether
@@ -69,9 +76,15 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
-	sess, cc := c.sess, c.cc
+	sess, cc, direct, directNC := c.sess, c.cc, c.direct, c.directNC
 	close(c.done)
 	c.mu.Unlock()
+	if direct != nil {
+		direct.Close()
+	}
+	if directNC != nil {
+		directNC.Close()
+	}
 	if cc != nil {
 		cc.Close()
 	}
@@ -128,32 +141,20 @@ var h2Config = http.HTTP2Config{
 	MaxReceiveBufferPerConnection: 64 << 20,
 }
 
-// clientConn returns the HTTP/2 connection to the agent, starting it on
-// first use. It lives as long as the tunnel.
+// clientConn returns the HTTP/2 connection to the agent: the direct one if
+// it is attached and healthy, else the one over the tunnel stream, started
+// on first use (it lives as long as the tunnel).
 func (c *Client) clientConn(ctx context.Context) (*http.ClientConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, ErrClosed
 	}
+	if cc := c.directLocked(); cc != nil {
+		return cc, nil
+	}
 	if c.cc == nil {
-		protos := new(http.Protocols)
-		protos.SetUnencryptedHTTP2(true)
-		conn := c.conn
-		t := &http.Transport{
-			Protocols:          protos,
-			HTTP2:              &h2Config,
-			DisableCompression: true,
-			DialContext: func(context.Context, string, string) (net.Conn, error) {
-				if conn == nil {
-					return nil, ErrClosed // the tunnel's one connection is used
-				}
-				cn := conn
-				conn = nil
-				return cn, nil
-			},
-		}
-		cc, err := t.NewClientConn(ctx, "http", "machine:80")
+		cc, err := newH2ClientConn(ctx, c.conn)
 		if err != nil {
 			return nil, fmt.Errorf("start HTTP/2 on the tunnel: %w", err)
 		}
@@ -163,6 +164,27 @@ func (c *Client) clientConn(ctx context.Context) (*http.ClientConn, error) {
 		return nil, fmt.Errorf("tunnel: %w", err)
 	}
 	return c.cc, nil
+}
+
+// newH2ClientConn starts an HTTP/2 client connection on conn (already
+// connected: the tunnel stream, or a direct connection).
+func newH2ClientConn(ctx context.Context, conn net.Conn) (*http.ClientConn, error) {
+	protos := new(http.Protocols)
+	protos.SetUnencryptedHTTP2(true)
+	t := &http.Transport{
+		Protocols:          protos,
+		HTTP2:              &h2Config,
+		DisableCompression: true,
+		DialContext: func(context.Context, string, string) (net.Conn, error) {
+			if conn == nil {
+				return nil, ErrClosed // the one connection is used
+			}
+			cn := conn
+			conn = nil
+			return cn, nil
+		},
+	}
+	return t.NewClientConn(ctx, "http", "machine:80")
 }
 
 // Forward carries one client call to the agent and writes the agent's

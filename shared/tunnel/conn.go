@@ -37,6 +37,9 @@ type Conn struct {
 	local       net.Addr
 	remote      net.Addr
 	OnHeartbeat func(*pb.TunnelHeartbeat)
+	// OnDirectOffer, if set, takes the relay's DirectOffers (direct.go).
+	// It runs on the reading goroutine and must not block.
+	OnDirectOffer func(token []byte)
 
 	rbuf []byte
 
@@ -46,6 +49,7 @@ type Conn struct {
 	werr      error
 	closing   bool
 	heartbeat bool          // a heartbeat frame is due
+	offer     []byte        // a DirectOffer's token, due to be sent
 	sending   bool          // the send goroutine runs
 	flushed   chan struct{} // if not nil, closed when the send goroutine stops
 	closeOne  sync.Once
@@ -85,6 +89,10 @@ func (c *Conn) Read(p []byte) (int, error) {
 		case *pb.TunnelFrame_Heartbeat:
 			if c.OnHeartbeat != nil {
 				c.OnHeartbeat(pl.Heartbeat)
+			}
+		case *pb.TunnelFrame_DirectOffer:
+			if c.OnDirectOffer != nil && len(pl.DirectOffer.Token) == DirectTokenLen {
+				c.OnDirectOffer(pl.DirectOffer.Token)
 			}
 		case *pb.TunnelFrame_Error:
 			return 0, errors.New("tunnel closed by peer: " + pl.Error.Code + ": " + pl.Error.Message)
@@ -153,6 +161,9 @@ func (c *Conn) sendLoop() {
 		case c.heartbeat:
 			c.heartbeat = false
 			f = &pb.TunnelFrame{Payload: &pb.TunnelFrame_Heartbeat{Heartbeat: &pb.TunnelHeartbeat{SentAt: timestamppb.Now()}}}
+		case c.offer != nil:
+			f = &pb.TunnelFrame{Payload: &pb.TunnelFrame_DirectOffer{DirectOffer: &pb.DirectOffer{Token: c.offer}}}
+			c.offer = nil
 		case len(c.pending) > 0:
 			n := min(len(c.pending), maxSendBytes)
 			out = append(out[:0], c.pending[:n]...)
@@ -182,6 +193,18 @@ func (c *Conn) SendHeartbeat() {
 		return
 	}
 	c.heartbeat = true
+	c.startSending()
+}
+
+// SendDirectOffer queues a DirectOffer frame with token (the relay's end;
+// see direct.go). It does not block.
+func (c *Conn) SendDirectOffer(token []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.werr != nil || c.closing {
+		return
+	}
+	c.offer = token
 	c.startSending()
 }
 
