@@ -2,7 +2,9 @@
 // mTLS, registers, opens the tunnel and serves every call the relay forwards
 // through it with the agent's own gRPC server. On any failure it reconnects
 // with backoff (1 s, 2 s, 5 s, 10 s, then every 30 s, each ±20 %) and
-// registers again. Local clients are served whatever the tunnel does. A
+// registers again. Local clients are served whatever the tunnel does. When
+// the relay offers it, the relay's calls come over a direct connection of
+// their own (tunnel.ServeDirect), the tunnel stream staying for the rest. A
 // relay replica that drains (RELAY_DRAINING, drain.go) is no failure: the
 // link reconnects within DrainJitter and starts its schedule over.
 //
@@ -14,6 +16,7 @@ package relaylink
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -185,7 +188,7 @@ func (l *Link) session(ctx context.Context, log *slog.Logger) error {
 	api := pb.NewTunnelServiceClient(cc)
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	resp, err := api.Register(rctx, &pb.RegisterRequest{
-		MachineName: l.cfg.MachineName, Capabilities: []string{"claude-code", tunnel.CapabilityHTTP2},
+		MachineName: l.cfg.MachineName, Capabilities: []string{"claude-code", tunnel.CapabilityHTTP2, tunnel.CapabilityDirect},
 		Info: &pb.MachineInfo{Os: runtime.GOOS, Arch: runtime.GOARCH, Version: l.cfg.Version, CpuCores: uint32(runtime.NumCPU())},
 	})
 	cancel()
@@ -198,6 +201,9 @@ func (l *Link) session(ctx context.Context, log *slog.Logger) error {
 	if !resp.Accepted {
 		return fmt.Errorf("relay refused registration: %s", resp.Message)
 	}
+	// Direct connections (below) end with sctx; wait for them after stop.
+	var directs sync.WaitGroup
+	defer directs.Wait()
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	stream, err := api.OpenTunnel(sctx)
@@ -210,6 +216,29 @@ func (l *Link) session(ctx context.Context, log *slog.Logger) error {
 	var once sync.Once
 	conn.OnHeartbeat = func(*pb.TunnelHeartbeat) { once.Do(func() { close(registered) }) }
 	srv := &tunnel.Server{Handler: l.cfg.Handler, Native: l.cfg.Native, Remote: "relay:" + l.cfg.Relay}
+	// The relay invites us to carry its calls on a connection of their
+	// own (tunnel.ServeDirect); the stream stays for everything else.
+	directTLS := tlsCfg.Clone()
+	directTLS.NextProtos = []string{tunnel.ALPNDirect}
+	dialer := &tls.Dialer{Config: directTLS}
+	dial := func(ctx context.Context) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", l.cfg.Relay) }
+	var directing atomic.Bool // one direct connection at a time
+	conn.OnDirectOffer = func(token []byte) {
+		if !directing.CompareAndSwap(false, true) {
+			return
+		}
+		directs.Go(func() {
+			defer directing.Store(false)
+			err := srv.ServeDirect(sctx, dial, token, directTries)
+			switch {
+			case sctx.Err() != nil:
+			case errors.Is(err, tunnel.ErrDirectRefused):
+				log.Info("relay calls stay on the tunnel stream", "reason", err)
+			default:
+				log.Debug("direct connection to the relay ended", "err", err)
+			}
+		})
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.ServeConn(sctx, conn) }()
 	// The relay sends a heartbeat frame once it can route calls to us.
@@ -241,6 +270,11 @@ func (l *Link) session(ctx context.Context, log *slog.Logger) error {
 	stop()
 	return ws.cause(err)
 }
+
+// directTries is how many times the link dials a direct connection for one
+// offer: behind a load balancer the connection may reach a replica that
+// does not hold the tunnel, which refuses it.
+const directTries = 4
 
 // heartbeats sends a heartbeat every interval; missing three in a row ends
 // the session so the link reconnects.

@@ -49,6 +49,7 @@ import (
 	"github.com/betcode-dev/betcode/shared/healthdetail"
 	"github.com/betcode-dev/betcode/shared/mtls"
 	"github.com/betcode-dev/betcode/shared/telemetry"
+	"github.com/betcode-dev/betcode/shared/tunnel"
 )
 
 // Version is the relay's version, set by the command.
@@ -396,8 +397,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	// Browsers speak HTTP/1.1 as well as HTTP/2 (a WebSocket needs
-	// HTTP/1.1); gRPC clients and agents offer only h2 and get it.
-	tlsCfg.NextProtos = []string{"h2", "http/1.1"}
+	// HTTP/1.1); gRPC clients and agents offer only h2 and get it; an
+	// agent's direct connection offers only tunnel.ALPNDirect (the
+	// splitter hands it to its tunnel).
+	tlsCfg.NextProtos = []string{"h2", "http/1.1", tunnel.ALPNDirect}
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -416,6 +419,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	errc := make(chan error, 4)
 	split := newSplitter(ln, tlsCfg, lg, splitOptions{MaxPending: lim.Config().MaxPendingConns, HandshakeTimeout: lim.Config().HandshakeTimeout})
+	split.tunnels = tunnels
 	splitDone := make(chan struct{})
 	go func() {
 		defer close(splitDone)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -15,7 +16,9 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/betcode-dev/betcode/relay/limits"
+	"github.com/betcode-dev/betcode/relay/registry"
 	"github.com/betcode-dev/betcode/shared/mtls"
+	"github.com/betcode-dev/betcode/shared/tunnel"
 )
 
 // splitter accepts TLS connections on the relay's one port and, after the
@@ -43,7 +46,9 @@ type splitter struct {
 	now      func() time.Time
 	machines *chanListener
 	clients  *chanListener
-	wg       sync.WaitGroup
+	// tunnels, if set, takes agents' direct connections (tunnel.ALPNDirect).
+	tunnels *registry.Registry
+	wg      sync.WaitGroup
 
 	pending atomic.Int64 // handshake goroutines running (slots plus evicted ones ending)
 	peak    atomic.Int64 // the most slots taken at once
@@ -254,11 +259,52 @@ func (s *splitter) handshake(sl *slot, c net.Conn) {
 	// a replica forwarding clients' calls goes to the router (which trusts
 	// its forwarding headers, see auth.Middleware), like any client.
 	state := tc.ConnectionState()
+	if state.NegotiatedProtocol == tunnel.ALPNDirect {
+		s.direct(tc, &state)
+		return
+	}
 	if _, relay := mtls.PeerRelay(&state); !relay && len(state.VerifiedChains) > 0 {
 		s.machines.push(newReadyConn(tc))
 		return
 	}
 	s.clients.push(tc)
+}
+
+// direct hands an agent's direct connection to its tunnel: the connection
+// must carry the machine certificate of a tunnel this replica holds, and
+// then that tunnel's outstanding offer token (tunnel.AttachDirect).
+// Anything else is closed: a client offering the protocol, another
+// replica's agent (its connection landed here), a wrong or reused token.
+func (s *splitter) direct(tc *tls.Conn, state *tls.ConnectionState) {
+	remote := tc.RemoteAddr().String()
+	refuse := func(reason string) {
+		tc.Close()
+		s.log.Debug("relay: refused a direct connection", "remote", remote, "reason", reason)
+	}
+	id, err := mtls.MachineID(*state)
+	if _, relay := mtls.PeerRelay(state); relay || err != nil || s.tunnels == nil {
+		refuse("not a machine certificate")
+		return
+	}
+	t := s.tunnels.Get(id)
+	if t == nil {
+		refuse("machine " + id + " has no tunnel on this replica")
+		return
+	}
+	token := make([]byte, tunnel.DirectTokenLen)
+	tc.SetReadDeadline(time.Now().Add(min(s.opt.HandshakeTimeout, tunnel.DirectAcceptTimeout)))
+	if _, err := io.ReadFull(tc, token); err != nil {
+		refuse("no token: " + err.Error())
+		return
+	}
+	tc.SetReadDeadline(time.Time{})
+	ctx, cancel := context.WithTimeout(context.Background(), tunnel.DirectAcceptTimeout)
+	defer cancel()
+	if err := t.Client.AttachDirect(ctx, tc, token); err != nil {
+		refuse(err.Error())
+		return
+	}
+	s.log.Info("relay: calls now go over the machine's direct connection", "machine_id", id, "remote", remote)
 }
 
 // warnEvery lets one warning through per warnPeriod and counts the ones

@@ -253,7 +253,11 @@ func (s *Service) openTunnel(stream pb.TunnelService_OpenTunnelServer) (*registr
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	conn := tunnel.NewConn(stream, cancel, tunnel.Addr("relay"), tunnel.Addr("machine:"+id))
-	client := tunnel.NewClient(conn, slices.Contains(m.Capabilities, tunnel.CapabilityHTTP2))
+	h2 := slices.Contains(m.Capabilities, tunnel.CapabilityHTTP2)
+	client := tunnel.NewClient(conn, h2)
+	if h2 && slices.Contains(m.Capabilities, tunnel.CapabilityDirect) {
+		client.EnableDirect(conn.SendDirectOffer)
+	}
 	t := &registry.Tunnel{MachineID: id, OwnerID: m.OwnerID, TeamID: m.TeamID, Client: client, ConnectedAt: s.now()}
 	if old := s.Registry.Add(t); old != nil {
 		s.Log.Info("tunnel: a new connection replaces the old one", "machine_id", id)
