@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -132,15 +133,17 @@ func (m *certMint) machines(tb testing.TB, prefix string, n int) []*tls.Config {
 }
 
 // agentLink is a minimal agent, as agent/relaylink does it (the relay module
-// must not import agent packages): Register, OpenTunnel, and tunnel.Server on
-// the tunnel. The gRPC
-// options copy relaylink's. BETCODE_BENCH_TUNNEL=frames leaves out
-// CapabilityHTTP2, so that the relay uses yamux and the
-// one-stream-per-call TunnelFrame protocol instead of HTTP/2.
+// must not import agent packages): Register, OpenTunnel, tunnel.Server on
+// the tunnel, and a direct connection when the relay offers one
+// (tunnel.ServeDirect). The gRPC options copy relaylink's.
+// BETCODE_BENCH_TUNNEL=stream leaves out CapabilityDirect, so that calls stay
+// on the OpenTunnel stream; =frames leaves out CapabilityHTTP2 too, so that
+// the relay uses yamux and the one-stream-per-call TunnelFrame protocol.
 type agentLink struct {
-	cc   *grpc.ClientConn
-	stop context.CancelFunc
-	done chan struct{} // closed when the tunnel is gone
+	cc      *grpc.ClientConn
+	stop    context.CancelFunc
+	done    chan struct{}  // closed when the tunnel is gone
+	directs sync.WaitGroup // direct connections (tunnel.ServeDirect)
 }
 
 func dialAgent(ctx context.Context, relayAddr string, tlsCfg *tls.Config, srv *grpc.Server) (*agentLink, error) {
@@ -152,9 +155,12 @@ func dialAgent(ctx context.Context, relayAddr string, tlsCfg *tls.Config, srv *g
 	if err != nil {
 		return nil, err
 	}
-	caps := []string{"claude-code", tunnel.CapabilityHTTP2}
-	if os.Getenv("BETCODE_BENCH_TUNNEL") == "frames" {
+	caps := []string{"claude-code", tunnel.CapabilityHTTP2, tunnel.CapabilityDirect}
+	switch os.Getenv("BETCODE_BENCH_TUNNEL") {
+	case "frames":
 		caps = caps[:1]
+	case "stream":
+		caps = caps[:2]
 	}
 	api := pb.NewTunnelServiceClient(cc)
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -185,8 +191,19 @@ func dialAgent(ctx context.Context, relayAddr string, tlsCfg *tls.Config, srv *g
 		ts.Handler, ts.Native = srv, srv
 	}
 	l := &agentLink{cc: cc, stop: stop, done: make(chan struct{})}
+	directTLS := tlsCfg.Clone()
+	directTLS.NextProtos = []string{tunnel.ALPNDirect}
+	dialer := &tls.Dialer{Config: directTLS}
+	conn.OnDirectOffer = func(token []byte) {
+		l.directs.Go(func() {
+			_ = ts.ServeDirect(sctx, func(ctx context.Context) (net.Conn, error) {
+				return dialer.DialContext(ctx, "tcp", relayAddr)
+			}, token, 4)
+		})
+	}
 	go func() {
 		defer close(l.done)
+		defer l.directs.Wait()
 		defer stop()
 		_ = ts.ServeConn(sctx, conn)
 	}()
