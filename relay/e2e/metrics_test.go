@@ -31,6 +31,8 @@ func TestMetricsMoveAndPassPromtool(t *testing.T) {
 	err := w.client().Invoke(onMachine(ctx, "m1"), "/betcode.v1.AgentService/NoSuchMethod", &pb.ListSessionsRequest{}, &pb.ListSessionsResponse{})
 	wantCode(t, "unknown method", err, codes.Unimplemented, "")
 
+	// The call brought the agent's direct connection.
+	w.relay.waitLine(t, `calls now go over the machine's direct connection" machine_id=m1`, 30*time.Second)
 	// Heartbeats come every second (the harness's --heartbeat-interval);
 	// the relay has counted one once the agent has its answer.
 	a.proc.waitLine(t, `relay heartbeat acknowledged`, 10*time.Second)
@@ -53,6 +55,7 @@ func TestMetricsMoveAndPassPromtool(t *testing.T) {
 		{"connected", "betcode_relay_connected_machines", nil, 1},
 		{"heartbeat lag", "betcode_relay_heartbeat_lag_seconds_count", nil, 1},
 		{"buffer readable", "betcode_relay_buffer_stats_up", nil, 1},
+		{"direct connection", "betcode_relay_direct_connections_total", []string{"outcome", "accepted"}, 1},
 		{"go collector", "go_goroutines", nil, 1},
 	}
 	for _, tc := range tests {

@@ -420,6 +420,13 @@ func Run(ctx context.Context, cfg Config) error {
 	errc := make(chan error, 4)
 	split := newSplitter(ln, tlsCfg, lg, splitOptions{MaxPending: lim.Config().MaxPendingConns, HandshakeTimeout: lim.Config().HandshakeTimeout})
 	split.tunnels = tunnels
+	split.directs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "betcode_relay_direct_connections_total",
+		Help: "Agents' direct connections for their calls (docs/relay.md), by outcome: accepted, or refused (no machine certificate, no tunnel on this replica, a wrong token).",
+	}, []string{"outcome"})
+	split.directs.WithLabelValues("accepted")
+	split.directs.WithLabelValues("refused")
+	reg.MustRegister(split.directs)
 	splitDone := make(chan struct{})
 	go func() {
 		defer close(splitDone)

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/credentials"
 
 	"github.com/betcode-dev/betcode/relay/limits"
@@ -48,6 +49,9 @@ type splitter struct {
 	clients  *chanListener
 	// tunnels, if set, takes agents' direct connections (tunnel.ALPNDirect).
 	tunnels *registry.Registry
+	// directs, if set, counts direct connections by outcome (accepted,
+	// refused).
+	directs *prometheus.CounterVec
 	wg      sync.WaitGroup
 
 	pending atomic.Int64 // handshake goroutines running (slots plus evicted ones ending)
@@ -279,6 +283,7 @@ func (s *splitter) direct(tc *tls.Conn, state *tls.ConnectionState) {
 	remote := tc.RemoteAddr().String()
 	refuse := func(reason string) {
 		tc.Close()
+		s.countDirect("refused")
 		s.log.Debug("relay: refused a direct connection", "remote", remote, "reason", reason)
 	}
 	id, err := mtls.MachineID(*state)
@@ -304,7 +309,14 @@ func (s *splitter) direct(tc *tls.Conn, state *tls.ConnectionState) {
 		refuse(err.Error())
 		return
 	}
+	s.countDirect("accepted")
 	s.log.Info("relay: calls now go over the machine's direct connection", "machine_id", id, "remote", remote)
+}
+
+func (s *splitter) countDirect(outcome string) {
+	if s.directs != nil {
+		s.directs.WithLabelValues(outcome).Inc()
+	}
 }
 
 // warnEvery lets one warning through per warnPeriod and counts the ones
