@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/betcode-dev/betcode/agent/acp"
@@ -277,6 +278,10 @@ func Run(ctx context.Context, cfg Config) error {
 		// Static windows: grpc-go's BDP estimation would ping on every
 		// small call, an extra round of frames through the relay tunnel.
 		grpc.InitialWindowSize(1<<20), grpc.InitialConnWindowSize(4<<20),
+		// The relay checks an idle direct connection with a ping every
+		// 30 s (shared/tunnel, direct.go); grpc-go's default policy would
+		// answer that with GOAWAY after two.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.ChainUnaryInterceptor(guard.UnaryInterceptor, server.UnaryRecover(log), ver.UnaryInterceptor),
 		grpc.ChainStreamInterceptor(guard.StreamInterceptor, server.StreamRecover(log), ver.StreamInterceptor),
 	)...)

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -55,9 +57,11 @@ var benchDesc = grpc.ServiceDesc{
 }
 
 // newBenchServer returns the agent's server, with the agent's window
-// settings (static windows: no BDP pings).
+// settings (static windows: no BDP pings; the relay's health pings on an
+// idle direct connection allowed).
 func newBenchServer(opts ...grpc.ServerOption) *grpc.Server {
-	opts = append(opts, grpc.InitialWindowSize(1<<20), grpc.InitialConnWindowSize(4<<20))
+	opts = append(opts, grpc.InitialWindowSize(1<<20), grpc.InitialConnWindowSize(4<<20),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
 	s := grpc.NewServer(opts...)
 	s.RegisterService(&benchDesc, struct{}{})
 	return s

@@ -154,7 +154,7 @@ func (c *Client) clientConn(ctx context.Context) (*http.ClientConn, error) {
 		return cc, nil
 	}
 	if c.cc == nil {
-		cc, err := newH2ClientConn(ctx, c.conn)
+		cc, err := newH2ClientConn(ctx, c.conn, &h2Config)
 		if err != nil {
 			return nil, fmt.Errorf("start HTTP/2 on the tunnel: %w", err)
 		}
@@ -167,13 +167,13 @@ func (c *Client) clientConn(ctx context.Context) (*http.ClientConn, error) {
 }
 
 // newH2ClientConn starts an HTTP/2 client connection on conn (already
-// connected: the tunnel stream, or a direct connection).
-func newH2ClientConn(ctx context.Context, conn net.Conn) (*http.ClientConn, error) {
+// connected: the tunnel stream, or a direct connection) with cfg.
+func newH2ClientConn(ctx context.Context, conn net.Conn, cfg *http.HTTP2Config) (*http.ClientConn, error) {
 	protos := new(http.Protocols)
 	protos.SetUnencryptedHTTP2(true)
 	t := &http.Transport{
 		Protocols:          protos,
-		HTTP2:              &h2Config,
+		HTTP2:              cfg,
 		DisableCompression: true,
 		DialContext: func(context.Context, string, string) (net.Conn, error) {
 			if conn == nil {

@@ -57,6 +57,18 @@ const DirectReofferAfter = time.Minute
 // waits for the token.
 const DirectAcceptTimeout = 10 * time.Second
 
+// A direct connection is checked with HTTP/2 pings: after directPingEvery
+// without a frame from the agent the relay pings, and closes the
+// connection if no answer comes within directPingTimeout (calls then go
+// back to the stream). The tunnel stream has gRPC keepalives; without
+// these, a direct connection that died silently (a NAT mapping dropped
+// while it was idle) would hold calls until TCP gave up, many minutes
+// later. The pings also keep such a mapping alive. Variables for tests.
+var (
+	directPingEvery   = 30 * time.Second
+	directPingTimeout = 10 * time.Second
+)
+
 // EnableDirect lets the tunnel's first call invite the agent to a direct
 // connection: send delivers the DirectOffer (on the OpenTunnel stream). It
 // must not block.
@@ -83,7 +95,9 @@ func (c *Client) AttachDirect(ctx context.Context, conn net.Conn, token []byte) 
 		return errDirectToken
 	}
 	c.token = nil
-	cc, err := newH2ClientConn(ctx, conn)
+	cfg := h2Config
+	cfg.SendPingTimeout, cfg.PingTimeout = directPingEvery, directPingTimeout
+	cc, err := newH2ClientConn(ctx, conn, &cfg)
 	if err != nil {
 		return fmt.Errorf("start HTTP/2 on the direct connection: %w", err)
 	}

@@ -30,7 +30,11 @@ type directWorld struct {
 	served   chan error // ServeDirect's result
 }
 
-func newDirectWorld(t *testing.T) *directWorld {
+func newDirectWorld(t *testing.T) *directWorld { return newDirectWorldVia(t, nil) }
+
+// newDirectWorldVia is newDirectWorld whose agent reaches the "relay"
+// through via(address) instead, if via is set.
+func newDirectWorldVia(t *testing.T, via func(target string) string) *directWorld {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -70,12 +74,16 @@ func newDirectWorld(t *testing.T) *directWorld {
 		}
 	}()
 
+	addr := ln.Addr().String()
+	if via != nil {
+		addr = via(addr)
+	}
 	srv := &Server{Handler: gs, Native: gs, Remote: "relay"}
 	ac.OnDirectOffer = func(token []byte) {
 		go func() {
 			w.served <- srv.ServeDirect(ctx, func(ctx context.Context) (net.Conn, error) {
 				w.dials.Add(1)
-				return (&net.Dialer{}).DialContext(ctx, "tcp", ln.Addr().String())
+				return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 			}, token, 3)
 		}()
 	}
@@ -211,4 +219,92 @@ func TestServeDirectRetriesRefusedConnections(t *testing.T) {
 	if n := tokens.Load(); n != 4 {
 		t.Fatalf("the relay saw the token %d times, want 4", n)
 	}
+}
+
+// freezer is a TCP proxy that can stop passing bytes without closing
+// anything: a connection that died silently (a NAT mapping dropped).
+type freezer struct {
+	ln     net.Listener
+	frozen chan struct{}
+}
+
+func newFreezer(t *testing.T, target string) *freezer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &freezer{ln: ln, frozen: make(chan struct{})}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			t.Cleanup(func() { c.Close(); u.Close() })
+			go f.pipe(u, c)
+			go f.pipe(c, u)
+		}
+	}()
+	return f
+}
+
+// pipe copies src to dst until frozen, then holds both open and silent.
+func (f *freezer) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		select {
+		case <-f.frozen:
+			return // drop it: nothing passes any more
+		default:
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// A direct connection that goes silent (no FIN, no RST) is found dead by
+// the relay's pings, and calls go back to the stream instead of hanging.
+func TestDirectConnectionGoneSilentFallsBack(t *testing.T) {
+	every, timeout := directPingEvery, directPingTimeout
+	directPingEvery, directPingTimeout = 100*time.Millisecond, 200*time.Millisecond
+	t.Cleanup(func() { directPingEvery, directPingTimeout = every, timeout })
+	var f *freezer
+	w := newDirectWorldVia(t, func(target string) string {
+		f = newFreezer(t, target)
+		return f.ln.Addr().String()
+	})
+	w.call(t, "first")
+	select {
+	case <-w.accepted:
+	case err := <-w.refused:
+		t.Fatalf("the direct connection was refused: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("no direct connection after the first call")
+	}
+	w.call(t, "direct")
+	close(f.frozen)
+	// The pings go unanswered: within a few ping periods the relay drops
+	// the connection.
+	deadline := time.Now().Add(10 * time.Second)
+	for w.client.Direct() {
+		if time.Now().After(deadline) {
+			t.Fatal("the relay still trusts a direct connection that stopped answering")
+		}
+		runtime.Gosched()
+	}
+	w.call(t, "back on the stream")
 }
