@@ -16,7 +16,6 @@ package relaylink
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -218,10 +217,7 @@ func (l *Link) session(ctx context.Context, log *slog.Logger) error {
 	srv := &tunnel.Server{Handler: l.cfg.Handler, Native: l.cfg.Native, Remote: "relay:" + l.cfg.Relay}
 	// The relay invites us to carry its calls on a connection of their
 	// own (tunnel.ServeDirect); the stream stays for everything else.
-	directTLS := tlsCfg.Clone()
-	directTLS.NextProtos = []string{tunnel.ALPNDirect}
-	dialer := &tls.Dialer{Config: directTLS}
-	dial := func(ctx context.Context) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", l.cfg.Relay) }
+	dial := tunnel.DirectDialer(tlsCfg, l.cfg.Relay)
 	var directing atomic.Bool // one direct connection at a time
 	conn.OnDirectOffer = func(token []byte) {
 		if !directing.CompareAndSwap(false, true) {

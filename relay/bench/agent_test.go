@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -191,15 +190,9 @@ func dialAgent(ctx context.Context, relayAddr string, tlsCfg *tls.Config, srv *g
 		ts.Handler, ts.Native = srv, srv
 	}
 	l := &agentLink{cc: cc, stop: stop, done: make(chan struct{})}
-	directTLS := tlsCfg.Clone()
-	directTLS.NextProtos = []string{tunnel.ALPNDirect}
-	dialer := &tls.Dialer{Config: directTLS}
+	dial := tunnel.DirectDialer(tlsCfg, relayAddr)
 	conn.OnDirectOffer = func(token []byte) {
-		l.directs.Go(func() {
-			_ = ts.ServeDirect(sctx, func(ctx context.Context) (net.Conn, error) {
-				return dialer.DialContext(ctx, "tcp", relayAddr)
-			}, token, 4)
-		})
+		l.directs.Go(func() { _ = ts.ServeDirect(sctx, dial, token, 4) })
 	}
 	go func() {
 		defer close(l.done)

@@ -67,7 +67,7 @@ func startAgentProcess(tb testing.TB, r *relayProc, id string) (directAddr strin
 	if _, err := pki.IssueMachine(r.pki, id, pki.Options{Owner: "user:" + benchUser}); err != nil {
 		tb.Fatal(err)
 	}
-	line, pid, err := startChild(tb, agentModeEnv+"=1",
+	addr, pid, err := startChild(tb, agentModeEnv+"=1",
 		"BETCODE_BENCH_AGENT_RELAY="+r.addr, "BETCODE_BENCH_AGENT_CA="+r.caFile(),
 		"BETCODE_BENCH_AGENT_CERT="+filepath.Join(r.pki, pki.MachineCertFile(id)),
 		"BETCODE_BENCH_AGENT_KEY="+filepath.Join(r.pki, pki.MachineKeyFile(id)),
@@ -76,17 +76,14 @@ func startAgentProcess(tb testing.TB, r *relayProc, id string) (directAddr strin
 	if err != nil {
 		tb.Fatalf("bench agent did not start: %v\nrelay log:\n%s", err, r.log())
 	}
-	addr, ok := strings.CutPrefix(line, "ready ")
-	if !ok {
-		tb.Fatalf("bench agent said %q", line)
-	}
 	return addr, pid
 }
 
 // startChild runs this test binary again with env added (the variable that
 // picks its role first), ends it when the test ends (closing its stdin,
-// killing it after 10 s), and returns the first line it prints and its pid.
-func startChild(tb testing.TB, env ...string) (line string, pid int, err error) {
+// killing it after 10 s), and returns the address its first line announces
+// ("ready ADDR") and its pid.
+func startChild(tb testing.TB, env ...string) (addr string, pid int, err error) {
 	tb.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), env...)
@@ -114,6 +111,13 @@ func startChild(tb testing.TB, env ...string) (line string, pid int, err error) 
 			<-done
 		}
 	})
-	line, err = bufio.NewReader(stdout).ReadString('\n')
-	return strings.TrimSpace(line), cmd.Process.Pid, err
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		return "", 0, err
+	}
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "ready ")
+	if !ok {
+		return "", 0, fmt.Errorf("it said %q", line)
+	}
+	return addr, cmd.Process.Pid, nil
 }

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 )
@@ -67,13 +66,9 @@ func proxyConn(c net.Conn, target string) {
 // address and pid.
 func startL4Proxy(tb testing.TB, target string) (addr string, pid int) {
 	tb.Helper()
-	line, pid, err := startChild(tb, proxyModeEnv+"=1", "BETCODE_BENCH_L4_TARGET="+target)
+	addr, pid, err := startChild(tb, proxyModeEnv+"=1", "BETCODE_BENCH_L4_TARGET="+target)
 	if err != nil {
 		tb.Fatalf("l4 proxy did not start: %v", err)
-	}
-	addr, ok := strings.CutPrefix(line, "ready ")
-	if !ok {
-		tb.Fatalf("l4 proxy said %q", line)
 	}
 	return addr, pid
 }

@@ -39,11 +39,10 @@ type Client struct {
 	closed bool
 	done   chan struct{}
 
-	offer    func(token []byte) // sends a DirectOffer; nil: the agent cannot
-	token    []byte             // the offer outstanding, until used
-	offered  time.Time          // when the last offer was sent
-	direct   *http.ClientConn   // the calls' connection, once attached
-	directNC net.Conn           // its connection
+	offer   func(token []byte) // sends a DirectOffer; nil: the agent cannot
+	token   []byte             // the offer outstanding, until used
+	offered time.Time          // when the last offer was sent
+	direct  *http.ClientConn   // the calls' connection, once attached
 }
 
 // NewClient returns the relay's end of a tunnel over conn. h2 says whether
@@ -76,14 +75,11 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
-	sess, cc, direct, directNC := c.sess, c.cc, c.direct, c.directNC
+	sess, cc, direct := c.sess, c.cc, c.direct
 	close(c.done)
 	c.mu.Unlock()
 	if direct != nil {
-		direct.Close()
-	}
-	if directNC != nil {
-		directNC.Close()
+		direct.Close() // and its connection
 	}
 	if cc != nil {
 		cc.Close()

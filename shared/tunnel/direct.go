@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -102,7 +103,7 @@ func (c *Client) AttachDirect(ctx context.Context, conn net.Conn, token []byte) 
 		return fmt.Errorf("start HTTP/2 on the direct connection: %w", err)
 	}
 	c.dropDirectLocked()
-	c.direct, c.directNC = cc, conn
+	c.direct = cc
 	return nil
 }
 
@@ -124,7 +125,7 @@ func (c *Client) directLocked() *http.ClientConn {
 		}
 		c.dropDirectLocked()
 	}
-	if c.offer != nil && (c.offered.IsZero() || time.Since(c.offered) >= DirectReofferAfter) {
+	if c.offer != nil && time.Since(c.offered) >= DirectReofferAfter { // a zero offered is long ago
 		token := make([]byte, DirectTokenLen)
 		rand.Read(token)
 		c.token, c.offered = token, time.Now()
@@ -136,10 +137,19 @@ func (c *Client) directLocked() *http.ClientConn {
 // dropDirectLocked closes the direct connection, if any. c.mu is held.
 func (c *Client) dropDirectLocked() {
 	if c.direct != nil {
-		c.direct.Close()
-		c.directNC.Close()
-		c.direct, c.directNC = nil, nil
+		c.direct.Close() // and its connection
+		c.direct = nil
 	}
+}
+
+// DirectDialer returns the dial of ServeDirect for a relay at addr: TLS
+// with cfg (the machine certificate, the relay's CA), offering only
+// ALPNDirect.
+func DirectDialer(cfg *tls.Config, addr string) func(context.Context) (net.Conn, error) {
+	c := cfg.Clone()
+	c.NextProtos = []string{ALPNDirect}
+	d := &tls.Dialer{Config: c}
+	return func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 }
 
 // ErrDirectRefused says that no relay replica reached took the direct
