@@ -20,6 +20,8 @@ import (
 // a TestService natively and takes DirectOffers, and a listener standing
 // for the relay's direct port.
 type directWorld struct {
+	svc    *testService
+	gs     *grpc.Server
 	client *Client
 	ln     net.Listener
 	dials  atomic.Int32
@@ -38,12 +40,13 @@ func newDirectWorldVia(t *testing.T, via func(target string) string) *directWorl
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	svc := &testService{started: make(chan struct{}, 1)}
 	gs := grpc.NewServer()
-	testpb.RegisterTestServiceServer(gs, &testService{})
+	testpb.RegisterTestServiceServer(gs, svc)
 	t.Cleanup(gs.Stop)
 	relaySide, agentSide := grpcStreamPair(t)
 	rc, ac := relaySide.(*Conn), agentSide.(*Conn)
-	w := &directWorld{client: NewClient(rc, true), accepted: make(chan net.Conn, 4), refused: make(chan error, 4), served: make(chan error, 4)}
+	w := &directWorld{svc: svc, gs: gs, client: NewClient(rc, true), accepted: make(chan net.Conn, 4), refused: make(chan error, 4), served: make(chan error, 4)}
 	t.Cleanup(func() { w.client.Close() })
 	w.client.EnableDirect(rc.SendDirectOffer)
 
@@ -297,9 +300,9 @@ func TestDirectConnectionGoneSilentFallsBack(t *testing.T) {
 	}
 	w.call(t, "direct")
 	close(f.frozen)
-	// The pings go unanswered: within a few ping periods the relay drops
-	// the connection.
-	deadline := time.Now().Add(10 * time.Second)
+	// The pings go unanswered: within a ping period (grpc-go's least, 10
+	// s) and the timeout the relay drops the connection.
+	deadline := time.Now().Add(30 * time.Second)
 	for w.client.Direct() {
 		if time.Now().After(deadline) {
 			t.Fatal("the relay still trusts a direct connection that stopped answering")

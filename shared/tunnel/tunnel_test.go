@@ -32,8 +32,13 @@ type testService struct {
 func (s *testService) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	grpc.SetHeader(ctx, metadata.Pairs("echo-header", strings.Join(md.Get("x-custom"), ",")))
+	if blob := md.Get("x-blob-bin"); len(blob) > 0 {
+		grpc.SetHeader(ctx, metadata.Pairs("echo-blob-bin", strings.Join(blob, "|")))
+	}
 	grpc.SetTrailer(ctx, metadata.Pairs("echo-user", strings.Join(md.Get("x-betcode-user"), ",")))
 	switch string(req.GetPayload().GetBody()) {
+	case "unavailable": // the agent's own answer, not a broken tunnel
+		return nil, status.Error(codes.Unavailable, "agent busy")
 	case "fail":
 		st, _ := status.New(codes.NotFound, "no such thing").WithDetails(&errdetails.ErrorInfo{Reason: "SESSION_NOT_FOUND", Domain: "betcode.dev"})
 		return nil, st.Err()
@@ -217,97 +222,101 @@ func forwardCases() []forwardCase {
 func TestForwardedCalls(t *testing.T) {
 	for _, tc := range forwardCases() {
 		t.Run(tc.transport+"/"+tc.mode, func(t *testing.T) {
-			h := newHarness(t, tc.transport, tc.mode)
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-
-			t.Run("unary with metadata both ways", func(t *testing.T) {
-				var hdr, tr metadata.MD
-				ctx := metadata.AppendToOutgoingContext(ctx, "x-custom", "v1", "x-betcode-user", "mallory")
-				resp, err := h.client.UnaryCall(ctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("hello")}}, grpc.Header(&hdr), grpc.Trailer(&tr))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if string(resp.Payload.Body) != "hello" {
-					t.Errorf("body %q", resp.Payload.Body)
-				}
-				if got := hdr.Get("echo-header"); len(got) != 1 || got[0] != "v1" {
-					t.Errorf("response header echo = %v", got)
-				}
-				if got := tr.Get("echo-user"); len(got) != 1 || got[0] != "alice" {
-					t.Errorf("the relay's identity must override the client's: trailer = %v", got)
-				}
-			})
-			t.Run("status and details pass through", func(t *testing.T) {
-				_, err := h.client.UnaryCall(ctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("fail")}})
-				st := status.Convert(err)
-				if st.Code() != codes.NotFound || st.Message() != "no such thing" || len(st.Details()) != 1 {
-					t.Fatalf("got %v (details %v)", err, st.Details())
-				}
-			})
-			t.Run("server streaming", func(t *testing.T) {
-				req := &testpb.StreamingOutputCallRequest{}
-				for i := 0; i < 500; i++ {
-					req.ResponseParameters = append(req.ResponseParameters, &testpb.ResponseParameters{Size: int32(i % 100)})
-				}
-				s, err := h.client.StreamingOutputCall(ctx, req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				n := 0
-				for {
-					m, err := s.Recv()
-					if errors.Is(err, io.EOF) {
-						break
-					}
-					if err != nil {
-						t.Fatal(err)
-					}
-					if len(m.Payload.Body) != n%100 {
-						t.Fatalf("message %d has %d bytes", n, len(m.Payload.Body))
-					}
-					n++
-				}
-				if n != 500 {
-					t.Fatalf("got %d messages", n)
-				}
-			})
-			t.Run("bidi", func(t *testing.T) {
-				s, err := h.client.FullDuplexCall(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for i := 0; i < 50; i++ {
-					body := []byte(strings.Repeat("x", i))
-					if err := s.Send(&testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: body}}); err != nil {
-						t.Fatal(err)
-					}
-					m, err := s.Recv()
-					if err != nil || len(m.Payload.Body) != i {
-						t.Fatalf("echo %d: %v %v", i, m, err)
-					}
-				}
-				s.CloseSend()
-				if _, err := s.Recv(); !errors.Is(err, io.EOF) {
-					t.Fatalf("after half-close: %v", err)
-				}
-			})
-			t.Run("deadline and cancellation reach the agent", func(t *testing.T) {
-				h.svc.cancelled = make(chan struct{})
-				dctx, dcancel := context.WithTimeout(ctx, 200*time.Millisecond)
-				defer dcancel()
-				_, err := h.client.UnaryCall(dctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("slow")}})
-				if status.Code(err) != codes.DeadlineExceeded {
-					t.Fatalf("got %v", err)
-				}
-				select {
-				case <-h.svc.cancelled:
-				case <-ctx.Done():
-					t.Fatal("the agent-side handler was never cancelled")
-				}
-			})
+			checkForwardedCalls(t, newHarness(t, tc.transport, tc.mode))
 		})
 	}
+}
+
+// checkForwardedCalls makes every kind of call through h and checks what
+// its client sees.
+func checkForwardedCalls(t *testing.T, h *harness) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	t.Run("unary with metadata both ways", func(t *testing.T) {
+		var hdr, tr metadata.MD
+		ctx := metadata.AppendToOutgoingContext(ctx, "x-custom", "v1", "x-betcode-user", "mallory")
+		resp, err := h.client.UnaryCall(ctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("hello")}}, grpc.Header(&hdr), grpc.Trailer(&tr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(resp.Payload.Body) != "hello" {
+			t.Errorf("body %q", resp.Payload.Body)
+		}
+		if got := hdr.Get("echo-header"); len(got) != 1 || got[0] != "v1" {
+			t.Errorf("response header echo = %v", got)
+		}
+		if got := tr.Get("echo-user"); len(got) != 1 || got[0] != "alice" {
+			t.Errorf("the relay's identity must override the client's: trailer = %v", got)
+		}
+	})
+	t.Run("status and details pass through", func(t *testing.T) {
+		_, err := h.client.UnaryCall(ctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("fail")}})
+		st := status.Convert(err)
+		if st.Code() != codes.NotFound || st.Message() != "no such thing" || len(st.Details()) != 1 {
+			t.Fatalf("got %v (details %v)", err, st.Details())
+		}
+	})
+	t.Run("server streaming", func(t *testing.T) {
+		req := &testpb.StreamingOutputCallRequest{}
+		for i := 0; i < 500; i++ {
+			req.ResponseParameters = append(req.ResponseParameters, &testpb.ResponseParameters{Size: int32(i % 100)})
+		}
+		s, err := h.client.StreamingOutputCall(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for {
+			m, err := s.Recv()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(m.Payload.Body) != n%100 {
+				t.Fatalf("message %d has %d bytes", n, len(m.Payload.Body))
+			}
+			n++
+		}
+		if n != 500 {
+			t.Fatalf("got %d messages", n)
+		}
+	})
+	t.Run("bidi", func(t *testing.T) {
+		s, err := h.client.FullDuplexCall(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 50; i++ {
+			body := []byte(strings.Repeat("x", i))
+			if err := s.Send(&testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: body}}); err != nil {
+				t.Fatal(err)
+			}
+			m, err := s.Recv()
+			if err != nil || len(m.Payload.Body) != i {
+				t.Fatalf("echo %d: %v %v", i, m, err)
+			}
+		}
+		s.CloseSend()
+		if _, err := s.Recv(); !errors.Is(err, io.EOF) {
+			t.Fatalf("after half-close: %v", err)
+		}
+	})
+	t.Run("deadline and cancellation reach the agent", func(t *testing.T) {
+		h.svc.cancelled = make(chan struct{})
+		dctx, dcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer dcancel()
+		_, err := h.client.UnaryCall(dctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("slow")}})
+		if status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("got %v", err)
+		}
+		select {
+		case <-h.svc.cancelled:
+		case <-ctx.Done():
+			t.Fatal("the agent-side handler was never cancelled")
+		}
+	})
 }
 
 func TestInvoke(t *testing.T) {

@@ -1,0 +1,254 @@
+package tunnel
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding/gzip"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// directHarness is a directWorld with an HTTP/2 front that forwards every
+// call through the tunnel's Client, as the relay does, once the direct
+// connection is attached.
+type directHarness struct {
+	*harness
+	w        *directWorld
+	cc       *grpc.ClientConn
+	relayEnd net.Conn // the relay's end of the direct connection
+}
+
+func newDirectHarness(t *testing.T) *directHarness {
+	t.Helper()
+	w := newDirectWorld(t)
+	proxy := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		_ = w.client.Forward(r.Context(), rw, r, "req-1", http.Header{"x-betcode-user": {"alice"}})
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: proxy, Protocols: new(http.Protocols)}
+	hs.Protocols.SetUnencryptedHTTP2(true)
+	go hs.Serve(ln)
+	cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cc.Close()
+		hs.Close()
+	})
+	h := &directHarness{harness: &harness{client: testpb.NewTestServiceClient(cc), svc: w.svc}, w: w, cc: cc}
+
+	// The first unary call brings the direct connection.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := h.client.UnaryCall(ctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("first")}}); err != nil {
+		t.Fatalf("first call: %v", err)
+	}
+	select {
+	case h.relayEnd = <-w.accepted:
+	case err := <-w.refused:
+		t.Fatalf("the direct connection was refused: %v", err)
+	case <-ctx.Done():
+		t.Fatal("no direct connection after the first call")
+	}
+	if !w.client.Direct() {
+		t.Fatal("attached, but unary calls do not go direct")
+	}
+	return h
+}
+
+// Every kind of call works with the direct connection attached: unary
+// ones over it (grpc-go's client), streams over the OpenTunnel stream.
+func TestDirectForwardedCalls(t *testing.T) {
+	h := newDirectHarness(t)
+	checkForwardedCalls(t, h.harness)
+	if !h.w.client.Direct() {
+		t.Fatal("the direct connection went away during the calls")
+	}
+}
+
+// The unary path's own cases: what it passes on as the agent said it, what
+// it refuses itself, and what it hands to the byte path.
+func TestDirectUnaryCalls(t *testing.T) {
+	h := newDirectHarness(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	call := func(ctx context.Context, body string, opts ...grpc.CallOption) (*testpb.SimpleResponse, error) {
+		return h.client.UnaryCall(ctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte(body)}}, opts...)
+	}
+
+	t.Run("the agent's UNAVAILABLE is its own, not a broken tunnel", func(t *testing.T) {
+		_, err := call(ctx, "unavailable")
+		st := status.Convert(err)
+		if st.Code() != codes.Unavailable || st.Message() != "agent busy" || reason(st) != "" {
+			t.Fatalf("got %v (reason %q), want the agent's UNAVAILABLE as it sent it", err, reason(st))
+		}
+	})
+	t.Run("binary metadata both ways", func(t *testing.T) {
+		blob := string([]byte{0, 1, 2, 0xfe, 0xff, '\n'})
+		var hdr metadata.MD
+		_, err := call(metadata.AppendToOutgoingContext(ctx, "x-blob-bin", blob), "hello", grpc.Header(&hdr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := hdr.Get("echo-blob-bin"); len(got) != 1 || got[0] != blob {
+			t.Fatalf("echoed binary header = %q, want %q", got, blob)
+		}
+	})
+	t.Run("a large message", func(t *testing.T) {
+		body := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB: several DATA frames each way
+		resp, err := call(ctx, body)
+		if err != nil || string(resp.GetPayload().GetBody()) != body {
+			t.Fatalf("got %d bytes, %v", len(resp.GetPayload().GetBody()), err)
+		}
+	})
+	t.Run("a compressed call takes the byte path", func(t *testing.T) {
+		resp, err := call(ctx, "squeezed", grpc.UseCompressor(gzip.Name))
+		if err != nil || string(resp.GetPayload().GetBody()) != "squeezed" {
+			t.Fatalf("got %v, %v", resp, err)
+		}
+	})
+	for _, tt := range []struct {
+		name string
+		msgs int
+		want string
+	}{
+		{"no request message", 0, "without a request message"},
+		{"two request messages", 2, "more than one request message"},
+	} {
+		t.Run(tt.name+" is refused", func(t *testing.T) {
+			s, err := h.cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/grpc.testing.TestService/UnaryCall")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range tt.msgs {
+				if err := s.SendMsg(&testpb.SimpleRequest{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s.CloseSend()
+			err = s.RecvMsg(new(testpb.SimpleResponse))
+			if st := status.Convert(err); st.Code() != codes.Internal || !strings.Contains(st.Message(), tt.want) {
+				t.Fatalf("got %v, want INTERNAL: ...%s...", err, tt.want)
+			}
+		})
+	}
+	t.Run("the direct connection lost mid-call is TUNNEL_DISCONNECTED", func(t *testing.T) {
+		go func() {
+			<-h.svc.started
+			h.relayEnd.Close()
+		}()
+		_, err := call(ctx, "slow")
+		st := status.Convert(err)
+		if st.Code() != codes.Unavailable || reason(st) != "TUNNEL_DISCONNECTED" {
+			t.Fatalf("got %v (reason %q), want UNAVAILABLE / TUNNEL_DISCONNECTED", err, reason(st))
+		}
+		// The next call goes over the stream.
+		if resp, err := call(ctx, "after"); err != nil || string(resp.GetPayload().GetBody()) != "after" {
+			t.Fatalf("after the direct connection: %v, %v", resp, err)
+		}
+		if h.w.client.Direct() {
+			t.Fatal("still direct after the connection closed")
+		}
+	})
+}
+
+func reason(st *status.Status) string {
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok {
+			return ei.Reason
+		}
+	}
+	return ""
+}
+
+func TestUnaryMethod(t *testing.T) {
+	for _, tt := range []struct {
+		path string
+		want bool
+	}{
+		{"/betcode.v1.AgentService/ListSessions", true},
+		{"/betcode.v1.AgentService/Converse", false},        // bidi
+		{"/betcode.v1.AgentService/ResumeSession", false},   // server streaming
+		{"/grpc.testing.TestService/UnaryCall", true},       // any registered service
+		{"/grpc.testing.TestService/FullDuplexCall", false}, // bidi
+		{"/betcode.v1.AgentService/NoSuchMethod", false},
+		{"/betcode.v9.Future/Call", false},       // unknown: forwarded as a stream
+		{"/betcode.v1.SessionSummary/Id", false}, // a message, not a service
+		{"", false},
+		{"/", false},
+		{"nonsense", false},
+	} {
+		if got := UnaryMethod(tt.path); got != tt.want {
+			t.Errorf("UnaryMethod(%q) = %v, want %v", tt.path, got, tt.want)
+		}
+	}
+}
+
+func TestReadUnaryRequest(t *testing.T) {
+	msg := []byte("hello")
+	for _, tt := range []struct {
+		name string
+		body []byte
+		want string // "" = ok
+	}{
+		{"one message", Frame(msg), ""},
+		{"an empty message", Frame(nil), ""},
+		{"nothing", nil, "without a request message"},
+		{"half a prefix", []byte{0, 0}, "without a request message"},
+		{"a short message", Frame(msg)[:7], "ended 2 bytes into a message of 5"},
+		{"two messages", append(Frame(msg), Frame(msg)...), "more than one request message"},
+		{"a compressed message", append([]byte{1}, Frame(msg)[1:]...), "compressed"},
+		{"a prefix announcing 4 GiB", []byte{0, 0xff, 0xff, 0xff, 0xff, 'x'}, "ended 1 bytes into a message of 4294967295"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := readUnaryRequest(bytes.NewReader(tt.body))
+			if tt.want == "" {
+				if err != nil || !bytes.Equal(got, tt.body[5:]) {
+					t.Fatalf("got %q, %v", got, err)
+				}
+				return
+			}
+			if st := status.Convert(err); err == nil || st.Code() != codes.Internal || !strings.Contains(st.Message(), tt.want) {
+				t.Fatalf("got %q, %v; want INTERNAL ...%s...", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzReadUnaryRequest: any body is read without a panic, and a message is
+// returned only for exactly one uncompressed frame.
+func FuzzReadUnaryRequest(f *testing.F) {
+	f.Add(Frame([]byte("hello")))
+	f.Add([]byte{})
+	f.Add([]byte{0, 0xff, 0xff, 0xff, 0xff})
+	f.Add(append(Frame(nil), Frame(nil)...))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		msg, err := readUnaryRequest(io.MultiReader(bytes.NewReader(body)))
+		if err != nil {
+			if msg != nil {
+				t.Fatal("a message and an error")
+			}
+			return
+		}
+		if len(body) < 5 || body[0] != 0 || int(binary.BigEndian.Uint32(body[1:5])) != len(body)-5 || !bytes.Equal(msg, body[5:]) {
+			t.Fatalf("accepted %x as the message %x", body, msg)
+		}
+	})
+}
