@@ -10,23 +10,14 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-
-	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
 // The benchmark service is hand-written (no protoc), like the one behind
-// perf-baselines.md: server-streaming Stream of 64-byte
-// google.protobuf.StringValue messages (66 bytes encoded), and a unary
-// "Echo" of a 64-byte string. Echo answers under the name of a real unary
-// agent method, AgentService/RenameSession (a RenameSessionRequest in, a
-// SessionSummary with the same id and name out: 73 bytes each way), so that
-// the relay treats it as it treats every agent unary call: it takes the
-// direct connection's unary path only for methods its protobuf registry
-// knows to be unary (tunnel.UnaryMethod).
+// perf-baselines.md: unary Echo and server-streaming Stream of 64-byte
+// google.protobuf.StringValue messages (66 bytes encoded).
 const (
 	benchService = "betcode.bench.v1.Bench"
-	echoService  = "betcode.v1.AgentService"
-	echoMethod   = "/" + echoService + "/RenameSession"
+	echoMethod   = "/" + benchService + "/Echo"
 	streamMethod = "/" + benchService + "/Stream"
 )
 
@@ -35,6 +26,16 @@ var payload64 = strings.Repeat("x", 64)
 var benchDesc = grpc.ServiceDesc{
 	ServiceName: benchService,
 	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "Echo",
+		Handler: func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			in := new(wrapperspb.StringValue)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			return in, nil
+		},
+	}},
 	Streams: []grpc.StreamDesc{{
 		StreamName:    "Stream",
 		ServerStreams: true,
@@ -63,7 +64,6 @@ func newBenchServer(opts ...grpc.ServerOption) *grpc.Server {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
 	s := grpc.NewServer(opts...)
 	s.RegisterService(&benchDesc, struct{}{})
-	s.RegisterService(&echoDesc, struct{}{})
 	return s
 }
 
@@ -99,29 +99,7 @@ func streamEvents(ctx context.Context, cc *grpc.ClientConn, n uint64) error {
 	return nil
 }
 
-// echoDesc serves Echo (see echoMethod).
-var echoDesc = grpc.ServiceDesc{
-	ServiceName: echoService,
-	HandlerType: (*any)(nil),
-	Methods: []grpc.MethodDesc{{
-		MethodName: "RenameSession",
-		Handler: func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-			in := new(pb.RenameSessionRequest)
-			if err := dec(in); err != nil {
-				return nil, err
-			}
-			return &pb.SessionSummary{Id: in.SessionId, Name: in.Name}, nil
-		},
-	}},
-}
-
 func echo(ctx context.Context, cc *grpc.ClientConn) error {
-	out := new(pb.SessionSummary)
-	if err := cc.Invoke(ctx, echoMethod, &pb.RenameSessionRequest{SessionId: "bench", Name: payload64}, out); err != nil {
-		return err
-	}
-	if out.Name != payload64 {
-		return errors.New("echo answered a different name")
-	}
-	return nil
+	out := new(wrapperspb.StringValue)
+	return cc.Invoke(ctx, echoMethod, wrapperspb.String(payload64), out)
 }

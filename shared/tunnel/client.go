@@ -42,7 +42,7 @@ type Client struct {
 	offer   func(token []byte) // sends a DirectOffer; nil: the agent cannot
 	token   []byte             // the offer outstanding, until used
 	offered time.Time          // when the last offer was sent
-	direct  *directRPC         // the unary calls' connection, once attached
+	direct  *http.ClientConn   // the calls' connection, once attached
 }
 
 // NewClient returns the relay's end of a tunnel over conn. h2 says whether
@@ -79,7 +79,7 @@ func (c *Client) Close() error {
 	close(c.done)
 	c.mu.Unlock()
 	if direct != nil {
-		direct.close()
+		direct.Close() // and its connection
 	}
 	if cc != nil {
 		cc.Close()
@@ -137,13 +137,17 @@ var h2Config = http.HTTP2Config{
 	MaxReceiveBufferPerConnection: 64 << 20,
 }
 
-// clientConn returns the HTTP/2 connection over the tunnel stream, started
+// clientConn returns the HTTP/2 connection to the agent: the direct one if
+// it is attached and healthy, else the one over the tunnel stream, started
 // on first use (it lives as long as the tunnel).
 func (c *Client) clientConn(ctx context.Context) (*http.ClientConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, ErrClosed
+	}
+	if cc := c.directLocked(); cc != nil {
+		return cc, nil
 	}
 	if c.cc == nil {
 		cc, err := newH2ClientConn(ctx, c.conn, &h2Config)
@@ -156,17 +160,6 @@ func (c *Client) clientConn(ctx context.Context) (*http.ClientConn, error) {
 		return nil, fmt.Errorf("tunnel: %w", err)
 	}
 	return c.cc, nil
-}
-
-// directConn returns the direct connection's client if it can take a call
-// now (directLocked), else nil: the call goes over the stream.
-func (c *Client) directConn() *directRPC {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil
-	}
-	return c.directLocked()
 }
 
 // newH2ClientConn starts an HTTP/2 client connection on conn (already
@@ -202,11 +195,6 @@ func (c *Client) Forward(ctx context.Context, w http.ResponseWriter, r *http.Req
 		}
 		return Forward(ctx, st, w, r, requestID, headers)
 	}
-	if UnaryMethod(r.URL.Path) && uncompressed(r) {
-		if d := c.directConn(); d != nil {
-			return d.forward(ctx, w, r, headers)
-		}
-	}
 	cc, err := c.clientConn(ctx)
 	if err != nil {
 		writeTunnelFailed(w, err)
@@ -226,9 +214,6 @@ func (c *Client) Invoke(ctx context.Context, requestID, service, method string, 
 			return nil, err
 		}
 		return Invoke(st, requestID, service, method, md, request)
-	}
-	if d := c.directConn(); d != nil {
-		return d.invoke(ctx, service, method, md, request)
 	}
 	cc, err := c.clientConn(ctx)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"time"
 )
 
@@ -83,50 +84,43 @@ func (c *Client) EnableDirect(send func(token []byte)) {
 var errDirectToken = errors.New("no such direct-connection offer outstanding on this tunnel (expired, used, or another replica's)")
 
 // AttachDirect takes the agent's direct connection, which presented token,
-// starts grpc-go's client on it and waits (within ctx) for the agent to
-// answer; later unary calls go there. On an error the caller closes conn.
+// and starts the calls' HTTP/2 connection on it; later calls go there. On
+// an error the caller closes conn.
 func (c *Client) AttachDirect(ctx context.Context, conn net.Conn, token []byte) error {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.closed {
-		c.mu.Unlock()
 		return ErrClosed
 	}
 	if c.token == nil || subtle.ConstantTimeCompare(c.token, token) != 1 {
-		c.mu.Unlock()
 		return errDirectToken
 	}
-	c.token = nil // used: nobody else can attach with it
-	c.mu.Unlock()
-
-	d, err := dialDirectRPC(ctx, conn)
+	c.token = nil
+	cfg := h2Config
+	cfg.SendPingTimeout, cfg.PingTimeout = directPingEvery, directPingTimeout
+	cc, err := newH2ClientConn(ctx, conn, &cfg)
 	if err != nil {
-		return fmt.Errorf("start gRPC on the direct connection: %w", err)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		d.close()
-		return ErrClosed
+		return fmt.Errorf("start HTTP/2 on the direct connection: %w", err)
 	}
 	c.dropDirectLocked()
-	c.direct = d
+	c.direct = cc
 	return nil
 }
 
-// Direct reports whether unary calls go over a direct connection.
+// Direct reports whether calls go over a direct connection.
 func (c *Client) Direct() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.direct != nil && c.direct.healthy()
+	return c.direct != nil && c.direct.Err() == nil
 }
 
-// directLocked returns the direct connection's client if it is healthy.
-// Otherwise it drops a failed one and, if the agent can take one, sends an
-// offer (at most once per DirectReofferAfter); the call then goes over the
-// stream. c.mu is held.
-func (c *Client) directLocked() *directRPC {
+// directLocked returns the direct connection's HTTP/2 client if it is
+// healthy. Otherwise it drops a failed one and, if the agent can take
+// one, sends an offer (at most once per DirectReofferAfter); the call then
+// goes over the stream. c.mu is held.
+func (c *Client) directLocked() *http.ClientConn {
 	if c.direct != nil {
-		if c.direct.healthy() {
+		if c.direct.Err() == nil {
 			return c.direct
 		}
 		c.dropDirectLocked()
@@ -143,7 +137,7 @@ func (c *Client) directLocked() *directRPC {
 // dropDirectLocked closes the direct connection, if any. c.mu is held.
 func (c *Client) dropDirectLocked() {
 	if c.direct != nil {
-		c.direct.close()
+		c.direct.Close() // and its connection
 		c.direct = nil
 	}
 }
