@@ -3,9 +3,55 @@ package authtoken
 import (
 	"bytes"
 	"errors"
+	"math"
+	"math/big"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
+
+// Tokens minted before the checksum moved off math/big still parse.
+func TestOlderTokensParse(t *testing.T) {
+	for _, tt := range []struct {
+		k   Kind
+		tok string
+	}{
+		{Client, "bct_xEYDrEsm7FMuBbOSL0gK1MBzpuo2HYaMV2HG2OBb85i1LDk2o"},
+		{Client, "bct_N2lMZ2LX7mvfsN3krVUpjQgcYfsDGZ2NiQCFOYHFAbY15NCoY"},
+		{Join, "bcj_hqfZwgwbPeNhtzzOnRG8mY7UUE5zQlIXwYy0LlEXSf43pjroL"},
+	} {
+		if _, err := Parse(tt.k, tt.tok); err != nil {
+			t.Errorf("Parse(%q): %v", tt.tok, err)
+		}
+	}
+}
+
+// The checksum's base62 digits are the big-number encoding's, for every
+// 32-bit value (the edges, and a sample between).
+func TestChecksumDigitsMatchBigEncoding(t *testing.T) {
+	values := []uint32{0, 1, 61, 62, 62 * 62, math.MaxUint32 - 1, math.MaxUint32}
+	for range 10000 {
+		values = append(values, rand.Uint32())
+	}
+	for _, v := range values {
+		want := encode(new(big.Int).SetUint64(uint64(v)), checksumLen)
+		if got := base62Checksum(v); got != want {
+			t.Fatalf("base62Checksum(%d) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+func BenchmarkParse(b *testing.B) {
+	tok, err := New(Client)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := Parse(Client, tok); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
 
 func TestNewParse(t *testing.T) {
 	for _, k := range []Kind{Client, Join} {
