@@ -31,6 +31,8 @@ type forwardEnv struct {
 	via      *grpc.ClientConn // client → relay (TLS) → tunnel (mTLS) → agent
 	l4       *grpc.ClientConn // client → TCP proxy process → agent: the floor of any extra hop
 	l4PID    int              // the TCP proxy's process
+	h2       *grpc.ClientConn // client → HTTP/2 hop process → agent: the floor of an HTTP/2-terminating hop (unary only)
+	h2PID    int              // the HTTP/2 hop's process
 	ctx      context.Context  // names the agent's machine for relay calls
 }
 
@@ -92,15 +94,21 @@ func newForwardEnv(tb testing.TB) *forwardEnv {
 	// The agent's certificate names 127.0.0.1, which the proxy's address
 	// is too.
 	e.l4 = dial(l4Addr)
+	var h2Addr string
+	h2Addr, e.h2PID = startH2Floor(tb, directAddr, filepath.Join(e.relay.pki, pki.RelayCertFile), filepath.Join(e.relay.pki, pki.RelayKeyFile), e.relay.caFile())
+	e.h2 = dial(h2Addr)
 	e.ctx = metadata.AppendToOutgoingContext(ctx, "x-betcode-machine-id", benchMachine)
 
 	// Warm up every path as perf-baselines did: 1,000 unary calls and a
 	// 20k-event stream each.
-	for _, cc := range []*grpc.ClientConn{e.direct, e.via, e.l4} {
+	for _, cc := range []*grpc.ClientConn{e.direct, e.via, e.l4, e.h2} {
 		for range 1000 {
 			if err := echo(e.ctx, cc); err != nil {
 				tb.Fatal(err)
 			}
+		}
+		if cc == e.h2 {
+			continue // unary only
 		}
 		if err := streamEvents(e.ctx, cc, 20000); err != nil {
 			tb.Fatal(err)
@@ -115,6 +123,8 @@ func (e *forwardEnv) conn(path string) *grpc.ClientConn {
 		return e.direct
 	case "l4":
 		return e.l4
+	case "h2":
+		return e.h2
 	}
 	return e.via
 }
@@ -132,6 +142,7 @@ func (e *forwardEnv) cpuTime() time.Duration {
 		total += procCPU(e.agentPID)
 	}
 	total += procCPU(e.l4PID)
+	total += procCPU(e.h2PID)
 	return total
 }
 
@@ -243,7 +254,7 @@ func BenchmarkForward(b *testing.B) {
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
 		})
 	}
-	for _, path := range []string{"direct", "relay"} {
+	for _, path := range []string{"direct", "relay", "h2"} {
 		b.Run("unary="+path, func(b *testing.B) {
 			lat := e.unaryLatencies(b, path, b.N)
 			b.ReportMetric(us(percentile(lat, 0.50)), "p50-µs")
@@ -268,7 +279,7 @@ func BenchmarkForward(b *testing.B) {
 		calls := envInt("BETCODE_BENCH_CALLS", 3000)
 		paths := []string{"direct", "relay", "l4"}
 		rate, cpu, p50, p99, ucpu := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
-		var ratio, ratioL4, added, addedL4 []float64
+		var ratio, ratioL4, added, addedL4, addedH2 []float64
 		for round := range b.N {
 			// Rotate the order: each path goes first in turn.
 			order := append(slices.Clone(paths[round%3:]), paths[:round%3]...)
@@ -280,7 +291,11 @@ func BenchmarkForward(b *testing.B) {
 				cpu[p] = append(cpu[p], us(e.cpuTime()-c0)/float64(events))
 			}
 			l50 := map[string]float64{}
-			for _, p := range order {
+			uorder := append(slices.Clone(order), "h2")
+			if round%2 == 1 {
+				uorder = append([]string{"h2"}, order...)
+			}
+			for _, p := range uorder {
 				c0 := e.cpuTime()
 				lat := e.unaryLatencies(b, p, calls)
 				ucpu[p] = append(ucpu[p], us(e.cpuTime()-c0)/float64(calls))
@@ -292,12 +307,13 @@ func BenchmarkForward(b *testing.B) {
 			ratioL4 = append(ratioL4, r["l4"]/r["direct"])
 			added = append(added, l50["relay"]-l50["direct"])
 			addedL4 = append(addedL4, l50["l4"]-l50["direct"])
+			addedH2 = append(addedH2, l50["h2"]-l50["direct"])
 			last := func(m map[string][]float64, p string) float64 { return m[p][len(m[p])-1] }
-			b.Logf("round %d: stream/s direct %.0f relay %.0f (%.2f) l4 %.0f (%.2f); CPU µs/event %.2f / %.2f / %.2f; unary p50 µs %.0f / %.0f / %.0f, p99 %.0f / %.0f / %.0f; CPU µs/call %.0f / %.0f / %.0f",
+			b.Logf("round %d: stream/s direct %.0f relay %.0f (%.2f) l4 %.0f (%.2f); CPU µs/event %.2f / %.2f / %.2f; unary p50 µs %.0f / %.0f / %.0f (h2 %.0f), p99 %.0f / %.0f / %.0f; CPU µs/call %.0f / %.0f / %.0f (h2 %.0f)",
 				round, r["direct"], r["relay"], r["relay"]/r["direct"], r["l4"], r["l4"]/r["direct"],
 				last(cpu, "direct"), last(cpu, "relay"), last(cpu, "l4"),
-				l50["direct"], l50["relay"], l50["l4"], last(p99, "direct"), last(p99, "relay"), last(p99, "l4"),
-				last(ucpu, "direct"), last(ucpu, "relay"), last(ucpu, "l4"))
+				l50["direct"], l50["relay"], l50["l4"], l50["h2"], last(p99, "direct"), last(p99, "relay"), last(p99, "l4"),
+				last(ucpu, "direct"), last(ucpu, "relay"), last(ucpu, "l4"), last(ucpu, "h2"))
 		}
 		b.ReportMetric(median(rate["direct"]), "direct-events/s")
 		b.ReportMetric(median(rate["relay"]), "relay-events/s")
@@ -311,9 +327,11 @@ func BenchmarkForward(b *testing.B) {
 		b.ReportMetric(median(p99["relay"]), "relay-p99-µs")
 		b.ReportMetric(median(added), "added-p50-µs")
 		b.ReportMetric(median(addedL4), "l4-added-p50-µs")
+		b.ReportMetric(median(addedH2), "h2-added-p50-µs")
 		b.ReportMetric(median(ucpu["direct"]), "direct-cpu-µs/call")
 		b.ReportMetric(median(ucpu["relay"]), "relay-cpu-µs/call")
 		b.ReportMetric(median(ucpu["l4"]), "l4-cpu-µs/call")
+		b.ReportMetric(median(ucpu["h2"]), "h2-cpu-µs/call")
 		b.ReportMetric(0, "ns/op")
 	})
 }
