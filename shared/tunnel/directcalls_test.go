@@ -3,7 +3,6 @@ package tunnel
 import (
 	"context"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding/gzip"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
@@ -31,24 +29,7 @@ type directHarness struct {
 func newDirectHarness(t *testing.T) *directHarness {
 	t.Helper()
 	w := newDirectWorld(t)
-	proxy := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		_ = w.client.Forward(r.Context(), rw, r, "req-1", http.Header{"x-betcode-user": {"alice"}})
-	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: proxy, Protocols: new(http.Protocols)}
-	hs.Protocols.SetUnencryptedHTTP2(true)
-	go hs.Serve(ln)
-	cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cc.Close()
-		hs.Close()
-	})
+	cc := startFront(t, w.client)
 	h := &directHarness{harness: &harness{client: testpb.NewTestServiceClient(cc), svc: w.svc}, w: w, cc: cc}
 
 	// The first call brings the direct connection.

@@ -106,6 +106,21 @@ func newHarness(t *testing.T, transport, mode string) *harness {
 		defer close(served)
 		_ = srv.ServeConn(context.Background(), agentConn)
 	}()
+	t.Cleanup(func() {
+		client.Close()
+		agentConn.Close()
+		gs.Stop()
+		<-served
+	})
+	cc := startFront(t, client)
+	return &harness{client: testpb.NewTestServiceClient(cc), svc: svc}
+}
+
+// startFront serves HTTP/2 (cleartext) on loopback, forwarding every call
+// through client as the relay does (the relay's identity header set), and
+// returns a gRPC client of it. Both close when the test ends.
+func startFront(t *testing.T, client *Client) *grpc.ClientConn {
+	t.Helper()
 	proxy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = client.Forward(r.Context(), w, r, "req-1", http.Header{"x-betcode-user": {"alice"}})
 	})
@@ -123,12 +138,8 @@ func newHarness(t *testing.T, transport, mode string) *harness {
 	t.Cleanup(func() {
 		cc.Close()
 		hs.Close()
-		client.Close()
-		agentConn.Close()
-		gs.Stop()
-		<-served
 	})
-	return &harness{client: testpb.NewTestServiceClient(cc), svc: svc}
+	return cc
 }
 
 // transportPair returns the two ends of the byte transport yamux runs on.
