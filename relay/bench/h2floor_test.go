@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -21,6 +22,14 @@ import (
 // h2ModeEnv makes the test binary the "h2" floor path's middle process
 // (h2Main).
 const h2ModeEnv = "BETCODE_BENCH_H2_FLOOR"
+
+// BETCODE_BENCH_H2_GOROUTINES adds, for experiments, the goroutines a
+// net/http relay starts: "call" forwards each call from a goroutine of its
+// own (as net/http runs each handler), "write" passes each answer frame to
+// its client from a goroutine of its own, flushed there (as net/http's
+// server writes its frames); "call,write" both.
+// "flush" flushes each answer frame on its own, without a goroutine.
+var h2CallGoroutine, h2WriteGoroutine, h2FlushEach bool
 
 // h2Main is the "h2" path's middle process: about the least a hop that ends
 // TLS and HTTP/2 on both sides can add to a unary call in Go. It ends the
@@ -43,6 +52,8 @@ func h2Main() int {
 		fmt.Fprintln(os.Stderr, "h2 floor:", err)
 		return 1
 	}
+	g := os.Getenv("BETCODE_BENCH_H2_GOROUTINES")
+	h2CallGoroutine, h2WriteGoroutine, h2FlushEach = strings.Contains(g, "call"), strings.Contains(g, "write"), strings.Contains(g, "flush")
 	cert, err := tls.LoadX509KeyPair(os.Getenv("BETCODE_BENCH_H2_CERT"), os.Getenv("BETCODE_BENCH_H2_KEY"))
 	if err != nil {
 		return fail(err)
@@ -227,16 +238,37 @@ func (u *h2Upstream) readLoop() {
 		if !ok {
 			continue
 		}
-		r.c.mu.Lock()
-		switch f := f.(type) {
-		case *http2.MetaHeadersFrame:
-			r.c.writeHeaders(r.id, f.Fields, f.StreamEnded())
-		case *http2.DataFrame:
-			r.c.writeData(r.id, f.Data(), f.StreamEnded())
-		case *http2.RSTStreamFrame:
-			r.c.fr.WriteRSTStream(r.id, f.ErrCode)
+		pass := func(f http2.Frame, flush bool) {
+			r.c.mu.Lock()
+			defer r.c.mu.Unlock()
+			switch f := f.(type) {
+			case *http2.MetaHeadersFrame:
+				r.c.writeHeaders(r.id, f.Fields, f.StreamEnded())
+			case *http2.DataFrame:
+				r.c.writeData(r.id, f.Data(), f.StreamEnded())
+			case *dataCopy:
+				r.c.writeData(r.id, f.Data(), f.StreamEnded())
+			case *http2.RSTStreamFrame:
+				r.c.fr.WriteRSTStream(r.id, f.ErrCode)
+			}
+			if flush {
+				r.c.bw.Flush()
+			}
 		}
-		r.c.mu.Unlock()
+		if h2WriteGoroutine {
+			if d, ok := f.(*http2.DataFrame); ok { // the framer reuses its buffer
+				f = &dataCopy{DataFrame: d, data: bytes.Clone(d.Data())}
+			}
+			done := make(chan struct{})
+			go func() { pass(f, true); close(done) }()
+			<-done // net/http waits for each frame write before the next
+			continue
+		}
+		if h2FlushEach {
+			pass(f, true)
+			continue
+		}
+		pass(f, false)
 		dirty[r.c] = true
 	}
 }
@@ -302,6 +334,10 @@ func serveH2Client(tc *tls.Conn, up *h2Upstream) {
 		c.mu.Unlock()
 		if ready != nil {
 			delete(calls, id)
+			if h2CallGoroutine {
+				go up.forward(h2Route{c, id}, ready.fields, ready.body)
+				continue
+			}
 			if err := up.forward(h2Route{c, id}, ready.fields, ready.body); err != nil {
 				fmt.Fprintln(os.Stderr, "h2 floor: forward:", err)
 				return
@@ -310,13 +346,24 @@ func serveH2Client(tc *tls.Conn, up *h2Upstream) {
 	}
 }
 
+// dataCopy is a DATA frame whose payload outlives the framer's next read.
+type dataCopy struct {
+	*http2.DataFrame
+	data []byte
+}
+
+// Data returns the copied payload.
+func (d *dataCopy) Data() []byte { return d.data }
+
 // startH2Floor starts the h2 floor process in front of the agent at target,
-// with the relay's certificate (it names 127.0.0.1 too), and returns its
-// address and pid.
+// with the relay's certificate (it names 127.0.0.1 too) and the relay's
+// environment (BETCODE_BENCH_RELAY_ENV: GOMAXPROCS=1 as deployed, say), and
+// returns its address and pid.
 func startH2Floor(tb testing.TB, target, cert, key, ca string) (addr string, pid int) {
 	tb.Helper()
-	addr, pid, err := startChild(tb, h2ModeEnv+"=1", "BETCODE_BENCH_H2_TARGET="+target,
-		"BETCODE_BENCH_H2_CERT="+cert, "BETCODE_BENCH_H2_KEY="+key, "BETCODE_BENCH_H2_CA="+ca)
+	env := append([]string{h2ModeEnv + "=1", "BETCODE_BENCH_H2_TARGET=" + target,
+		"BETCODE_BENCH_H2_CERT=" + cert, "BETCODE_BENCH_H2_KEY=" + key, "BETCODE_BENCH_H2_CA=" + ca}, relayEnv()...)
+	addr, pid, err := startChild(tb, env...)
 	if err != nil {
 		tb.Fatalf("h2 floor did not start: %v", err)
 	}
