@@ -136,24 +136,45 @@ func (h *h2Conn) writeData(id uint32, b []byte, end bool) error {
 	return h.fr.WriteData(id, end, b)
 }
 
-// control answers SETTINGS and PING; it reports whether f was one of them.
-// h.mu held.
-func (h *h2Conn) control(f http2.Frame) bool {
+// control answers SETTINGS and PING (and takes WINDOW_UPDATE); it reports
+// whether f was one of those, and whether it wrote an answer. h.mu held.
+func (h *h2Conn) control(f http2.Frame) (handled, wrote bool) {
 	switch f := f.(type) {
 	case *http2.SettingsFrame:
 		if !f.IsAck() {
 			h.fr.WriteSettingsAck()
 		}
-		return true
+		return true, !f.IsAck()
 	case *http2.PingFrame:
 		if !f.IsAck() {
 			h.fr.WritePing(true, f.Data)
 		}
-		return true
+		return true, !f.IsAck()
 	case *http2.WindowUpdateFrame:
-		return true
+		return true, false
 	}
-	return false
+	return false, false
+}
+
+// pass writes an answer frame f of the agent's to the route's client,
+// flushed if flush. Its DATA must stay valid until pass returns.
+func (r h2Route) pass(f http2.Frame, flush bool) {
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	switch f := f.(type) {
+	case *http2.MetaHeadersFrame:
+		r.c.writeHeaders(r.id, f.Fields, f.StreamEnded())
+	case interface {
+		Data() []byte
+		StreamEnded() bool
+	}: // *http2.DataFrame, *dataCopy
+		r.c.writeData(r.id, f.Data(), f.StreamEnded())
+	case *http2.RSTStreamFrame:
+		r.c.fr.WriteRSTStream(r.id, f.ErrCode)
+	}
+	if flush {
+		r.c.bw.Flush()
+	}
 }
 
 // h2Upstream is the one connection to the agent, shared by every client.
@@ -202,9 +223,9 @@ func (u *h2Upstream) forward(back h2Route, fields []hpack.HeaderField, body []by
 
 // readLoop passes the agent's frames back to their clients.
 func (u *h2Upstream) readLoop() {
-	dirty := map[*h2Conn]bool{}
+	dirty := map[*h2Conn]bool{} // the clients and the upstream itself
 	for {
-		// Nothing more read ahead: what was passed on leaves now.
+		// Nothing more read ahead: what was written leaves now.
 		if u.br.Buffered() == 0 {
 			for c := range dirty {
 				c.mu.Lock()
@@ -219,9 +240,11 @@ func (u *h2Upstream) readLoop() {
 			os.Exit(1)
 		}
 		u.mu.Lock()
-		if u.control(f) {
-			u.bw.Flush()
+		if handled, wrote := u.control(f); handled {
 			u.mu.Unlock()
+			if wrote {
+				dirty[u.h2Conn] = true
+			}
 			continue
 		}
 		id := f.Header().StreamID
@@ -232,43 +255,26 @@ func (u *h2Upstream) readLoop() {
 		}
 		if d, isData := f.(*http2.DataFrame); isData && len(d.Data()) > 0 {
 			u.fr.WriteWindowUpdate(0, uint32(len(d.Data())))
-			u.bw.Flush()
+			dirty[u.h2Conn] = true
 		}
 		u.mu.Unlock()
 		if !ok {
 			continue
-		}
-		pass := func(f http2.Frame, flush bool) {
-			r.c.mu.Lock()
-			defer r.c.mu.Unlock()
-			switch f := f.(type) {
-			case *http2.MetaHeadersFrame:
-				r.c.writeHeaders(r.id, f.Fields, f.StreamEnded())
-			case *http2.DataFrame:
-				r.c.writeData(r.id, f.Data(), f.StreamEnded())
-			case *dataCopy:
-				r.c.writeData(r.id, f.Data(), f.StreamEnded())
-			case *http2.RSTStreamFrame:
-				r.c.fr.WriteRSTStream(r.id, f.ErrCode)
-			}
-			if flush {
-				r.c.bw.Flush()
-			}
 		}
 		if h2WriteGoroutine {
 			if d, ok := f.(*http2.DataFrame); ok { // the framer reuses its buffer
 				f = &dataCopy{DataFrame: d, data: bytes.Clone(d.Data())}
 			}
 			done := make(chan struct{})
-			go func() { pass(f, true); close(done) }()
+			go func() { r.pass(f, true); close(done) }()
 			<-done // net/http waits for each frame write before the next
 			continue
 		}
 		if h2FlushEach {
-			pass(f, true)
+			r.pass(f, true)
 			continue
 		}
-		pass(f, false)
+		r.pass(f, false)
 		dirty[r.c] = true
 	}
 }
@@ -293,6 +299,7 @@ func serveH2Client(tc *tls.Conn, up *h2Upstream) {
 		body   []byte
 	}
 	calls := map[uint32]*call{}
+	unflushed := false // c has written frames that have not left yet
 	for {
 		f, err := c.fr.ReadFrame()
 		if err != nil {
@@ -302,7 +309,7 @@ func serveH2Client(tc *tls.Conn, up *h2Upstream) {
 			return
 		}
 		c.mu.Lock()
-		wrote := c.control(f)
+		_, wrote := c.control(f)
 		var ready *call
 		id := f.Header().StreamID
 		switch f := f.(type) {
@@ -328,8 +335,10 @@ func serveH2Client(tc *tls.Conn, up *h2Upstream) {
 			c.mu.Unlock()
 			return
 		}
-		if wrote && c.br.Buffered() == 0 {
+		unflushed = unflushed || wrote
+		if unflushed && c.br.Buffered() == 0 {
 			c.bw.Flush()
+			unflushed = false
 		}
 		c.mu.Unlock()
 		if ready != nil {
