@@ -2,7 +2,9 @@ package acp
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,8 +21,36 @@ func TestMain(m *testing.M) {
 	leakcheck.Main(m, "betcode/agent/acp")
 }
 
+// testLogger logs to the test's output until the test ends. The ACP SDK's
+// reading goroutine logs "connection closed" just after it has ended the
+// connection, which can be after the test returned; such late lines are
+// dropped instead of written to a finished test (a race and a panic).
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	w := &testOutput{w: t.Output()}
+	t.Cleanup(w.close)
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// testOutput is a test's output that drops what is written once closed.
+type testOutput struct {
+	mu     sync.Mutex
+	w      io.Writer
+	closed bool
+}
+
+func (o *testOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return len(p), nil
+	}
+	return o.w.Write(p)
+}
+
+func (o *testOutput) close() {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
 }
 
 // stepTimeout bounds each wait for output, so that a bug fails the test
