@@ -29,7 +29,9 @@ const h2ModeEnv = "BETCODE_BENCH_H2_FLOOR"
 // its client from a goroutine of its own, flushed there (as net/http's
 // server writes its frames); "call,write" both.
 // "flush" flushes each answer frame on its own, without a goroutine.
-var h2CallGoroutine, h2WriteGoroutine, h2FlushEach bool
+// "upflush" writes each request to the agent as net/http's HTTP/2 client
+// does: HEADERS, DATA and an empty END_STREAM DATA, each flushed.
+var h2CallGoroutine, h2WriteGoroutine, h2FlushEach, h2UpFlushEach bool
 
 // h2Main is the "h2" path's middle process: about the least a hop that ends
 // TLS and HTTP/2 on both sides can add to a unary call in Go. It ends the
@@ -53,7 +55,8 @@ func h2Main() int {
 		return 1
 	}
 	g := os.Getenv("BETCODE_BENCH_H2_GOROUTINES")
-	h2CallGoroutine, h2WriteGoroutine, h2FlushEach = strings.Contains(g, "call"), strings.Contains(g, "write"), strings.Contains(g, "flush")
+	h2CallGoroutine, h2WriteGoroutine, h2UpFlushEach = strings.Contains(g, "call"), strings.Contains(g, "write"), strings.Contains(g, "upflush")
+	h2FlushEach = strings.Contains(strings.ReplaceAll(g, "upflush", ""), "flush")
 	cert, err := tls.LoadX509KeyPair(os.Getenv("BETCODE_BENCH_H2_CERT"), os.Getenv("BETCODE_BENCH_H2_KEY"))
 	if err != nil {
 		return fail(err)
@@ -210,6 +213,14 @@ func (u *h2Upstream) forward(back h2Route, fields []hpack.HeaderField, body []by
 	id := u.next
 	u.next += 2
 	u.routes[id] = back
+	if h2UpFlushEach {
+		u.writeHeaders(id, fields, false)
+		u.bw.Flush()
+		u.writeData(id, body, false)
+		u.bw.Flush()
+		u.fr.WriteData(id, true, nil)
+		return u.bw.Flush()
+	}
 	if err := u.writeHeaders(id, fields, len(body) == 0); err != nil {
 		return err
 	}
