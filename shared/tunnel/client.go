@@ -132,6 +132,18 @@ func (c *Client) OpenStream() (net.Conn, error) {
 // h2Config bounds what the relay buffers: a stalled client's call holds at
 // most MaxReceiveBufferPerStream in the relay; the connection window is
 // large, so a few stalled calls never hold up the others.
+// maxAgentHeaderBytes bounds the header list of an agent's answer (its
+// headers, and its trailers apart). An agent is its owner's program: a
+// hostile one could otherwise make the relay read and hold net/http's
+// default, 10 MiB, for each of up to --max-streams-per-tunnel calls (512 by
+// default: 5 GiB; now at most 128 MiB). gRPC answers carry a status, its
+// message twice (grpc-message, percent-encoded, and in
+// grpc-status-details-bin, base64) and small details; BetCode's agent sends
+// no other metadata, and its longest messages carry a 16 KiB stderr tail
+// (up to about 70 KiB encoded). Beyond the limit the call fails and the
+// relay drops the connection (TestHostileAgentDirectConnection).
+const maxAgentHeaderBytes = 256 << 10
+
 var h2Config = http.HTTP2Config{
 	MaxReceiveBufferPerStream:     1 << 20,
 	MaxReceiveBufferPerConnection: 64 << 20,
@@ -168,9 +180,10 @@ func newH2ClientConn(ctx context.Context, conn net.Conn, cfg *http.HTTP2Config) 
 	protos := new(http.Protocols)
 	protos.SetUnencryptedHTTP2(true)
 	t := &http.Transport{
-		Protocols:          protos,
-		HTTP2:              cfg,
-		DisableCompression: true,
+		Protocols:              protos,
+		HTTP2:                  cfg,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: maxAgentHeaderBytes,
 		DialContext: func(context.Context, string, string) (net.Conn, error) {
 			if conn == nil {
 				return nil, ErrClosed // the one connection is used

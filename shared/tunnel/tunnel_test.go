@@ -39,6 +39,9 @@ func (s *testService) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) 
 	switch string(req.GetPayload().GetBody()) {
 	case "unavailable": // the agent's own answer, not a broken tunnel
 		return nil, status.Error(codes.Unavailable, "agent busy")
+	case "long error": // the longest an agent's error gets: a 16 KiB stderr tail, not ASCII
+		st, _ := status.New(codes.FailedPrecondition, longErrorMessage).WithDetails(&errdetails.ErrorInfo{Reason: "CLI_FAILED", Domain: "betcode.dev"})
+		return nil, st.Err()
 	case "fail":
 		st, _ := status.New(codes.NotFound, "no such thing").WithDetails(&errdetails.ErrorInfo{Reason: "SESSION_NOT_FOUND", Domain: "betcode.dev"})
 		return nil, st.Err()
