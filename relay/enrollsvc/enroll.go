@@ -75,6 +75,16 @@ func (s *Service) Enroll(ctx context.Context, req *pb.EnrollRequest) (*pb.Enroll
 		owner = "team " + tok.TeamID
 	}
 	spent := fmt.Sprintf("join token %s was used up, but the machine could not be enrolled; ask for a new one", tokenID)
+	if limit := s.maxMachines(); limit > 0 {
+		n, err := s.ownedMachines(ctx, tok)
+		if err != nil {
+			return nil, s.refuse(ctx, ev, internal(spent, err))
+		}
+		if n >= limit {
+			return nil, s.refuse(ctx, ev, &refusal{code: codes.ResourceExhausted, betcode: CodeMachineLimit,
+				msg: fmt.Sprintf("%s already has %d machines, the most this relay allows (betcode-relay serve --max-machines-per-owner); revoke one it no longer uses and ask for a new join token (join token %s is used up)", owner, n, tokenID)})
+		}
+	}
 	err = s.Store.UpsertMachine(ctx, store.Machine{ID: id, OwnerID: tok.UserID, TeamID: tok.TeamID, Name: name, RegisteredAt: now})
 	if err != nil {
 		return nil, s.refuse(ctx, ev, internal(spent, fmt.Errorf("register machine %s: %w", id, err)))
@@ -97,6 +107,22 @@ func (s *Service) Enroll(ctx context.Context, req *pb.EnrollRequest) (*pb.Enroll
 		TeamId:         tok.TeamID,
 		OwnerUserId:    tok.UserID,
 	}, nil
+}
+
+// ownedMachines counts the machines, not revoked, of the owner tok
+// enrolls for: its team's, or its user's own.
+func (s *Service) ownedMachines(ctx context.Context, tok store.EnrollToken) (int, error) {
+	ms, err := s.Store.ListMachines(ctx, tok.UserID) // the user's own and their teams'
+	if err != nil {
+		return 0, fmt.Errorf("count the machines of the join token's owner: %w", err)
+	}
+	n := 0
+	for _, m := range ms {
+		if m.TeamID == tok.TeamID && (tok.TeamID != "" || m.OwnerID == tok.UserID) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // consumeRefusal explains why ConsumeEnrollToken refused token tokenID.

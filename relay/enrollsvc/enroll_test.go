@@ -411,3 +411,58 @@ func TestValidate(t *testing.T) {
 		t.Errorf("Validate of a minimal service: %v", err)
 	}
 }
+
+// TestEnrollMachineLimit: one owner (a user's own machines, or a team's)
+// enrolls at most MaxMachines machines, so no user can fill the relay
+// every user shares; a revoked machine frees its place, and the limits of
+// a user and of their team are apart.
+func TestEnrollMachineLimit(t *testing.T) {
+	e := newEnv(t)
+	e.svc.MaxMachines = 2
+	enroll := func(team, user string) (*pb.EnrollResponse, error) {
+		t.Helper()
+		token := e.joinToken(t, team, user, e.now.Add(time.Hour))
+		return e.svc.Enroll(plainCtx(t), &pb.EnrollRequest{JoinToken: token, CsrDer: newCSR(t, machineKey(t), nil), Name: "laptop"})
+	}
+	var bobs []string
+	for range 2 {
+		resp, err := enroll("", "bob")
+		if err != nil {
+			t.Fatalf("bob's machine %d: %v", len(bobs)+1, err)
+		}
+		bobs = append(bobs, resp.GetMachineId())
+	}
+	_, err := enroll("", "bob")
+	checkStatus(t, err, codes.ResourceExhausted, enrollsvc.CodeMachineLimit,
+		"user bob already has 2 machines, the most this relay allows (betcode-relay serve --max-machines-per-owner); revoke one it no longer uses and ask for a new join token")
+	if n := len(e.machines(t)); n != 2 {
+		t.Errorf("store has %d machines after the refusal, want 2", n)
+	}
+	if refused := e.audit(t, enrollsvc.ActionEnrollRefused); len(refused) != 1 || !strings.Contains(refused[0].Detail, "already has 2 machines") {
+		t.Errorf("audit: %+v, want one refusal naming the limit", refused)
+	}
+
+	// Alice's own machines and her team's count apart, and bob's do not
+	// count for anyone else.
+	for _, owner := range []struct{ team, user string }{{"", "alice"}, {"", "alice"}, {"infra", "alice"}, {"infra", "alice"}} {
+		if _, err := enroll(owner.team, owner.user); err != nil {
+			t.Fatalf("%+v: %v", owner, err)
+		}
+	}
+	_, err = enroll("infra", "alice")
+	checkStatus(t, err, codes.ResourceExhausted, enrollsvc.CodeMachineLimit, "team infra already has 2 machines")
+
+	// A revoked machine frees its place.
+	if err := e.st.RevokeMachine(t.Context(), bobs[0], e.now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := enroll("", "bob"); err != nil {
+		t.Fatalf("after revoking one of bob's machines: %v", err)
+	}
+
+	// No limit when negative.
+	e.svc.MaxMachines = -1
+	if _, err := enroll("", "bob"); err != nil {
+		t.Fatalf("no limit: %v", err)
+	}
+}

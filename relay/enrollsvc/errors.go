@@ -42,6 +42,9 @@ const (
 	// CodeMachineRevoked (PERMISSION_DENIED): the machine or its
 	// certificate was revoked.
 	CodeMachineRevoked = "MACHINE_REVOKED"
+	// CodeMachineLimit (RESOURCE_EXHAUSTED): the token's owner (its team,
+	// or its user) already has Service.MaxMachines machines.
+	CodeMachineLimit = "MACHINE_LIMIT"
 	// CodeInternal (INTERNAL): the relay failed; its log has the cause.
 	CodeInternal = "INTERNAL"
 )

@@ -30,9 +30,14 @@ const DefaultLifetime = 30 * 24 * time.Hour
 // a caller hanging up must not leave the machine half enrolled.
 const commitTimeout = 15 * time.Second
 
+// DefaultMaxMachines is how many machines one owner (a user's own, or a
+// team's) may have enrolled when Service.MaxMachines is zero.
+const DefaultMaxMachines = 100
+
 // Store is the part of the relay's store the service uses.
 type Store interface {
 	ConsumeEnrollToken(ctx context.Context, hash []byte, machineID string, now time.Time) (store.EnrollToken, error)
+	ListMachines(ctx context.Context, userID string) ([]store.Machine, error)
 	UpsertMachine(ctx context.Context, m store.Machine) error
 	GetMachine(ctx context.Context, id string) (store.Machine, error)
 	RecordCertificate(ctx context.Context, machineID, serial string, notAfter time.Time) error
@@ -53,6 +58,11 @@ type Service struct {
 	// Lifetime of the certificates signed; zero means DefaultLifetime.
 	// Certificates never outlive the CA.
 	Lifetime time.Duration
+	// MaxMachines bounds the machines (not revoked) of one owner: a user's
+	// own, or a team's. Each connected machine holds a tunnel on the relay,
+	// which every user shares, so one user cannot enroll without end.
+	// Zero means DefaultMaxMachines; negative, no limit.
+	MaxMachines int
 	// Log receives one line per call; nil discards.
 	Log *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -64,6 +74,17 @@ type Service struct {
 }
 
 var _ pb.EnrollServiceServer = (*Service)(nil)
+
+// maxMachines is MaxMachines with its default; 0 means no limit.
+func (s *Service) maxMachines() int {
+	switch {
+	case s.MaxMachines == 0:
+		return DefaultMaxMachines
+	case s.MaxMachines < 0:
+		return 0
+	}
+	return s.MaxMachines
+}
 
 // Validate reports a Service that cannot work.
 func (s *Service) Validate() error {

@@ -79,6 +79,10 @@ type Config struct {
 	// MachineCertLifetime is the lifetime of certificates the relay signs
 	// (default 30 days; agents renew at two thirds).
 	MachineCertLifetime time.Duration
+	// MaxMachinesPerOwner bounds the machines one user (their own) or one
+	// team may enroll (default enrollsvc.DefaultMaxMachines; negative: no
+	// limit).
+	MaxMachinesPerOwner int
 	// OIDC is OpenID Connect sign-in (`betcode login --oidc`); the zero
 	// value disables it.
 	OIDC oidcsvc.Config
@@ -295,7 +299,7 @@ func Run(ctx context.Context, cfg Config) error {
 	pb.RegisterTunnelServiceServer(gs, drainTunnels{tsvc, drain})
 	// Enroll answers clients (a join token authenticates them); renewals
 	// come over the machines' own mTLS connections.
-	enroll := &enrollsvc.Service{Store: st, CA: ca, Lifetime: cfg.MachineCertLifetime, Log: lg, IsRevoked: authn.MachineRevoked}
+	enroll := &enrollsvc.Service{Store: st, CA: ca, Lifetime: cfg.MachineCertLifetime, MaxMachines: cfg.MaxMachinesPerOwner, Log: lg, IsRevoked: authn.MachineRevoked}
 	pb.RegisterEnrollServiceServer(gs, enroll)
 	ops := &admin.Ops{Store: st, Log: lg}
 	adminSvc := adminsvc.New(ops)

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 
+	"github.com/betcode-dev/betcode/relay/enrollsvc"
 	"github.com/betcode-dev/betcode/relay/limits"
 	"github.com/betcode-dev/betcode/relay/oidcsvc"
 	"github.com/betcode-dev/betcode/relay/server"
@@ -68,7 +69,7 @@ underscores) or as a key of the --config file.`,
 					MaxStreamsPerToken: v.GetInt("max-streams-per-token"), MaxStreamsPerTunnel: v.GetInt("max-streams-per-tunnel"),
 					MaxPendingConns: v.GetInt("max-pending-conns"), HandshakeTimeout: v.GetDuration("handshake-timeout"),
 				},
-				CAKey: v.GetString("ca-key"), MachineCertLifetime: v.GetDuration("machine-cert-lifetime"),
+				CAKey: v.GetString("ca-key"), MachineCertLifetime: v.GetDuration("machine-cert-lifetime"), MaxMachinesPerOwner: v.GetInt("max-machines-per-owner"),
 				OIDC: oidcsvc.Config{
 					Issuer: v.GetString("oidc-issuer"), ClientID: v.GetString("oidc-client-id"), Scopes: v.GetStringSlice("oidc-scopes"),
 					GroupsClaim: v.GetString("oidc-groups-claim"), TokenTTL: v.GetDuration("oidc-token-ttl"),
@@ -92,6 +93,7 @@ underscores) or as a key of the --config file.`,
 	f.String("client-ca", "", "CA certificate that signs machine certificates")
 	f.String("ca-key", "", "the key of --client-ca: lets the relay enroll machines with join tokens and renew their certificates (docs/auth.md)")
 	f.Duration("machine-cert-lifetime", 0, "lifetime of the machine certificates the relay signs (default 720h; agents renew at two thirds)")
+	f.Int("max-machines-per-owner", 0, fmt.Sprintf("machines (not revoked) one user, or one team, may enroll with join tokens (default %d; -1: no limit)", enrollsvc.DefaultMaxMachines))
 	f.String("data-dir", "./relay-data", "directory for the SQLite store (used when --database-url is empty)")
 	f.String("database-url", "", "PostgreSQL URL, e.g. postgres://user@host/db (recommended for production)")
 	f.String("advertise-addr", "", "HOST:PORT other relay replicas reach this one at (same TLS port); set it on every replica to run several (needs --database-url); empty: one replica")
