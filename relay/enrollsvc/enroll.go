@@ -62,6 +62,15 @@ func (s *Service) Enroll(ctx context.Context, req *pb.EnrollRequest) (*pb.Enroll
 		return nil, status.FromContextError(err).Err()
 	}
 
+	// The owner's machine limit, checked before the token is spent, so
+	// that the same token enrolls once a machine is revoked. (Concurrent
+	// enrollments of one owner may pass it together: a few over at most.)
+	if limit := s.maxMachines(); limit > 0 {
+		if r := s.overLimit(ctx, hash, tokenID, limit); r != nil {
+			return nil, s.refuse(ctx, ev, r)
+		}
+	}
+
 	// From here on the token may be spent: finish whatever the caller does.
 	ctx, cancel := detach(ctx)
 	defer cancel()
@@ -75,16 +84,6 @@ func (s *Service) Enroll(ctx context.Context, req *pb.EnrollRequest) (*pb.Enroll
 		owner = "team " + tok.TeamID
 	}
 	spent := fmt.Sprintf("join token %s was used up, but the machine could not be enrolled; ask for a new one", tokenID)
-	if limit := s.maxMachines(); limit > 0 {
-		n, err := s.ownedMachines(ctx, tok)
-		if err != nil {
-			return nil, s.refuse(ctx, ev, internal(spent, err))
-		}
-		if n >= limit {
-			return nil, s.refuse(ctx, ev, &refusal{code: codes.ResourceExhausted, betcode: CodeMachineLimit,
-				msg: fmt.Sprintf("%s already has %d machines, the most this relay allows (betcode-relay serve --max-machines-per-owner); revoke one it no longer uses and ask for a new join token (join token %s is used up)", owner, n, tokenID)})
-		}
-	}
 	err = s.Store.UpsertMachine(ctx, store.Machine{ID: id, OwnerID: tok.UserID, TeamID: tok.TeamID, Name: name, RegisteredAt: now})
 	if err != nil {
 		return nil, s.refuse(ctx, ev, internal(spent, fmt.Errorf("register machine %s: %w", id, err)))
@@ -109,12 +108,20 @@ func (s *Service) Enroll(ctx context.Context, req *pb.EnrollRequest) (*pb.Enroll
 	}, nil
 }
 
-// ownedMachines counts the machines, not revoked, of the owner tok
-// enrolls for: its team's, or its user's own.
-func (s *Service) ownedMachines(ctx context.Context, tok store.EnrollToken) (int, error) {
+// overLimit refuses a join token whose owner (its team, or its user) has
+// limit machines already, not revoked. A token that cannot be read or is
+// not live is left to ConsumeEnrollToken, which says why.
+func (s *Service) overLimit(ctx context.Context, hash []byte, tokenID string, limit int) *refusal {
+	tok, err := s.Store.GetEnrollToken(ctx, hash)
+	if errors.Is(err, store.ErrNotFound) || err == nil && !tok.UsedAt.IsZero() {
+		return nil
+	}
+	if err != nil {
+		return internal("cannot read the join token now; try again", err)
+	}
 	ms, err := s.Store.ListMachines(ctx, tok.UserID) // the user's own and their teams'
 	if err != nil {
-		return 0, fmt.Errorf("count the machines of the join token's owner: %w", err)
+		return internal("cannot count the machines of the join token's owner now; try again", err)
 	}
 	n := 0
 	for _, m := range ms {
@@ -122,7 +129,15 @@ func (s *Service) ownedMachines(ctx context.Context, tok store.EnrollToken) (int
 			n++
 		}
 	}
-	return n, nil
+	if n < limit {
+		return nil
+	}
+	owner := "user " + tok.UserID
+	if tok.TeamID != "" {
+		owner = "team " + tok.TeamID
+	}
+	return &refusal{code: codes.ResourceExhausted, betcode: CodeMachineLimit,
+		msg: fmt.Sprintf("%s already has %d machines, the most this relay allows (betcode-relay serve --max-machines-per-owner); revoke one it no longer uses, then enroll again with the same join token (%s)", owner, n, tokenID)}
 }
 
 // consumeRefusal explains why ConsumeEnrollToken refused token tokenID.

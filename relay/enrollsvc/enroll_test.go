@@ -432,9 +432,10 @@ func TestEnrollMachineLimit(t *testing.T) {
 		}
 		bobs = append(bobs, resp.GetMachineId())
 	}
-	_, err := enroll("", "bob")
+	third := e.joinToken(t, "", "bob", e.now.Add(time.Hour))
+	_, err := e.svc.Enroll(plainCtx(t), &pb.EnrollRequest{JoinToken: third, CsrDer: newCSR(t, machineKey(t), nil), Name: "laptop"})
 	checkStatus(t, err, codes.ResourceExhausted, enrollsvc.CodeMachineLimit,
-		"user bob already has 2 machines, the most this relay allows (betcode-relay serve --max-machines-per-owner); revoke one it no longer uses and ask for a new join token")
+		"user bob already has 2 machines, the most this relay allows (betcode-relay serve --max-machines-per-owner); revoke one it no longer uses, then enroll again with the same join token")
 	if n := len(e.machines(t)); n != 2 {
 		t.Errorf("store has %d machines after the refusal, want 2", n)
 	}
@@ -452,12 +453,13 @@ func TestEnrollMachineLimit(t *testing.T) {
 	_, err = enroll("infra", "alice")
 	checkStatus(t, err, codes.ResourceExhausted, enrollsvc.CodeMachineLimit, "team infra already has 2 machines")
 
-	// A revoked machine frees its place.
+	// A revoked machine frees its place, and the refused token was not
+	// spent: it enrolls now.
 	if err := e.st.RevokeMachine(t.Context(), bobs[0], e.now); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := enroll("", "bob"); err != nil {
-		t.Fatalf("after revoking one of bob's machines: %v", err)
+	if _, err := e.svc.Enroll(plainCtx(t), &pb.EnrollRequest{JoinToken: third, CsrDer: newCSR(t, machineKey(t), nil), Name: "laptop"}); err != nil {
+		t.Fatalf("the refused token, after revoking one of bob's machines: %v", err)
 	}
 
 	// No limit when negative.

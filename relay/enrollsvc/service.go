@@ -37,6 +37,7 @@ const DefaultMaxMachines = 100
 // Store is the part of the relay's store the service uses.
 type Store interface {
 	ConsumeEnrollToken(ctx context.Context, hash []byte, machineID string, now time.Time) (store.EnrollToken, error)
+	GetEnrollToken(ctx context.Context, hash []byte) (store.EnrollToken, error)
 	ListMachines(ctx context.Context, userID string) ([]store.Machine, error)
 	UpsertMachine(ctx context.Context, m store.Machine) error
 	GetMachine(ctx context.Context, id string) (store.Machine, error)

@@ -195,6 +195,9 @@ type Identity interface {
 
 	// CreateEnrollToken stores t.
 	CreateEnrollToken(ctx context.Context, t EnrollToken) error
+	// GetEnrollToken returns the join token whose Hash is hash, used or
+	// not. Unknown: ErrNotFound.
+	GetEnrollToken(ctx context.Context, hash []byte) (EnrollToken, error)
 	// ConsumeEnrollToken atomically marks the join token whose Hash is
 	// hash used by machineID at now and returns it. Unknown: ErrNotFound;
 	// used before: ErrTokenUsed; expired at now: ErrExpired. Exactly one

@@ -158,6 +158,22 @@ func (s *Store) CreateEnrollToken(ctx context.Context, t store.EnrollToken) erro
 	return nil
 }
 
+// GetEnrollToken implements store.Identity.
+func (s *Store) GetEnrollToken(ctx context.Context, hash []byte) (store.EnrollToken, error) {
+	if err := s.live(); err != nil {
+		return store.EnrollToken{}, err
+	}
+	if err := rules.Hash(hash); err != nil {
+		return store.EnrollToken{}, fmt.Errorf("get join token: %w", err)
+	}
+	rows, _ := s.pool.Query(ctx, `SELECT `+enrollColumns+` FROM enroll_tokens WHERE hash = $1`, hash)
+	t, err := pgx.CollectExactlyOneRow(rows, scanEnrollToken)
+	if err != nil {
+		return store.EnrollToken{}, fmt.Errorf("get join token: %w", notFound(err))
+	}
+	return t, nil
+}
+
 // ConsumeEnrollToken implements store.Identity. The conditional UPDATE is
 // the whole decision: of concurrent callers, the first takes the row lock
 // and the others, once it commits, re-check used_at on its version and

@@ -148,6 +148,21 @@ func (s *Store) CreateEnrollToken(ctx context.Context, t store.EnrollToken) erro
 	return nil
 }
 
+// GetEnrollToken implements store.Identity.
+func (s *Store) GetEnrollToken(ctx context.Context, hash []byte) (store.EnrollToken, error) {
+	if err := s.live(); err != nil {
+		return store.EnrollToken{}, err
+	}
+	if err := rules.Hash(hash); err != nil {
+		return store.EnrollToken{}, fmt.Errorf("get join token: %w", err)
+	}
+	t, err := scanEnrollToken(s.rdb.QueryRowContext(ctx, `SELECT `+enrollColumns+` FROM enroll_tokens WHERE hash = ?`, hash))
+	if err != nil {
+		return store.EnrollToken{}, fmt.Errorf("get join token: %w", noRows(err))
+	}
+	return t, nil
+}
+
 // ConsumeEnrollToken implements store.Identity. The conditional UPDATE is
 // the decision; the write lock makes it atomic across processes. Only when
 // it updates nothing is the row read, in the same transaction, to say why.

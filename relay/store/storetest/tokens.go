@@ -172,6 +172,19 @@ func testEnrollTokens(t *testing.T, open Open) {
 		if !errors.Is(err, st.err) || (st.err == nil && !equalEnroll(got, st.want)) {
 			t.Errorf("ConsumeEnrollToken(%s) = %+v, %v; want %+v, %v", st.name, got, err, st.want, st.err)
 		}
+		if st.err == nil { // GetEnrollToken sees the token as used
+			if got, err := s.GetEnrollToken(ctx, st.hash); err != nil || !equalEnroll(got, st.want) {
+				t.Errorf("GetEnrollToken(%s) after its use = %+v, %v; want %+v", st.name, got, err, st.want)
+			}
+		}
+	}
+	if _, err := s.GetEnrollToken(ctx, hash("nope")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetEnrollToken(unknown) = %v; want ErrNotFound", err)
+	}
+	fresh := store.EnrollToken{ID: "e6", Hash: hash("e6"), UserID: "carol", CreatedAt: base, ExpiresAt: expires}
+	must(t, s.CreateEnrollToken(ctx, fresh))
+	if got, err := s.GetEnrollToken(ctx, fresh.Hash); err != nil || !equalEnroll(got, fresh) {
+		t.Errorf("GetEnrollToken(unused) = %+v, %v; want %+v", got, err, fresh)
 	}
 }
 
