@@ -137,7 +137,7 @@ func (s *Service) overLimit(ctx context.Context, hash []byte, tokenID string, li
 		owner = "team " + tok.TeamID
 	}
 	return &refusal{code: codes.ResourceExhausted, betcode: CodeMachineLimit,
-		msg: fmt.Sprintf("%s already has %d machines, the most this relay allows (betcode-relay serve --max-machines-per-owner); revoke one it no longer uses, then enroll again with the same join token (%s)", owner, n, tokenID)}
+		msg: fmt.Sprintf("%s already has %d machines, the most this relay allows (betcode-relay serve --max-machines-per-owner); revoke one it no longer uses (betcode-relay admin machine revoke ID), then enroll again with the same join token (%s)", owner, n, tokenID)}
 }
 
 // consumeRefusal explains why ConsumeEnrollToken refused token tokenID.

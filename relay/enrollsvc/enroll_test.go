@@ -435,7 +435,7 @@ func TestEnrollMachineLimit(t *testing.T) {
 	third := e.joinToken(t, "", "bob", e.now.Add(time.Hour))
 	_, err := e.svc.Enroll(plainCtx(t), &pb.EnrollRequest{JoinToken: third, CsrDer: newCSR(t, machineKey(t), nil), Name: "laptop"})
 	checkStatus(t, err, codes.ResourceExhausted, enrollsvc.CodeMachineLimit,
-		"user bob already has 2 machines, the most this relay allows (betcode-relay serve --max-machines-per-owner); revoke one it no longer uses, then enroll again with the same join token")
+		"user bob already has 2 machines, the most this relay allows (betcode-relay serve --max-machines-per-owner); revoke one it no longer uses (betcode-relay admin machine revoke ID), then enroll again with the same join token")
 	if n := len(e.machines(t)); n != 2 {
 		t.Errorf("store has %d machines after the refusal, want 2", n)
 	}
