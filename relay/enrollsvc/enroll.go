@@ -66,7 +66,7 @@ func (s *Service) Enroll(ctx context.Context, req *pb.EnrollRequest) (*pb.Enroll
 	// that the same token enrolls once a machine is revoked. (Concurrent
 	// enrollments of one owner may pass it together: a few over at most.)
 	if limit := s.maxMachines(); limit > 0 {
-		if r := s.overLimit(ctx, hash, tokenID, limit); r != nil {
+		if r := s.overLimit(ctx, hash, tokenID, limit, now); r != nil {
 			return nil, s.refuse(ctx, ev, r)
 		}
 	}
@@ -111,9 +111,9 @@ func (s *Service) Enroll(ctx context.Context, req *pb.EnrollRequest) (*pb.Enroll
 // overLimit refuses a join token whose owner (its team, or its user) has
 // limit machines already, not revoked. A token that cannot be read or is
 // not live is left to ConsumeEnrollToken, which says why.
-func (s *Service) overLimit(ctx context.Context, hash []byte, tokenID string, limit int) *refusal {
+func (s *Service) overLimit(ctx context.Context, hash []byte, tokenID string, limit int, now time.Time) *refusal {
 	tok, err := s.Store.GetEnrollToken(ctx, hash)
-	if errors.Is(err, store.ErrNotFound) || err == nil && !tok.UsedAt.IsZero() {
+	if errors.Is(err, store.ErrNotFound) || err == nil && (!tok.UsedAt.IsZero() || !tok.ExpiresAt.IsZero() && !now.Before(tok.ExpiresAt)) {
 		return nil
 	}
 	if err != nil {
