@@ -19,14 +19,10 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/betcode-dev/betcode/relay/limits"
 	"github.com/betcode-dev/betcode/relay/pki"
 	"github.com/betcode-dev/betcode/relay/store/storetest"
-	"github.com/betcode-dev/betcode/shared/mtls"
 )
 
 // webRelay is a relay run in-process for the web tests.
@@ -202,19 +198,7 @@ func TestWebOnPublicPort(t *testing.T) {
 		})
 	}
 	t.Run("gRPC clients are served as before", func(t *testing.T) {
-		cfg, err := mtls.ClientConfig(r.caFile, "", "", "127.0.0.1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cc, err := grpc.NewClient(r.addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cc.Close()
-		res, err := healthpb.NewHealthClient(cc).Check(context.Background(), &healthpb.HealthCheckRequest{})
-		if err != nil || res.Status != healthpb.HealthCheckResponse_SERVING {
-			t.Fatalf("health: %v %v", res, err)
-		}
+		r.healthClient(t)(t)
 	})
 	// A browser that sees ENABLE_CONNECT_PROTOCOL opens its WebSocket over
 	// HTTP/2 (RFC 8441), which the gateway does not serve: the setting
