@@ -378,7 +378,7 @@ func forwardH2(parent context.Context, cc http.RoundTripper, scheme, host string
 // CANCELLED; otherwise the tunnel broke (UNAVAILABLE, TUNNEL_DISCONNECTED).
 func callFailed(ctx context.Context, err error) (code int, msg string, details []byte) {
 	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) || pastDeadline(ctx):
 		return codeDeadlineExceeded, "deadline exceeded", nil
 	case strings.Contains(err.Error(), "; CANCEL; received from peer"):
 		// net/http's HTTP/2 stream errors are not exported types.
@@ -386,6 +386,17 @@ func callFailed(ctx context.Context, err error) (code int, msg string, details [
 	}
 	msg = "machine tunnel disconnected during the call: " + err.Error()
 	return codeUnavailable, msg, tunnelDisconnected(codeUnavailable, msg)
+}
+
+// pastDeadline reports whether ctx's deadline has come (within a
+// millisecond) though ctx may not say so yet. The agent gets the call's
+// grpc-timeout as the relay did, a little later, so its deadline is never
+// earlier than the relay's; when it resets the stream for its deadline, the
+// relay's timer may not have run yet (a loaded machine), and the call must
+// still end DEADLINE_EXCEEDED, not CANCELLED.
+func pastDeadline(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && time.Until(d) < time.Millisecond
 }
 
 // parseTimeout reads a grpc-timeout header value ("100m", "5S", ...).
