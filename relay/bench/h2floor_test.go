@@ -55,8 +55,11 @@ func h2Main() int {
 		return 1
 	}
 	g := os.Getenv("BETCODE_BENCH_H2_GOROUTINES")
-	h2CallGoroutine, h2WriteGoroutine, h2UpFlushEach = strings.Contains(g, "call"), strings.Contains(g, "write"), strings.Contains(g, "upflush")
-	h2FlushEach = strings.Contains(strings.ReplaceAll(g, "upflush", ""), "flush")
+	on := map[string]bool{}
+	for _, v := range strings.Split(g, ",") {
+		on[strings.TrimSpace(v)] = true
+	}
+	h2CallGoroutine, h2WriteGoroutine, h2FlushEach, h2UpFlushEach = on["call"], on["write"], on["flush"], on["upflush"]
 	cert, err := tls.LoadX509KeyPair(os.Getenv("BETCODE_BENCH_H2_CERT"), os.Getenv("BETCODE_BENCH_H2_KEY"))
 	if err != nil {
 		return fail(err)

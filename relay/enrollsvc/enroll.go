@@ -79,10 +79,7 @@ func (s *Service) Enroll(ctx context.Context, req *pb.EnrollRequest) (*pb.Enroll
 		return nil, s.refuse(ctx, ev, consumeRefusal(tokenID, tok, err))
 	}
 	ev.Target = id
-	owner := "user " + tok.UserID
-	if tok.TeamID != "" {
-		owner = "team " + tok.TeamID
-	}
+	owner := ownerOf(tok)
 	spent := fmt.Sprintf("join token %s was used up, but the machine could not be enrolled; ask for a new one", tokenID)
 	err = s.Store.UpsertMachine(ctx, store.Machine{ID: id, OwnerID: tok.UserID, TeamID: tok.TeamID, Name: name, RegisteredAt: now})
 	if err != nil {
@@ -132,12 +129,17 @@ func (s *Service) overLimit(ctx context.Context, hash []byte, tokenID string, li
 	if n < limit {
 		return nil
 	}
-	owner := "user " + tok.UserID
-	if tok.TeamID != "" {
-		owner = "team " + tok.TeamID
-	}
+	owner := ownerOf(tok)
 	return &refusal{code: codes.ResourceExhausted, betcode: CodeMachineLimit,
 		msg: fmt.Sprintf("%s already has %d machines, the most this relay allows (betcode-relay serve --max-machines-per-owner); revoke one it no longer uses (betcode-relay admin machine revoke ID), then enroll again with the same join token (%s)", owner, n, tokenID)}
+}
+
+// ownerOf names the owner of the machine tok enrolls: "team T" or "user U".
+func ownerOf(tok store.EnrollToken) string {
+	if tok.TeamID != "" {
+		return "team " + tok.TeamID
+	}
+	return "user " + tok.UserID
 }
 
 // consumeRefusal explains why ConsumeEnrollToken refused token tokenID.

@@ -105,7 +105,7 @@ func TestHostileHTTP2(t *testing.T) {
 	t.Run("PING flood, answers not read", func(t *testing.T) {
 		// Each PING wants an answer the attacker never reads: the answers
 		// queue in the relay until it gives up on the connection.
-		h := dialH2(t, r, noReader)
+		h := dialH2Unread(t, r)
 		sent := 0
 		err := h.write(func(fr *http2.Framer) error {
 			for ; sent < 2_000_000; sent++ {
@@ -128,7 +128,7 @@ func TestHostileHTTP2(t *testing.T) {
 		// nothing queues: the relay must keep reading them (no stall),
 		// and a connection that never made a call is still closed by the
 		// authentication timer.
-		h := dialH2(t, r, noReader)
+		h := dialH2Unread(t, r)
 		err := h.write(func(fr *http2.Framer) error {
 			for range 500_000 {
 				if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20}); err != nil {
@@ -211,14 +211,18 @@ func TestHostileHTTP2(t *testing.T) {
 	// What the attacks started has ended: the relay's goroutines come back
 	// to about where they were (a few belong to idle connections and
 	// timers that come and go).
-	deadline := time.Now().Add(30 * time.Second)
+	// Nothing announces a goroutine's end: the count is checked on a
+	// ticker, up to a deadline.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	timeout := time.After(30 * time.Second)
 	for n := runtime.NumGoroutine(); n > base+20; n = runtime.NumGoroutine() {
-		if time.Now().After(deadline) {
+		select {
+		case <-tick.C:
+		case <-timeout:
 			buf := make([]byte, 1<<20)
 			t.Fatalf("%d goroutines 30 s after the attacks, %d before:\n%s", n, base, buf[:runtime.Stack(buf, true)])
 		}
-		runtime.Gosched()
-		time.Sleep(50 * time.Millisecond) // polling a count: no event to wait on
 	}
 }
 
@@ -285,19 +289,20 @@ type streamEnd struct {
 	status string // the answer's :status, or "RST_STREAM <code>"
 }
 
-// noReader makes dialH2 leave the relay's frames unread until startReader.
-const noReader = true
-
-// dialH2 opens an HTTP/2 connection to r's public port and sends the
-// preface and an empty SETTINGS frame.
-func dialH2(t *testing.T, r *webRelay, noRead ...bool) *h2Attacker {
+// dialH2 opens an HTTP/2 connection to r's public port, sends the preface
+// and an empty SETTINGS frame, and reads the relay's frames.
+func dialH2(t *testing.T, r *webRelay) *h2Attacker {
 	t.Helper()
-	cfg := r.tlsConf.Clone()
-	cfg.NextProtos = []string{"h2"}
-	c, err := tls.Dial("tcp", r.addr, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := dialH2Unread(t, r)
+	h.startReader()
+	return h
+}
+
+// dialH2Unread is dialH2 that leaves the relay's frames unread until
+// startReader (or for the test to read with h.fr).
+func dialH2Unread(t *testing.T, r *webRelay) *h2Attacker {
+	t.Helper()
+	c := r.dialTLS(t, "h2")
 	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
 		t.Fatal(err)
 	}
@@ -311,9 +316,6 @@ func dialH2(t *testing.T, r *webRelay, noRead ...bool) *h2Attacker {
 		h.startReader()
 		<-h.done
 	})
-	if len(noRead) == 0 || !noRead[0] {
-		h.startReader()
-	}
 	return h
 }
 

@@ -83,17 +83,21 @@ func (r *webRelay) client(h2 bool) *http.Client {
 }
 
 // dialHTTP1 opens a TLS connection negotiating http/1.1.
-func (r *webRelay) dialHTTP1(t *testing.T) *tls.Conn {
+func (r *webRelay) dialHTTP1(t *testing.T) *tls.Conn { return r.dialTLS(t, "http/1.1") }
+
+// dialTLS opens a TLS connection to the public port that negotiates proto,
+// closed when the test ends.
+func (r *webRelay) dialTLS(t *testing.T, proto string) *tls.Conn {
 	t.Helper()
 	cfg := r.tlsConf.Clone()
-	cfg.NextProtos = []string{"http/1.1"}
+	cfg.NextProtos = []string{proto}
 	c, err := tls.Dial("tcp", r.addr, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	if p := c.ConnectionState().NegotiatedProtocol; p != "http/1.1" {
-		t.Fatalf("negotiated %q; want http/1.1", p)
+	if p := c.ConnectionState().NegotiatedProtocol; p != proto {
+		t.Fatalf("negotiated %q; want %s", p, proto)
 	}
 	return c
 }
@@ -204,23 +208,10 @@ func TestWebOnPublicPort(t *testing.T) {
 	// HTTP/2 (RFC 8441), which the gateway does not serve: the setting
 	// must stay off.
 	t.Run("HTTP/2 does not offer WebSockets", func(t *testing.T) {
-		cfg := r.tlsConf.Clone()
-		cfg.NextProtos = []string{"h2"}
-		c, err := tls.Dial("tcp", r.addr, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
-			t.Fatal(err)
-		}
-		fr := http2.NewFramer(c, c)
-		if err := fr.WriteSettings(); err != nil {
-			t.Fatal(err)
-		}
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		h := dialH2Unread(t, r)
+		h.c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		for {
-			f, err := fr.ReadFrame()
+			f, err := h.fr.ReadFrame()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -129,9 +129,6 @@ func (c *Client) OpenStream() (net.Conn, error) {
 	return st, nil
 }
 
-// h2Config bounds what the relay buffers: a stalled client's call holds at
-// most MaxReceiveBufferPerStream in the relay; the connection window is
-// large, so a few stalled calls never hold up the others.
 // maxAgentHeaderBytes bounds the header list of an agent's answer (its
 // headers, and its trailers apart). An agent is its owner's program: a
 // hostile one could otherwise make the relay read and hold net/http's
@@ -144,6 +141,9 @@ func (c *Client) OpenStream() (net.Conn, error) {
 // relay drops the connection (TestHostileAgentDirectConnection).
 const maxAgentHeaderBytes = 256 << 10
 
+// h2Config bounds what the relay buffers: a stalled client's call holds at
+// most MaxReceiveBufferPerStream in the relay; the connection window is
+// large, so a few stalled calls never hold up the others.
 var h2Config = http.HTTP2Config{
 	MaxReceiveBufferPerStream:     1 << 20,
 	MaxReceiveBufferPerConnection: 64 << 20,
@@ -378,7 +378,7 @@ func forwardH2(parent context.Context, cc http.RoundTripper, scheme, host string
 // CANCELLED; otherwise the tunnel broke (UNAVAILABLE, TUNNEL_DISCONNECTED).
 func callFailed(ctx context.Context, err error) (code int, msg string, details []byte) {
 	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded) || pastDeadline(ctx):
+	case pastDeadline(ctx):
 		return codeDeadlineExceeded, "deadline exceeded", nil
 	case strings.Contains(err.Error(), "; CANCEL; received from peer"):
 		// net/http's HTTP/2 stream errors are not exported types.
@@ -389,7 +389,7 @@ func callFailed(ctx context.Context, err error) (code int, msg string, details [
 }
 
 // pastDeadline reports whether ctx's deadline has come (within a
-// millisecond) though ctx may not say so yet. The agent gets the call's
+// millisecond), whether or not ctx has ended for it yet. The agent gets the call's
 // grpc-timeout as the relay did, a little later, so its deadline is never
 // earlier than the relay's; when it resets the stream for its deadline, the
 // relay's timer may not have run yet (a loaded machine), and the call must
