@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/yamux"
+	"golang.org/x/net/http2"
+
+	"github.com/betcode-dev/betcode/shared/internal/h2client"
 )
 
 // Client is the relay's end of one machine's tunnel.
@@ -42,7 +45,16 @@ type Client struct {
 	offer   func(token []byte) // sends a DirectOffer; nil: the agent cannot
 	token   []byte             // the offer outstanding, until used
 	offered time.Time          // when the last offer was sent
-	direct  *http.ClientConn   // the calls' connection, once attached
+	direct  callConn           // the calls' connection, once attached
+	engine  bool               // direct connections get h2client, not net/http
+}
+
+// callConn is an HTTP/2 client connection that carries calls to the agent:
+// net/http's (*http.ClientConn) or the engine's (h2client.Conn).
+type callConn interface {
+	http.RoundTripper
+	Err() error
+	Close() error
 }
 
 // NewClient returns the relay's end of a tunnel over conn. h2 says whether
@@ -152,7 +164,7 @@ var h2Config = http.HTTP2Config{
 // clientConn returns the HTTP/2 connection to the agent: the direct one if
 // it is attached and healthy, else the one over the tunnel stream, started
 // on first use (it lives as long as the tunnel).
-func (c *Client) clientConn(ctx context.Context) (*http.ClientConn, error) {
+func (c *Client) clientConn(ctx context.Context) (callConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -238,14 +250,15 @@ func (c *Client) Invoke(ctx context.Context, requestID, service, method string, 
 	}
 	h.Set("Content-Type", "application/grpc")
 	h.Set("Te", "trailers")
+	frame := Frame(request)
 	req := (&http.Request{
 		Method:        http.MethodPost,
 		URL:           &url.URL{Scheme: "http", Host: "machine", Path: "/" + service + "/" + method},
 		Proto:         "HTTP/2.0",
 		ProtoMajor:    2,
 		Header:        h,
-		Body:          io.NopCloser(bytes.NewReader(Frame(request))),
-		ContentLength: int64(5 + len(request)),
+		Body:          &bytesBody{Reader: bytes.NewReader(frame)},
+		ContentLength: int64(len(frame)),
 		Host:          "machine",
 	}).WithContext(ctx)
 	resp, err := cc.RoundTrip(req)
@@ -344,8 +357,10 @@ func forwardH2(parent context.Context, cc http.RoundTripper, scheme, host string
 			// waiting: flush now. A full one means more is coming at once.
 			// (Holding bytes back for up to 500 µs, so that a unary
 			// answer's trailers would leave with its message, measured no
-			// better.)
-			if flusher != nil && !full {
+			// better.) An answer that has already ended is not flushed
+			// here: its trailers follow at once, and the end of the call
+			// flushes them with the data in one write.
+			if flusher != nil && !full && !bodyEnded(resp.Body) {
 				flusher.Flush()
 			}
 		}
@@ -380,13 +395,51 @@ func callFailed(ctx context.Context, err error) (code int, msg string, details [
 	switch {
 	case pastDeadline(ctx):
 		return codeDeadlineExceeded, "deadline exceeded", nil
-	case strings.Contains(err.Error(), "; CANCEL; received from peer"):
-		// net/http's HTTP/2 stream errors are not exported types.
+	case isPeerCancel(err):
 		return codeCanceled, "the machine cancelled the call", nil
 	}
 	msg = "machine tunnel disconnected during the call: " + err.Error()
 	return codeUnavailable, msg, tunnelDisconnected(codeUnavailable, msg)
 }
+
+// isPeerCancel reports whether err is the agent resetting the call's stream
+// with CANCEL.
+func isPeerCancel(err error) bool {
+	var se *h2client.StreamError
+	if errors.As(err, &se) {
+		return se.Remote && se.Code == http2.ErrCodeCancel
+	}
+	// net/http's HTTP/2 stream errors are not exported types.
+	return strings.Contains(err.Error(), "; CANCEL; received from peer")
+}
+
+// buffered is a body that can say, without blocking, what it holds
+// (h2client.Buffered; the engine's request bodies have it too).
+type buffered interface {
+	Buffered() (n int, ended bool)
+}
+
+// bodyEnded reports whether b is known to hold the whole rest of its
+// stream already: nothing will follow what it has buffered.
+func bodyEnded(b io.Reader) bool {
+	bb, ok := b.(buffered)
+	if !ok {
+		return false
+	}
+	_, ended := bb.Buffered()
+	return ended
+}
+
+// bytesBody is a request body held in memory. It says so (Buffered), so
+// the engine's client sends a call's headers and its whole body in one
+// write.
+type bytesBody struct{ *bytes.Reader }
+
+// Buffered reports the bytes left; they are all there is.
+func (b *bytesBody) Buffered() (int, bool) { return b.Len(), true }
+
+// Close does nothing.
+func (b *bytesBody) Close() error { return nil }
 
 // pastDeadline reports whether ctx's deadline has come (within a
 // millisecond), whether or not ctx has ended for it yet. The agent gets the call's

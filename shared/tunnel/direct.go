@@ -9,8 +9,9 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"time"
+
+	"github.com/betcode-dev/betcode/shared/internal/h2client"
 )
 
 // A direct connection carries a tunnel's calls outside the OpenTunnel
@@ -96,15 +97,37 @@ func (c *Client) AttachDirect(ctx context.Context, conn net.Conn, token []byte) 
 		return errDirectToken
 	}
 	c.token = nil
-	cfg := h2Config
-	cfg.SendPingTimeout, cfg.PingTimeout = directPingEvery, directPingTimeout
-	cc, err := newH2ClientConn(ctx, conn, &cfg)
+	var cc callConn
+	var err error
+	if c.engine {
+		cc, err = h2client.New(ctx, conn, h2client.Options{
+			MaxHeaderListSize: maxAgentHeaderBytes,
+			StreamWindow:      uint32(h2Config.MaxReceiveBufferPerStream),
+			ConnWindow:        uint32(h2Config.MaxReceiveBufferPerConnection),
+			PingEvery:         directPingEvery,
+			PingTimeout:       directPingTimeout,
+		})
+	} else {
+		cfg := h2Config
+		cfg.SendPingTimeout, cfg.PingTimeout = directPingEvery, directPingTimeout
+		cc, err = newH2ClientConn(ctx, conn, &cfg)
+	}
 	if err != nil {
 		return fmt.Errorf("start HTTP/2 on the direct connection: %w", err)
 	}
 	c.dropDirectLocked()
 	c.direct = cc
 	return nil
+}
+
+// UseEngine makes the direct connections attached later carry calls on
+// the relay's own HTTP/2 client (shared/internal/h2client: one reader
+// goroutine, a call's request in one write) instead of net/http's. The
+// relay's --front=engine sets it.
+func (c *Client) UseEngine() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.engine = true
 }
 
 // Direct reports whether calls go over a direct connection.
@@ -118,7 +141,7 @@ func (c *Client) Direct() bool {
 // healthy. Otherwise it drops a failed one and, if the agent can take
 // one, sends an offer (at most once per DirectReofferAfter); the call then
 // goes over the stream. c.mu is held.
-func (c *Client) directLocked() *http.ClientConn {
+func (c *Client) directLocked() callConn {
 	if c.direct != nil {
 		if c.direct.Err() == nil {
 			return c.direct

@@ -34,6 +34,26 @@ type directWorld struct {
 
 func newDirectWorld(t *testing.T) *directWorld { return newDirectWorldVia(t, nil) }
 
+// directEngine makes the direct worlds' relay end carry calls on the
+// engine's HTTP/2 client (Client.UseEngine); bothDirectClients sets it.
+var directEngine bool
+
+// bothDirectClients runs test once with net/http's HTTP/2 client on the
+// direct connection and once with the engine's (--front=engine).
+func bothDirectClients(t *testing.T, test func(t *testing.T)) {
+	for _, engine := range []bool{false, true} {
+		name := "net-http"
+		if engine {
+			name = "engine"
+		}
+		t.Run(name, func(t *testing.T) {
+			directEngine = engine
+			t.Cleanup(func() { directEngine = false })
+			test(t)
+		})
+	}
+}
+
 // newDirectWorldVia is newDirectWorld whose agent reaches the "relay"
 // through via(address) instead, if via is set.
 func newDirectWorldVia(t *testing.T, via func(target string) string) *directWorld {
@@ -49,6 +69,9 @@ func newDirectWorldVia(t *testing.T, via func(target string) string) *directWorl
 	w := &directWorld{svc: svc, gs: gs, client: NewClient(rc, true), accepted: make(chan net.Conn, 4), refused: make(chan error, 4), served: make(chan error, 4)}
 	t.Cleanup(func() { w.client.Close() })
 	w.client.EnableDirect(rc.SendDirectOffer)
+	if directEngine {
+		w.client.UseEngine()
+	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -118,6 +141,10 @@ func (w *directWorld) call(t *testing.T, body string) {
 // connection; later calls go over it. When it fails, calls go back to the
 // stream, and the relay does not offer again at once.
 func TestDirectConnectionCarriesCallsAndFallsBack(t *testing.T) {
+	bothDirectClients(t, testDirectConnectionCarriesCallsAndFallsBack)
+}
+
+func testDirectConnectionCarriesCallsAndFallsBack(t *testing.T) {
 	w := newDirectWorld(t)
 	if w.client.Direct() {
 		t.Fatal("direct before any call")
@@ -282,6 +309,10 @@ func (f *freezer) pipe(dst, src net.Conn) {
 // A direct connection that goes silent (no FIN, no RST) is found dead by
 // the relay's pings, and calls go back to the stream instead of hanging.
 func TestDirectConnectionGoneSilentFallsBack(t *testing.T) {
+	bothDirectClients(t, testDirectConnectionGoneSilentFallsBack)
+}
+
+func testDirectConnectionGoneSilentFallsBack(t *testing.T) {
 	every, timeout := directPingEvery, directPingTimeout
 	directPingEvery, directPingTimeout = 100*time.Millisecond, 200*time.Millisecond
 	t.Cleanup(func() { directPingEvery, directPingTimeout = every, timeout })

@@ -52,7 +52,9 @@ func newDirectHarness(t *testing.T) *directHarness {
 }
 
 // Every kind of call works over the direct connection, as over the stream.
-func TestDirectForwardedCalls(t *testing.T) {
+func TestDirectForwardedCalls(t *testing.T) { bothDirectClients(t, testDirectForwardedCalls) }
+
+func testDirectForwardedCalls(t *testing.T) {
 	h := newDirectHarness(t)
 	checkForwardedCalls(t, h.harness)
 	if !h.w.client.Direct() {
@@ -64,7 +66,9 @@ func TestDirectForwardedCalls(t *testing.T) {
 // sent them, malformed calls get the agent's own refusal, and a connection
 // lost mid-call is TUNNEL_DISCONNECTED, the next call going over the
 // stream.
-func TestDirectUnaryCalls(t *testing.T) {
+func TestDirectUnaryCalls(t *testing.T) { bothDirectClients(t, testDirectUnaryCalls) }
+
+func testDirectUnaryCalls(t *testing.T) {
 	h := newDirectHarness(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -24,6 +24,10 @@ import (
 // bounded amount of reading (the response header limit, maxAgentHeaderBytes),
 // and leave the tunnel working: the next call is answered.
 func TestHostileAgentDirectConnection(t *testing.T) {
+	bothDirectClients(t, testHostileAgentDirectConnection)
+}
+
+func testHostileAgentDirectConnection(t *testing.T) {
 	tests := []struct {
 		name string
 		// answer writes the hostile answer to the call on stream id; sent
@@ -128,7 +132,9 @@ var longErrorMessage = strings.Repeat("é", 8<<10)
 // TestLongAgentErrorArrives: the limit on an agent's answer headers
 // (maxAgentHeaderBytes) leaves room for the longest error BetCode's agent
 // sends, message and details.
-func TestLongAgentErrorArrives(t *testing.T) {
+func TestLongAgentErrorArrives(t *testing.T) { bothDirectClients(t, testLongAgentErrorArrives) }
+
+func testLongAgentErrorArrives(t *testing.T) {
 	w := newDirectWorld(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

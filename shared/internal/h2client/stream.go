@@ -1,0 +1,193 @@
+package h2client
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+
+	"golang.org/x/net/http2"
+)
+
+// stream is one call: an HTTP/2 stream, its response and its body.
+type stream struct {
+	cc      *Conn
+	req     *http.Request
+	ctx     context.Context
+	stopCtx func() bool   // unregisters the context.AfterFunc; nil if none
+	wake    chan struct{} // capacity 1: something changed for RoundTrip / Read
+
+	// Guarded by cc.mu.
+	id         uint32
+	inMap      bool  // open in HTTP/2 terms: in cc.streams, holds a slot
+	sendWindow int64 // what we may still send
+	recvWindow int64 // what the peer may still send
+	refund     int64 // bytes read by the caller, not yet refunded
+	bufp       *[]byte
+	off        int // read offset in *bufp
+	gotHeaders bool
+	recvEnd    bool  // END_STREAM received
+	sentEnd    bool  // END_STREAM written
+	rst        bool  // RST_STREAM sent or received
+	err        error // the call failed; Read returns it
+	eof        bool  // Read returned io.EOF
+	callDone   bool  // body closed or EOF read or RoundTrip failed
+
+	// Guarded by cc.wmu.
+	wEnd bool // END_STREAM written
+	wRST bool // RST_STREAM written
+
+	wDirty    bool // owned by the body writer: it wrote without flushing
+	reqClosed atomic.Bool
+	resp      http.Response
+	body      respBody
+}
+
+// signal wakes the goroutine waiting in RoundTrip or Read, if any.
+func (s *stream) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// unreadLocked is the number of received bytes not read yet.
+func (s *stream) unreadLocked() int {
+	if s.bufp == nil {
+		return 0
+	}
+	return len(*s.bufp) - s.off
+}
+
+// appendLocked buffers received DATA.
+func (s *stream) appendLocked(d []byte) {
+	if s.bufp == nil {
+		s.bufp = getBuf(len(d))
+	}
+	b := *s.bufp
+	if s.off > 0 && len(b)+len(d) > cap(b) {
+		n := copy(b, b[s.off:])
+		b = b[:n]
+		s.off = 0
+	}
+	*s.bufp = append(b, d...)
+}
+
+// dropBufferLocked discards unread data, handing its bytes back to the
+// connection window, and recycles the buffer if release.
+func (s *stream) dropBufferLocked(release bool) {
+	if s.bufp == nil {
+		return
+	}
+	s.cc.refund += int64(len(*s.bufp) - s.off)
+	*s.bufp = (*s.bufp)[:0]
+	s.off = 0
+	if release {
+		putBuf(s.bufp)
+		s.bufp = nil
+	}
+}
+
+// abortLocked fails the call with err (unless it already failed) and drops
+// what it buffered. Waiters are woken. The caller closes the request body
+// once mu is released (to stop the body writer).
+func (s *stream) abortLocked(err error) {
+	if s.err == nil {
+		s.err = err
+	}
+	s.dropBufferLocked(false)
+	s.signal()
+	s.cc.cond.Broadcast()
+}
+
+// resetLocked marks s reset by us and takes it out of the open streams. It
+// reports whether a RST_STREAM must be written (s was open); if so, the
+// stream's slot stays taken until writeControl wrote the RST_STREAM.
+func (s *stream) resetLocked() bool {
+	if !s.inMap {
+		return false
+	}
+	s.rst = true
+	delete(s.cc.streams, s.id)
+	s.inMap = false
+	return true
+}
+
+// maybeCloseLocked closes s in HTTP/2 terms once both sides ended it.
+func (s *stream) maybeCloseLocked() {
+	if s.recvEnd && s.sentEnd {
+		s.cc.removeLocked(s)
+	}
+}
+
+// stoppedLocked reports whether nothing more may be sent on s.
+func (s *stream) stoppedLocked() bool {
+	return s.callDone || s.rst || s.err != nil || s.cc.err != nil
+}
+
+// writeRSTLocked writes RST_STREAM once; wmu held.
+func (s *stream) writeRSTLocked(code http2.ErrCode) {
+	if s.wRST || s.id == 0 {
+		return
+	}
+	s.wRST = true
+	s.cc.wfr.WriteRSTStream(s.id, code)
+}
+
+// closeReqBody closes the request body, once.
+func (s *stream) closeReqBody() {
+	if s.req.Body != nil && s.reqClosed.CompareAndSwap(false, true) {
+		s.req.Body.Close()
+	}
+}
+
+// onCtxDone runs when the request context ends: the call fails with the
+// context's error, and an open stream is reset with CANCEL.
+func (s *stream) onCtxDone() {
+	cc := s.cc
+	cc.mu.Lock()
+	if s.callDone || s.eof {
+		cc.mu.Unlock()
+		return
+	}
+	rst := s.resetLocked()
+	s.abortLocked(s.ctx.Err())
+	u := cc.takeUpdatesLocked(nil)
+	cc.unlock()
+	s.closeReqBody()
+	if rst || u.any() {
+		var r *stream
+		if rst {
+			r = s
+		}
+		cc.writeControl(r, http2.ErrCodeCancel, u, true)
+	}
+}
+
+// endCall ends the call: the caller is done with the response (EOF read,
+// body closed, or RoundTrip failed). An open stream is reset with CANCEL,
+// buffered bytes are refunded to the connection, the request body closed.
+func (s *stream) endCall() {
+	cc := s.cc
+	cc.mu.Lock()
+	if s.callDone {
+		cc.mu.Unlock()
+		return
+	}
+	s.callDone = true
+	rst := s.resetLocked()
+	s.dropBufferLocked(true)
+	u := cc.takeUpdatesLocked(nil)
+	cc.cond.Broadcast()
+	cc.unlock()
+	s.closeReqBody()
+	if s.stopCtx != nil {
+		s.stopCtx()
+	}
+	if rst || u.any() {
+		var r *stream
+		if rst {
+			r = s
+		}
+		cc.writeControl(r, http2.ErrCodeCancel, u, true)
+	}
+}
