@@ -1,0 +1,104 @@
+package h2front
+
+import (
+	"golang.org/x/net/http2"
+)
+
+// processHeaders handles a decoded HEADERS (+CONTINUATION) block: a new
+// stream, or trailers ending an open stream's request body.
+func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
+	id := f.StreamID
+	if id%2 != 1 {
+		return connErr{http2.ErrCodeProtocol, "even stream id"}
+	}
+	c.mu.Lock()
+	if st := c.streams[id]; st != nil {
+		defer c.mu.Unlock()
+		if st.remoteDone {
+			return streamErr{id, http2.ErrCodeStreamClosed}
+		}
+		if !f.StreamEnded() {
+			return streamErr{id, http2.ErrCodeProtocol}
+		}
+		// Trailers: they end the request body; the fields are ignored.
+		st.endRemoteLocked()
+		st.bodyCond.Broadcast()
+		return nil
+	}
+	if id <= c.maxID {
+		c.mu.Unlock()
+		return connErr{http2.ErrCodeProtocol, "stream id not increasing"}
+	}
+	c.maxID = id
+	if c.goingAway {
+		// Past our GOAWAY's last stream id: ignored, the client retries.
+		c.mu.Unlock()
+		return nil
+	}
+	c.lastID = id
+	if f.Truncated {
+		c.writeTooLargeLocked(id, f.StreamEnded())
+		c.mu.Unlock()
+		return nil
+	}
+	if uint32(len(c.streams)) >= c.lim.maxStreams {
+		c.mu.Unlock()
+		return streamErr{id, http2.ErrCodeRefusedStream}
+	}
+	c.mu.Unlock()
+
+	st := newStream(c, id)
+	req, ok := c.newRequest(st, f)
+	if !ok {
+		st.cancel()
+		return streamErr{id, http2.ErrCodeProtocol}
+	}
+	st.req = req
+	c.mu.Lock()
+	c.streams[id] = st
+	if f.StreamEnded() {
+		st.remoteDone = true
+		st.body.ended = true
+	}
+	c.mu.Unlock()
+	c.pending = append(c.pending, st)
+	return nil
+}
+
+// writeTooLargeLocked answers a request whose header block exceeded
+// MaxHeaderListSize with 431, as net/http does, without running a handler.
+func (c *conn) writeTooLargeLocked(id uint32, ended bool) {
+	c.writeCtrlLocked(func() error {
+		if err := c.writeHeaderBlockLocked(id, true, c.encodeStatusLocked(431, nil, nil)); err != nil {
+			return err
+		}
+		if !ended {
+			return c.wfr.WriteRSTStream(id, http2.ErrCodeNo)
+		}
+		return nil
+	})
+}
+
+// startPending starts the handlers of the streams collected since the
+// reader last blocked; streams reset meanwhile are dropped.
+func (c *conn) startPending() error {
+	pending := c.pending
+	c.pending = c.pending[:0]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	limit := int(handlerFactor * c.lim.maxStreams)
+	for i, st := range pending {
+		pending[i] = nil
+		if st.reset || c.closed {
+			st.cancel()
+			continue
+		}
+		if c.running >= limit {
+			return connErr{http2.ErrCodeEnhanceYourCalm, "too many running handlers"}
+		}
+		c.running++
+		c.wg.Add(1)
+		go st.run()
+	}
+	return nil
+}

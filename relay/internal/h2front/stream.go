@@ -1,0 +1,142 @@
+package h2front
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+
+	"golang.org/x/net/http2"
+)
+
+// stream is one client-initiated stream. Fields below mu are guarded by
+// the connection's mu; rw's handler-side fields belong to the handler
+// goroutine.
+type stream struct {
+	c      *conn
+	id     uint32
+	ctx    context.Context
+	cancel context.CancelFunc
+	req    *http.Request
+	body   body
+	rw     responseWriter
+
+	// Guarded by c.mu.
+	bodyCond   sync.Cond // body data, end, close or reset
+	remoteDone bool      // END_STREAM received (half-closed remote)
+	bodyClosed bool      // handler closed the body or returned
+	reset      bool      // reset by either side, or connection ended
+	resetErr   error
+	done       bool // handler finished and the stream left the table
+	sendWin    int64
+	recvAvail  int32 // receive window left for the peer
+	recvUnsent int32 // consumed bytes not yet refunded
+}
+
+func newStream(c *conn, id uint32) *stream {
+	st := &stream{c: c, id: id}
+	st.ctx, st.cancel = context.WithCancel(c.ctx)
+	st.bodyCond.L = &c.mu
+	st.body.st = st
+	st.rw.st = st
+	c.mu.Lock()
+	st.sendWin = int64(c.peerInitWin)
+	st.recvAvail = c.streamRecvWin
+	c.mu.Unlock()
+	return st
+}
+
+// endRemoteLocked records END_STREAM from the client.
+func (st *stream) endRemoteLocked() {
+	st.remoteDone = true
+	st.body.ended = true
+}
+
+// abortLocked ends the stream because of a reset or the connection's end:
+// its context is cancelled, blocked readers and writers wake with err, and
+// its unread body is refunded to the connection.
+func (st *stream) abortLocked(err error) {
+	if st.reset {
+		return
+	}
+	st.reset = true
+	st.resetErr = err
+	st.cancel()
+	st.discardBodyLocked()
+	st.bodyCond.Broadcast()
+	st.c.sendCond.Broadcast()
+}
+
+// removeStreamLocked takes st out of the stream table (it no longer counts
+// as open) and, unless its handler already finished, aborts it.
+func (c *conn) removeStreamLocked(st *stream, err error) {
+	if c.streams[st.id] == st {
+		delete(c.streams, st.id)
+	}
+	if !st.done {
+		st.abortLocked(err)
+	}
+	c.maybeWakeLocked()
+}
+
+// run executes the handler on its own goroutine and finishes the stream.
+func (st *stream) run() {
+	c := st.c
+	defer func() {
+		c.mu.Lock()
+		c.running--
+		c.mu.Unlock()
+		c.wg.Done()
+	}()
+	defer st.cancel()
+	panicked := true
+	defer func() {
+		if !panicked {
+			return
+		}
+		p := recover()
+		if p != http.ErrAbortHandler {
+			c.log.Error("h2front: handler panic", "remote", c.remoteAddr, "stream", st.id, "path", st.req.URL.Path, "panic", p)
+		}
+		st.finishReset(http2.ErrCodeInternal)
+	}()
+	c.srv.Handler.ServeHTTP(&st.rw, st.req)
+	panicked = false
+	st.rw.finish()
+}
+
+// finishReset ends the stream with RST_STREAM(code) after a handler panic.
+func (st *stream) finishReset(code http2.ErrCode) {
+	c := st.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	alive := !st.reset && c.werr == nil && !c.closed
+	st.closeBodyLocked()
+	st.done = true
+	c.removeStreamLocked(st, errStreamReset)
+	if alive {
+		_ = c.wfr.WriteRSTStream(st.id, code)
+		_ = c.flushLocked()
+	}
+}
+
+// writeErrLocked reports why st can no longer be written, or nil.
+func (st *stream) writeErrLocked() error {
+	c := st.c
+	switch {
+	case c.werr != nil:
+		return c.werr
+	case c.closed:
+		return errConnClosed
+	case st.reset:
+		if st.resetErr != nil {
+			return st.resetErr
+		}
+		return errStreamReset
+	case st.done:
+		return errHandlerDone
+	}
+	return nil
+}
+
+var errHandlerDone = errors.New("h2front: write after handler returned")
