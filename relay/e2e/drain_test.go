@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/betcode-dev/betcode/relay/server"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 	"github.com/betcode-dev/betcode/shared/fakeapi"
 )
@@ -26,10 +27,16 @@ import (
 // third machine is offline with buffered messages; then replica A gets
 // SIGTERM (it drains) and replica B SIGKILL. Every client ends with every
 // event of its turn exactly once, each buffered message reaches the model
-// once, and A exits 0 within its grace.
+// once, and A exits 0 within its grace. It runs on both HTTP/2 fronts.
 func TestDrainAndKillReplicasLoseNoEvent(t *testing.T) {
+	for _, front := range []string{server.FrontNetHTTP, server.FrontEngine} {
+		t.Run(strings.ReplaceAll(front, "/", "-"), func(t *testing.T) { testDrainAndKillReplicas(t, front) })
+	}
+}
+
+func testDrainAndKillReplicas(t *testing.T, front string) {
 	const grace = 20 * time.Second
-	w := newWorldOf(t, &world{t: t, pki: t.TempDir(), dataDir: t.TempDir(), dbURL: pgURL(t), advertise: true,
+	w := newWorldOf(t, &world{t: t, pki: t.TempDir(), dataDir: t.TempDir(), dbURL: pgURL(t), advertise: true, front: front,
 		extraArgs: []string{"--drain-grace", grace.String()}})
 	bAddr, relayB := w.startReplica("relay B")
 	cAddr, _ := w.startReplica("relay C")

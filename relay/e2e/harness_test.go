@@ -200,6 +200,8 @@ type world struct {
 	advertise bool
 	// extraArgs are added to the relay's command line.
 	extraArgs []string
+	// front, if set, is every replica's --front.
+	front string
 
 	stOnce sync.Once
 	st     store.Store
@@ -242,6 +244,9 @@ func (w *world) startRelay() {
 	}
 	if w.advertise {
 		args = append(args, "--advertise-addr", w.addr)
+	}
+	if w.front != "" {
+		args = append(args, "--front", w.front)
 	}
 	args = append(args, w.extraArgs...)
 	w.relay = start(w.t, "relay", nil, bin(w.t, "betcode-relay"), args...)

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/betcode-dev/betcode/relay/pki"
+	"github.com/betcode-dev/betcode/relay/server"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 	"github.com/betcode-dev/betcode/shared/fakeapi"
 )
@@ -70,8 +71,17 @@ func checkSeq(t *testing.T, evs []*pb.AgentEvent) {
 	}
 }
 
+// TestMachinesSwitchAndConverseThroughRelay runs on both of the relay's
+// HTTP/2 fronts: net/http's, and its own engine (--front engine), whose
+// client also carries the calls on the agents' direct connections.
 func TestMachinesSwitchAndConverseThroughRelay(t *testing.T) {
-	w := newWorld(t, "")
+	for _, front := range []string{server.FrontNetHTTP, server.FrontEngine} {
+		t.Run(strings.ReplaceAll(front, "/", "-"), func(t *testing.T) { testMachinesSwitchAndConverse(t, front) })
+	}
+}
+
+func testMachinesSwitchAndConverse(t *testing.T, front string) {
+	w := newWorldOf(t, &world{t: t, pki: t.TempDir(), dataDir: t.TempDir(), front: front})
 	m1 := w.startAgent("m1", w.addr)
 	m2 := w.startAgent("m2", w.addr)
 	cc := w.client()

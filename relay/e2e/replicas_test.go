@@ -28,10 +28,14 @@ func (w *world) startReplica(name string) (string, *proc) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	p := start(w.t, name, nil, bin(w.t, "betcode-relay"), "serve", "--listen", addr, "--advertise-addr", addr,
+	args := []string{"serve", "--listen", addr, "--advertise-addr", addr,
 		"--tls-cert", filepath.Join(w.pki, pki.RelayCertFile), "--tls-key", filepath.Join(w.pki, pki.RelayKeyFile),
 		"--client-ca", filepath.Join(w.pki, pki.CACertFile), "--data-dir", w.t.TempDir(), "--database-url", w.dbURL,
-		"--heartbeat-interval", "1s", "--log-level", "debug")
+		"--heartbeat-interval", "1s", "--log-level", "debug"}
+	if w.front != "" {
+		args = append(args, "--front", w.front)
+	}
+	p := start(w.t, name, nil, bin(w.t, "betcode-relay"), args...)
 	p.waitLine(w.t, `relay serving`, 60*time.Second)
 	return addr, p
 }

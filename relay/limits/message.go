@@ -56,6 +56,16 @@ func MessageLimitReader(r io.Reader, limit int) *MessageReader {
 	return &MessageReader{r: r, max: uint64(max(limit, 0))}
 }
 
+// Buffered passes on what the wrapped body can say without blocking
+// (n bytes readable now; ended: nothing follows them), so that a whole
+// request can be sent on at once. After the limit tripped it says nothing.
+func (m *MessageReader) Buffered() (n int, ended bool) {
+	if bb, ok := m.r.(interface{ Buffered() (int, bool) }); ok && m.err == nil {
+		return bb.Buffered()
+	}
+	return 0, false
+}
+
 // Read reads from the body. When a message prefix announces more than the
 // limit it returns the bytes before that prefix (parts of the prefix that
 // arrived in an earlier Read have been passed on) and an error that

@@ -210,6 +210,15 @@ type countingBody struct {
 	n atomic.Int64
 }
 
+// Buffered passes on what the body can say without blocking (the engine
+// front's bodies can), so that the tunnel sends a whole request at once.
+func (b *countingBody) Buffered() (n int, ended bool) {
+	if bb, ok := b.ReadCloser.(interface{ Buffered() (int, bool) }); ok {
+		return bb.Buffered()
+	}
+	return 0, false
+}
+
 func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.n.Add(int64(n))

@@ -26,11 +26,17 @@ import (
 // token (so the unauthenticated-connection timer does not end them first).
 // Each attack must end with the relay closing the attacking connection or
 // refusing the attacking stream, while another client's calls are still
-// answered and the relay's goroutines come back down. The relay's own
-// HTTP/2 engine, when it comes (docs/relay-h2-engine.md), must pass the
-// same.
+// answered and the relay's goroutines come back down. Both fronts face
+// the same attacks: net/http's, and the relay's own HTTP/2 engine
+// (--front=engine, docs/relay-h2-engine.md).
 func TestHostileHTTP2(t *testing.T) {
-	r := startWebRelay(t, nil)
+	for _, front := range []string{FrontNetHTTP, FrontEngine} {
+		t.Run(strings.ReplaceAll(front, "/", "-"), func(t *testing.T) { testHostileHTTP2(t, front) })
+	}
+}
+
+func testHostileHTTP2(t *testing.T, front string) {
+	r := startWebRelay(t, func(c *Config) { c.Front = front })
 	tok := r.token(t, "mallory")
 	healthy := r.healthClient(t)
 	healthy(t) // connected before the attacks, so the count below includes it

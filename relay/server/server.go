@@ -33,6 +33,7 @@ import (
 	"github.com/betcode-dev/betcode/relay/adminsvc"
 	"github.com/betcode-dev/betcode/relay/auth"
 	"github.com/betcode-dev/betcode/relay/enrollsvc"
+	"github.com/betcode-dev/betcode/relay/internal/h2front"
 	"github.com/betcode-dev/betcode/relay/limits"
 	"github.com/betcode-dev/betcode/relay/machinesvc"
 	"github.com/betcode-dev/betcode/relay/oidcsvc"
@@ -106,7 +107,25 @@ type Config struct {
 	Tracing *telemetry.Tracing
 	// Ready, if set, is called with the bound address once serving.
 	Ready func(addr net.Addr)
+	// Front names the HTTP/2 server that faces gRPC clients: FrontNetHTTP
+	// (the default) or FrontEngine (docs/relay-h2-engine.md).
+	Front string
 }
+
+// The relay's HTTP/2 fronts (Config.Front, --front).
+const (
+	// FrontNetHTTP serves every client connection on net/http's HTTP/2
+	// server, and carries calls on agents' direct connections with
+	// net/http's HTTP/2 client.
+	FrontNetHTTP = "net/http"
+	// FrontEngine serves the connections of gRPC clients (those that
+	// offered only h2) on the relay's own HTTP/2 server
+	// (relay/internal/h2front), and carries calls on agents' direct
+	// connections with its own client (shared/internal/h2client): one
+	// reader goroutine per connection and each direction of a unary
+	// call in one write. Browsers stay on net/http.
+	FrontEngine = "engine"
+)
 
 // Validate reports missing settings, naming the flag.
 func (c *Config) Validate() error {
@@ -134,6 +153,11 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Web.Validate(); err != nil {
 		return fmt.Errorf("relay: %w", err)
+	}
+	switch c.Front {
+	case "", FrontNetHTTP, FrontEngine:
+	default:
+		return fmt.Errorf("relay: --front %q: want %s or %s", c.Front, FrontNetHTTP, FrontEngine)
 	}
 	if c.AdvertiseAddr != "" {
 		if c.DatabaseURL == "" {
@@ -288,7 +312,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer pushSvc.Close()
 	tsvc := &tunnelsvc.Service{
-		Store: st, Registry: tunnels, Log: lg, HeartbeatInterval: cfg.HeartbeatInterval,
+		Store: st, Registry: tunnels, Log: lg, HeartbeatInterval: cfg.HeartbeatInterval, Engine: cfg.Front == FrontEngine,
 		OnOnline: func(ctx context.Context, t *registry.Tunnel) {
 			pushSvc.WatchTunnel(t)
 			rt.Deliver(ctx, t)
@@ -421,8 +445,19 @@ func Run(ctx context.Context, cfg Config) error {
 		// stays while it is in use (connGuard).
 		ConnContext: web.guards.connContext(lim.Config().HandshakeTimeout, true),
 	}
-	errc := make(chan error, 4)
+	errc := make(chan error, 5)
 	split := newSplitter(ln, tlsCfg, lg, splitOptions{MaxPending: lim.Config().MaxPendingConns, HandshakeTimeout: lim.Config().HandshakeTimeout})
+	var front *h2front.Server
+	if cfg.Front == FrontEngine {
+		// gRPC clients get the relay's own HTTP/2 server in front of the
+		// same handler; browsers stay on srv.
+		// A client whose socket takes nothing for WriteTimeout is gone
+		// (a phone between networks): it reconnects and resumes.
+		front = &h2front.Server{Handler: srv.Handler, ConnContext: srv.ConnContext, MaxConcurrentStreams: 1000,
+			WriteTimeout: 30 * time.Second, Log: lg}
+		grpcClients := split.withGRPCClients()
+		go func() { errc <- front.Serve(grpcClients) }()
+	}
 	split.tunnels = tunnels
 	split.directs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "betcode_relay_direct_connections_total",
@@ -495,9 +530,17 @@ func Run(ctx context.Context, cfg Config) error {
 			// sends clients a GOAWAY and waits for their calls, and the
 			// gateway's in-memory path closes last (deferred).
 			web.shutdown(ctx)
+			frontDone := make(chan struct{})
+			go func() {
+				defer close(frontDone)
+				if front != nil && front.Shutdown(ctx) != nil {
+					front.Close()
+				}
+			}()
 			if err := srv.Shutdown(ctx); err != nil {
 				srv.Close()
 			}
+			<-frontDone
 		},
 		closeTunnels: tunnels.CloseAll, // tunnels are long-lived: end them so Shutdown can finish
 		stopAgents: func(ctx context.Context) {

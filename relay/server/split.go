@@ -47,6 +47,12 @@ type splitter struct {
 	now      func() time.Time
 	machines *chanListener
 	clients  *chanListener
+	// grpcClients, if set, takes the client connections that offered only
+	// h2 in their TLS handshake (gRPC clients: browsers and other HTTP
+	// clients offer http/1.1 too), for the relay's own HTTP/2 front
+	// (--front=engine, relay/internal/h2front).
+	grpcClients *chanListener
+	offers      sync.Map // net.Conn -> bool: it offered only h2
 	// tunnels, if set, takes agents' direct connections (tunnel.ALPNDirect).
 	tunnels *registry.Registry
 	// directs, if set, counts direct connections by outcome (accepted,
@@ -93,6 +99,29 @@ func newSplitter(ln net.Listener, cfg *tls.Config, log *slog.Logger, opt splitOp
 	}
 }
 
+// withGRPCClients gives the connections that offered only h2 a listener
+// of their own (grpcClients). Call it before run.
+func (s *splitter) withGRPCClients() *chanListener {
+	s.grpcClients = newChanListener(s.ln.Addr())
+	cfg := s.cfg.Clone()
+	next := cfg.GetConfigForClient
+	cfg.GetConfigForClient = func(hi *tls.ClientHelloInfo) (*tls.Config, error) {
+		s.offers.Store(hi.Conn, len(hi.SupportedProtos) == 1 && hi.SupportedProtos[0] == "h2")
+		if next != nil {
+			return next(hi)
+		}
+		return nil, nil
+	}
+	s.cfg = cfg
+	return s.grpcClients
+}
+
+// grpcOnly reports (and forgets) whether c offered only h2.
+func (s *splitter) grpcOnly(c net.Conn) bool {
+	v, ok := s.offers.LoadAndDelete(c)
+	return ok && v.(bool)
+}
+
 // run accepts until the listener is closed, then ends the handshakes under
 // way and waits for them.
 func (s *splitter) run() {
@@ -106,6 +135,9 @@ func (s *splitter) run() {
 			if !retryAccept(err) {
 				s.machines.Close()
 				s.clients.Close()
+				if s.grpcClients != nil {
+					s.grpcClients.Close()
+				}
 				return
 			}
 			// Out of file descriptors, say, under a flood: wait for some
@@ -238,6 +270,7 @@ func (s *splitter) handshake(sl *slot, c net.Conn) {
 	cause := context.Cause(sl.ctx)
 	s.release(sl)
 	s.pending.Add(-1)
+	grpcOnly := s.grpcOnly(c)
 	if err != nil {
 		reason := mtls.DescribeHandshakeError(err)
 		switch {
@@ -269,6 +302,10 @@ func (s *splitter) handshake(sl *slot, c net.Conn) {
 	}
 	if _, relay := mtls.PeerRelay(&state); !relay && len(state.VerifiedChains) > 0 {
 		s.machines.push(newReadyConn(tc))
+		return
+	}
+	if grpcOnly && s.grpcClients != nil && state.NegotiatedProtocol == "h2" {
+		s.grpcClients.push(tc)
 		return
 	}
 	s.clients.push(tc)

@@ -47,6 +47,9 @@ type Service struct {
 	Audit func(store.AuditEvent)
 	// Metrics, if set, counts registrations, tunnels and heartbeat lag.
 	Metrics *Metrics
+	// Engine makes agents' direct connections carry calls on the relay's
+	// own HTTP/2 client (tunnel.Client.UseEngine; --front=engine).
+	Engine bool
 
 	heartbeatDeliveries sync.Map // machine id -> struct{}: a delivery started by a heartbeat runs
 }
@@ -257,6 +260,9 @@ func (s *Service) openTunnel(stream pb.TunnelService_OpenTunnelServer) (*registr
 	client := tunnel.NewClient(conn, h2)
 	if h2 && slices.Contains(m.Capabilities, tunnel.CapabilityDirect) {
 		client.EnableDirect(conn.SendDirectOffer)
+		if s.Engine {
+			client.UseEngine()
+		}
 	}
 	t := &registry.Tunnel{MachineID: id, OwnerID: m.OwnerID, TeamID: m.TeamID, Client: client, ConnectedAt: s.now()}
 	if old := s.Registry.Add(t); old != nil {
