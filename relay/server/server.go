@@ -107,8 +107,8 @@ type Config struct {
 	Tracing *telemetry.Tracing
 	// Ready, if set, is called with the bound address once serving.
 	Ready func(addr net.Addr)
-	// Front names the HTTP/2 server that faces gRPC clients: FrontNetHTTP
-	// (the default) or FrontEngine (docs/relay-h2-engine.md).
+	// Front names the HTTP/2 server that faces gRPC clients: FrontEngine
+	// (the default, docs/relay-h2-engine.md) or FrontNetHTTP.
 	Front string
 }
 
@@ -169,6 +169,9 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
+
+// engine reports whether gRPC clients get the relay's own HTTP/2 engine.
+func (c *Config) engine() bool { return c.Front != FrontNetHTTP }
 
 func (c *Config) setDefaults() {
 	if c.HeartbeatInterval <= 0 {
@@ -312,7 +315,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer pushSvc.Close()
 	tsvc := &tunnelsvc.Service{
-		Store: st, Registry: tunnels, Log: lg, HeartbeatInterval: cfg.HeartbeatInterval, Engine: cfg.Front == FrontEngine,
+		Store: st, Registry: tunnels, Log: lg, HeartbeatInterval: cfg.HeartbeatInterval, Engine: cfg.engine(),
 		OnOnline: func(ctx context.Context, t *registry.Tunnel) {
 			pushSvc.WatchTunnel(t)
 			rt.Deliver(ctx, t)
@@ -448,7 +451,7 @@ func Run(ctx context.Context, cfg Config) error {
 	errc := make(chan error, 5)
 	split := newSplitter(ln, tlsCfg, lg, splitOptions{MaxPending: lim.Config().MaxPendingConns, HandshakeTimeout: lim.Config().HandshakeTimeout})
 	var front *h2front.Server
-	if cfg.Front == FrontEngine {
+	if cfg.engine() {
 		// gRPC clients get the relay's own HTTP/2 server in front of the
 		// same handler; browsers stay on srv.
 		// A client whose socket takes nothing for WriteTimeout is gone

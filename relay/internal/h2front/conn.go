@@ -50,7 +50,7 @@ type conn struct {
 
 	mu          sync.Mutex
 	sendCond    sync.Cond // signalled when send window grows or streams end
-	bw          *bufio.Writer
+	bw          *pooledWriter
 	wfr         *http2.Framer
 	henc        *hpack.Encoder
 	hbuf        bytes.Buffer
@@ -110,7 +110,7 @@ func newConn(s *Server, nc net.Conn, lim limits) *conn {
 	c.rfr.MaxHeaderListSize = lim.maxHeaderList
 	c.rfr.SetMaxReadFrameSize(lim.maxReadFrame)
 
-	c.bw = bufio.NewWriterSize(deadlineWriter{c}, writeBufSize)
+	c.bw = &pooledWriter{w: deadlineWriter{c}}
 	c.wfr = http2.NewFramer(c.bw, nil)
 	c.henc = hpack.NewEncoder(&c.hbuf)
 	c.streamRecvWin = int32(lim.streamWindow)

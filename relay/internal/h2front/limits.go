@@ -31,8 +31,11 @@ const (
 	// keeps reading (and discarding) so that the peer receives the GOAWAY
 	// before the socket is closed.
 	goAwayLinger = time.Second
-	// readBufSize and writeBufSize size the per-connection buffers.
-	readBufSize  = 32 << 10
+	// readBufSize and writeBufSize size the per-connection buffers. A TLS
+	// connection's Read returns at most one record (16 KiB), so a larger
+	// read buffer would not fill; the write buffer is pooled
+	// (pooledWriter).
+	readBufSize  = 16 << 10
 	writeBufSize = 32 << 10
 	// canonCacheMax bounds the per-connection header-name caches.
 	canonCacheMax = 64
