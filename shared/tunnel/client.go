@@ -348,19 +348,22 @@ func forwardH2(parent context.Context, cc http.RoundTripper, scheme, host string
 	cr := newChunkReader(resp.Body)
 	defer cr.close()
 	for {
-		chunk, full, err := cr.read()
+		chunk, _, err := cr.read()
 		if len(chunk) > 0 {
 			if _, werr := w.Write(chunk); werr != nil {
 				return fmt.Errorf("write to client: %w", werr)
 			}
-			// A read that did not fill the buffer took everything that was
-			// waiting: flush now. A full one means more is coming at once.
-			// (Holding bytes back for up to 500 µs, so that a unary
-			// answer's trailers would leave with its message, measured no
-			// better.) An answer that has already ended is not flushed
-			// here: its trailers follow at once, and the end of the call
-			// flushes them with the data in one write.
-			if flusher != nil && !full && !bodyEnded(resp.Body) {
+			// Flush unless more is known to be here already: the body
+			// holds more bytes now, or the answer has ended (its trailers
+			// follow at once, and the end of the call flushes them with
+			// the data in one write). A body that cannot say (net/http's)
+			// is flushed after every write, a full read included: the
+			// relay's own front holds written bytes until a flush, so a
+			// chunk that happened to fill the buffer must not wait for
+			// the agent's next one. (Holding bytes back for up to 500 µs,
+			// so that a unary answer's trailers would leave with its
+			// message, measured no better.)
+			if flusher != nil && !moreHere(resp.Body) {
 				flusher.Flush()
 			}
 		}
@@ -419,15 +422,16 @@ type buffered interface {
 	Buffered() (n int, ended bool)
 }
 
-// bodyEnded reports whether b is known to hold the whole rest of its
-// stream already: nothing will follow what it has buffered.
-func bodyEnded(b io.Reader) bool {
+// moreHere reports whether b is known to hold more of its stream already,
+// or its end: bytes it can return without waiting, or nothing more to
+// come.
+func moreHere(b io.Reader) bool {
 	bb, ok := b.(buffered)
 	if !ok {
 		return false
 	}
-	_, ended := bb.Buffered()
-	return ended
+	n, ended := bb.Buffered()
+	return n > 0 || ended
 }
 
 // bytesBody is a request body held in memory. It says so (Buffered), so
