@@ -28,6 +28,7 @@ type Conn struct {
 
 	// Read side, owned by the reader goroutine.
 	br         *bufio.Reader
+	rlim       readBound // between br and rfr
 	rfr        *http2.Framer
 	rpending   bool              // reader wrote frames it has not flushed
 	canon      map[string]string // header name → canonical key cache
@@ -114,7 +115,8 @@ func New(ctx context.Context, c net.Conn, o Options) (*Conn, error) {
 	cc.bw = bufio.NewWriterSize(cc.dw, bufSize)
 	cc.wfr = http2.NewFramer(cc.bw, nil)
 	cc.henc = hpack.NewEncoder(&cc.hbuf)
-	cc.rfr = http2.NewFramer(nil, cc.br)
+	cc.rlim = readBound{r: cc.br, limit: readBoundLimit(o)}
+	cc.rfr = http2.NewFramer(nil, &cc.rlim)
 	cc.rfr.SetMaxReadFrameSize(maxReadFrameSize)
 	cc.rfr.MaxHeaderListSize = o.MaxHeaderListSize
 	cc.rfr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
@@ -190,7 +192,7 @@ func (cc *Conn) fail(err error, code http2.ErrCode, goAway bool) {
 	t := cc.pingTimer
 	cc.mu.Unlock()
 	for _, s := range open {
-		s.closeReqBody() // stops its body writer
+		s.stopReqBody() // stops its body writer; may run on the reader
 	}
 	if t != nil {
 		t.Stop()
@@ -251,16 +253,32 @@ type windowUpdates struct {
 
 func (u windowUpdates) any() bool { return u.streamInc > 0 || u.connInc > 0 }
 
-// takeUpdatesLocked returns the refunds that reached half of their window,
-// and counts them as given back. s may be nil.
+// minRefund is the smallest refund worth a WINDOW_UPDATE of its own, as
+// x/net's inflowMinRefresh.
+const minRefund = 4 << 10
+
+// refundDue reports whether unsent refunded bytes are due to the peer, whose
+// window has avail left: x/net's rule (http2 flow.go, inflow.add), at least
+// minRefund or at least avail (the update at least doubles the window).
+// Waiting for half the window instead stalls the connection: bytes buffered
+// for calls whose bodies are not being read are not refunded, and a few
+// dozen such calls hold half the connection window, so the bytes the other
+// calls read never add up to a refund. Smaller amounts accumulate, so a
+// small answer costs no WINDOW_UPDATE.
+func refundDue(unsent, avail int64) bool {
+	return unsent > 0 && (unsent >= minRefund || unsent >= avail)
+}
+
+// takeUpdatesLocked returns the refunds that are due (refundDue), and counts
+// them as given back. s may be nil.
 func (cc *Conn) takeUpdatesLocked(s *stream) windowUpdates {
 	var u windowUpdates
-	if s != nil && s.inMap && !s.recvEnd && s.refund > 0 && s.refund >= int64(cc.opts.StreamWindow/2) {
+	if s != nil && s.inMap && !s.recvEnd && refundDue(s.refund, s.recvWindow) {
 		u.streamID, u.streamInc = s.id, uint32(s.refund)
 		s.recvWindow += s.refund
 		s.refund = 0
 	}
-	if cc.refund > 0 && cc.refund >= int64(cc.opts.ConnWindow/2) && cc.err == nil {
+	if refundDue(cc.refund, cc.recvWindow) && cc.err == nil {
 		u.connInc = uint32(cc.refund)
 		cc.recvWindow += cc.refund
 		cc.refund = 0

@@ -1,6 +1,7 @@
 package h2client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -149,6 +150,54 @@ func TestHostileServers(t *testing.T) {
 			callErr:  "FLOW_CONTROL_ERROR",
 			connDies: true,
 		},
+		{
+			name: "SETTINGS with 101 entries",
+			serve: func(rc *rawConn, got chan<- string) {
+				rc.nextHeaders()
+				var st []http2.Setting
+				for i := range 101 {
+					st = append(st, http2.Setting{ID: http2.SettingID(0x100 + i), Val: 1})
+				}
+				rc.fr.WriteSettings(st...)
+				rc.drain(goAwaySeen(got))
+			},
+			callErr:  "SETTINGS with 101 entries",
+			connDies: true,
+			srvSees:  "goaway PROTOCOL_ERROR",
+		},
+		{
+			name: "SETTINGS with a duplicate",
+			serve: func(rc *rawConn, got chan<- string) {
+				rc.nextHeaders()
+				rc.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1000},
+					http2.Setting{ID: http2.SettingInitialWindowSize, Val: 2000})
+				rc.drain(goAwaySeen(got))
+			},
+			callErr:  "duplicates",
+			connDies: true,
+			srvSees:  "goaway PROTOCOL_ERROR",
+		},
+		{
+			name: "endless empty CONTINUATION",
+			serve: func(rc *rawConn, got chan<- string) {
+				h := rc.nextHeaders()
+				rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: h.StreamID, BlockFragment: rc.encode(":status", "200")})
+				go rc.drain(goAwaySeen(got))
+				var buf bytes.Buffer
+				fr := http2.NewFramer(&buf, nil)
+				for range 4096 {
+					fr.WriteContinuation(h.StreamID, false, nil)
+				}
+				for {
+					if _, err := rc.c.Write(buf.Bytes()); err != nil {
+						return // the client closed the connection
+					}
+				}
+			},
+			callErr:  "CONTINUATION",
+			connDies: true,
+			srvSees:  "goaway ENHANCE_YOUR_CALM",
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -188,5 +237,14 @@ func TestHostileServers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// goAwaySeen reports the code of a GOAWAY the server reads on got.
+func goAwaySeen(got chan<- string) func(http2.Frame) {
+	return func(f http2.Frame) {
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			got <- "goaway " + g.ErrCode.String()
+		}
 	}
 }

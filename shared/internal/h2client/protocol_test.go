@@ -3,6 +3,7 @@ package h2client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -39,7 +40,8 @@ func TestRequestEncoding(t *testing.T) {
 	cc, _ := dial(t, addr, Options{})
 	pr, pw := io.Pipe()
 	defer pw.Close()
-	req, _ := http.NewRequest(http.MethodPut, "http://u.example/a%2Fb/c?q=1&r", pr)
+	body := &closeFlag{ReadCloser: pr}
+	req, _ := http.NewRequest(http.MethodPut, "http://u.example/a%2Fb/c?q=1&r", body)
 	req.Host = "h.example"
 	req.Header.Set("X-Custom", "v")
 	req.Header.Set("X-Long", long)
@@ -78,9 +80,8 @@ func TestRequestEncoding(t *testing.T) {
 		t.Fatalf("trailer %v", resp.Trailer)
 	}
 	resp.Body.Close()
-	if _, err := pw.Write([]byte("x")); !errors.Is(err, io.ErrClosedPipe) {
-		t.Fatalf("request body not closed: %v", err)
-	}
+	// The reader closes it from a goroutine of its own (stopReqBody).
+	waitFor(t, "request body closed", body.closed.Load)
 }
 
 // TestInvalidHeader: a header value with CR, LF or NUL fails RoundTrip.
@@ -288,5 +289,84 @@ func TestGoAwayRefused(t *testing.T) {
 	}
 	if _, err := cc.RoundTrip(simpleReq(context.Background(), addr)); err == nil {
 		t.Fatal("new call after GOAWAY succeeded")
+	}
+}
+
+// TestContentLength: content-length comes only from req.ContentLength (a
+// header of that name is dropped), and the body is held to it: a body
+// longer or shorter fails the call, before the stream opens if RoundTrip
+// sees it, else with RST_STREAM CANCEL and no byte beyond the length sent.
+func TestContentLength(t *testing.T) {
+	checkGoroutines(t)
+	got := make(chan string, 10)
+	addr := startRaw(t, func(rc *rawConn) {
+		sent := map[uint32]int{}
+		rc.drain(func(f http2.Frame) {
+			id, end := f.Header().StreamID, false
+			switch f := f.(type) {
+			case *http2.MetaHeadersFrame:
+				var cl []string
+				for _, hf := range f.Fields {
+					if hf.Name == "content-length" {
+						cl = append(cl, hf.Value)
+					}
+				}
+				got <- fmt.Sprintf("headers %d cl=%s", id, strings.Join(cl, ","))
+				end = f.StreamEnded()
+			case *http2.DataFrame:
+				sent[id] += len(f.Data())
+				end = f.StreamEnded()
+			case *http2.RSTStreamFrame:
+				got <- fmt.Sprintf("rst %d %v after %d bytes", id, f.ErrCode, sent[id])
+			}
+			if end {
+				rc.writeHeaders(id, true, ":status", "200")
+			}
+		})
+	})
+	cc, _ := dial(t, addr, Options{})
+	streaming := func(s string) io.ReadCloser { return io.NopCloser(strings.NewReader(s)) }
+	buffered := func(s string) io.ReadCloser { return newBufBody([]byte(s)) }
+	tests := []struct {
+		name    string
+		body    io.ReadCloser
+		length  int64
+		callErr string   // empty: the call succeeds
+		srvSees []string // in order
+	}{
+		{"buffered, header dropped", buffered("abc"), 3, "", []string{"headers 1 cl=3"}},
+		{"streaming, unknown length", streaming("abc"), 0, "", []string{"headers 3 cl="}},
+		{"buffered, too long", buffered("0123456789"), 5, "larger than its ContentLength of 5", nil},
+		{"buffered, too short", buffered("abc"), 10, "ended after 3 bytes, before its ContentLength of 10", nil},
+		{"streaming, too long", streaming("0123456789"), 5, "larger than its ContentLength of 5",
+			[]string{"headers 5 cl=5", "rst 5 CANCEL after 0 bytes"}},
+		{"streaming, too short", streaming("abc"), 10, "ended after 3 bytes, before its ContentLength of 10",
+			[]string{"headers 7 cl=10", "rst 7 CANCEL after 3 bytes"}},
+	}
+	for _, tc := range tests {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/", tc.body)
+		req.ContentLength = tc.length
+		req.Header.Set("Content-Length", "999")
+		resp, err := cc.RoundTrip(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		if tc.callErr == "" && err != nil || tc.callErr != "" && (err == nil || !strings.Contains(err.Error(), tc.callErr)) {
+			t.Fatalf("%s: call error %v, want %q", tc.name, err, tc.callErr)
+		}
+		for _, want := range tc.srvSees {
+			select {
+			case e := <-got:
+				if e != want {
+					t.Fatalf("%s: server saw %q, want %q", tc.name, e, want)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s: server did not see %q", tc.name, want)
+			}
+		}
+	}
+	if err := cc.Err(); err != nil {
+		t.Fatal(err)
 	}
 }

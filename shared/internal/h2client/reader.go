@@ -3,6 +3,7 @@ package h2client
 import (
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -20,6 +21,7 @@ func (cc *Conn) readLoop() {
 				return
 			}
 		}
+		cc.rlim.n = 0
 		f, err := cc.rfr.ReadFrame()
 		if cc.opts.PingEvery > 0 && (err == nil || isStreamError(err)) {
 			cc.lastRead.Store(int64(time.Since(cc.start)))
@@ -42,6 +44,38 @@ func (cc *Conn) frameBuffered() bool {
 	}
 	h, _ := cc.br.Peek(9)
 	return n >= 9+(int(h[0])<<16|int(h[1])<<8|int(h[2]))
+}
+
+// readBound is the framer's reader: it bounds the bytes one ReadFrame
+// consumes. The Framer merges HEADERS and its CONTINUATION frames within one
+// ReadFrame and bounds the decoded size of the block, not the number of
+// frames, so a peer sending empty CONTINUATION frames without end would
+// keep the reader busy for ever.
+type readBound struct {
+	r     io.Reader
+	n     int64 // bytes read since the reader goroutine reset it
+	limit int64
+}
+
+// readBoundLimit is what one ReadFrame may consume: a frame of the largest
+// size we read, plus a header block in CONTINUATION frames of four times
+// the header list limit (hpack encodes fields to less than their counted
+// size, padding aside), plus slack for frame headers and padding.
+func readBoundLimit(o Options) int64 {
+	return maxReadFrameSize + 4*int64(o.MaxHeaderListSize) + 1<<20
+}
+
+func (b *readBound) Read(p []byte) (int, error) {
+	if b.n >= b.limit {
+		return 0, &connError{http2.ErrCodeEnhanceYourCalm,
+			fmt.Errorf("more than %d bytes read for one frame (a header block in endless CONTINUATION frames?)", b.limit)}
+	}
+	if rest := b.limit - b.n; int64(len(p)) > rest {
+		p = p[:rest]
+	}
+	n, err := b.r.Read(p)
+	b.n += int64(n)
+	return n, err
 }
 
 func isStreamError(err error) bool {
@@ -104,7 +138,7 @@ func (cc *Conn) resetStream(s *stream, code http2.ErrCode, err error) {
 	s.abortLocked(err)
 	u := cc.takeUpdatesLocked(nil)
 	cc.unlock()
-	s.closeReqBody()
+	s.stopReqBody()
 	if rst || u.any() {
 		var r *stream
 		if rst {
@@ -198,15 +232,26 @@ func (cc *Conn) onData(f *http2.DataFrame) error {
 	return nil
 }
 
-// onSettings applies the peer's SETTINGS and acknowledges them.
+// maxSettings bounds the entries of one SETTINGS frame, as x/net's server
+// does: there are only seven settings, and a 1 MiB frame holds 174,762.
+const maxSettings = 100
+
+// onSettings applies the peer's SETTINGS and acknowledges them. A frame
+// with more than maxSettings entries or with duplicates is a connection
+// error (x/net's rule): it would only make us loop.
 func (cc *Conn) onSettings(f *http2.SettingsFrame) error {
 	if f.IsAck() {
 		return nil
+	}
+	if f.NumSettings() > maxSettings || f.HasDuplicates() {
+		return &connError{http2.ErrCodeProtocol,
+			fmt.Errorf("SETTINGS with %d entries (more than %d, or duplicates)", f.NumSettings(), maxSettings)}
 	}
 	cc.wmu.Lock()
 	defer cc.wmu.Unlock()
 	cc.mu.Lock()
 	sawMax := false
+	initWindow := int64(-1) // SETTINGS_INITIAL_WINDOW_SIZE, if present
 	err := f.ForeachSetting(func(st http2.Setting) error {
 		if err := st.Valid(); err != nil {
 			return err
@@ -220,17 +265,22 @@ func (cc *Conn) onSettings(f *http2.SettingsFrame) error {
 			cc.peerMaxStreams = st.Val
 			sawMax = true
 		case http2.SettingInitialWindowSize:
-			delta := int64(st.Val) - cc.peerInitWindow
-			cc.peerInitWindow = int64(st.Val)
-			for _, s := range cc.streams {
-				s.sendWindow += delta
-				if s.sendWindow > maxWindow {
-					return http2.ConnectionError(http2.ErrCodeFlowControl)
-				}
-			}
+			initWindow = int64(st.Val)
 		}
 		return nil
 	})
+	if err == nil && initWindow >= 0 {
+		// Once per frame: each stream's window moves by the difference.
+		delta := initWindow - cc.peerInitWindow
+		cc.peerInitWindow = initWindow
+		for _, s := range cc.streams {
+			s.sendWindow += delta
+			if s.sendWindow > maxWindow {
+				err = http2.ConnectionError(http2.ErrCodeFlowControl)
+				break
+			}
+		}
+	}
 	if !cc.gotSettings {
 		cc.gotSettings = true
 		if !sawMax {
@@ -291,7 +341,7 @@ func (cc *Conn) onRSTStream(f *http2.RSTStreamFrame) {
 	}
 	cc.cond.Broadcast()
 	cc.unlock()
-	s.closeReqBody() // stops its body writer
+	s.stopReqBody() // stops its body writer
 }
 
 // onGoAway stops new streams and fails those the server did not process.
@@ -321,6 +371,6 @@ func (cc *Conn) onGoAway(f *http2.GoAwayFrame) {
 	cc.cond.Broadcast()
 	cc.unlock()
 	for _, s := range refused {
-		s.closeReqBody()
+		s.stopReqBody()
 	}
 }

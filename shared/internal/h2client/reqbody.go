@@ -28,6 +28,7 @@ func (s *stream) writeBody(pending []byte, pbuf *[]byte, bb Buffered) {
 	for {
 		var data []byte
 		eof := false
+		read := 0 // bytes read now; pending was counted by RoundTrip
 		if len(pending) > 0 {
 			data, pending = pending, nil
 		} else {
@@ -36,10 +37,11 @@ func (s *stream) writeBody(pending []byte, pbuf *[]byte, bb Buffered) {
 			}
 			n, err := body.Read((*rbuf)[:cap(*rbuf)])
 			data = (*rbuf)[:n]
+			read = n
 			if err == io.EOF {
 				eof = true
 			} else if err != nil {
-				s.bodyFailed(err)
+				s.bodyFailed(fmt.Errorf("h2client: reading request body: %w", err))
 				return
 			}
 		}
@@ -47,6 +49,10 @@ func (s *stream) writeBody(pending []byte, pbuf *[]byte, bb Buffered) {
 			if n, ended := bb.Buffered(); n == 0 && ended {
 				eof = true
 			}
+		}
+		if err := s.countReqBody(read, eof); err != nil {
+			s.bodyFailed(err) // before sending bytes beyond the length
+			return
 		}
 		if len(data) == 0 && !eof {
 			continue
@@ -57,14 +63,34 @@ func (s *stream) writeBody(pending []byte, pbuf *[]byte, bb Buffered) {
 	}
 }
 
-// bodyFailed fails the call after a request body read error and resets the
-// stream with CANCEL.
+// countReqBody holds the request body to its declared length (see
+// declaredLength), as x/net does: n more bytes were read from it, and eof
+// says it ended after them. The error says how the body broke the length;
+// the call must then fail rather than send a body the server would take
+// for a different one.
+func (s *stream) countReqBody(n int, eof bool) error {
+	if s.reqLen < 0 {
+		return nil
+	}
+	s.reqRead += int64(n)
+	switch {
+	case s.reqRead > s.reqLen:
+		return fmt.Errorf("h2client: request body larger than its ContentLength of %d", s.reqLen)
+	case eof && s.reqRead < s.reqLen:
+		return fmt.Errorf("h2client: request body ended after %d bytes, before its ContentLength of %d",
+			s.reqRead, s.reqLen)
+	}
+	return nil
+}
+
+// bodyFailed fails the call with err after a request body read error or a
+// body that broke its length, and resets the stream with CANCEL.
 func (s *stream) bodyFailed(err error) {
 	cc := s.cc
 	cc.mu.Lock()
 	rst := s.resetLocked()
 	if !s.recvEnd {
-		s.abortLocked(fmt.Errorf("h2client: reading request body: %w", err))
+		s.abortLocked(err)
 	}
 	cc.unlock()
 	if rst {
@@ -122,6 +148,10 @@ func (s *stream) send(data []byte, end bool, bb Buffered) bool {
 			cc.wmu.Unlock()
 			return false
 		}
+		if last && !s.markEndLocked() {
+			cc.wmu.Unlock()
+			return false
+		}
 		cc.writeDataLocked(s.id, data[:n], last)
 		if last {
 			s.wEnd = true
@@ -138,9 +168,9 @@ func (s *stream) send(data []byte, end bool, bb Buffered) bool {
 		s.wDirty = !flush
 		data = data[n:]
 		if last {
+			// Closing s may have left the connection idle after a GOAWAY:
+			// close it now that END_STREAM is out.
 			cc.mu.Lock()
-			s.sentEnd = true
-			s.maybeCloseLocked()
 			cc.unlock()
 			return true
 		}
@@ -148,6 +178,28 @@ func (s *stream) send(data []byte, end bool, bb Buffered) bool {
 			return true
 		}
 	}
+}
+
+// markEndLocked records, with wmu held and before END_STREAM is buffered,
+// that s sent END_STREAM, and closes s if the response has ended too. It
+// reports false if s was reset meanwhile (nothing more may be sent).
+//
+// Doing this only after the write, with wmu released, left a window in
+// which the response's END_STREAM could arrive and its reader reach EOF:
+// endCall then found s open and sent a spurious RST_STREAM(CANCEL) on a
+// stream that both sides had ended. Under wmu, nothing can be written
+// between here and our END_STREAM: a stream that takes the slot freed here
+// has its HEADERS buffered after it, as writeControl does for RST_STREAM.
+func (s *stream) markEndLocked() bool {
+	cc := s.cc
+	cc.mu.Lock()
+	defer cc.mu.Unlock() // not unlock: the idle close waits for the write
+	if s.rst {
+		return false
+	}
+	s.sentEnd = true
+	s.maybeCloseLocked()
+	return true
 }
 
 // flush flushes the write buffer; false if that failed the connection.

@@ -18,7 +18,9 @@ import (
 // response's Trailer is filled before Body.Read returns io.EOF; a reset
 // stream fails with *StreamError; the end of req's context resets the
 // stream and fails the call with the context's error. req.Body is closed
-// once the call is done with it.
+// once the call is done with it. As in x/net, content-length is sent only
+// from req.ContentLength (when positive; a Content-Length in req.Header is
+// dropped), and a body longer or shorter than that fails the call.
 //
 // If req.Body implements Buffered, what it says is readable is read at once
 // and sent with the HEADERS in one write; the rest (if any) is sent by a
@@ -31,7 +33,7 @@ func (cc *Conn) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	ctx := req.Context()
-	s := &stream{cc: cc, req: req, ctx: ctx, wake: make(chan struct{}, 1)}
+	s := &stream{cc: cc, req: req, ctx: ctx, wake: make(chan struct{}, 1), reqLen: declaredLength(req)}
 	s.body.s = s
 
 	// Take what the body has ready, without blocking.
@@ -62,6 +64,14 @@ func (cc *Conn) RoundTrip(req *http.Request) (*http.Response, error) {
 				first = first[:m]
 			}
 			ended = end
+			// Checked before the stream opens: nothing need be reset.
+			if err := s.countReqBody(len(first), ended); err != nil {
+				if fbuf != nil {
+					putBuf(fbuf)
+				}
+				s.closeReqBody()
+				return nil, err
+			}
 		}
 	}
 	fail := func(err error) (*http.Response, error) {
@@ -165,6 +175,16 @@ func (cc *Conn) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &s.resp, nil
 }
 
+// declaredLength is the request body's length as sent in content-length
+// and enforced on the body, or -1 if unknown (not sent). As net/http's
+// client, a ContentLength of 0 with a body means unknown.
+func declaredLength(req *http.Request) int64 {
+	if req.ContentLength > 0 && req.Body != nil && req.Body != http.NoBody {
+		return req.ContentLength
+	}
+	return -1
+}
+
 // newStreamErrLocked reports why s cannot open a stream now, if it cannot.
 func (cc *Conn) newStreamErrLocked(s *stream) error {
 	switch {
@@ -225,14 +245,12 @@ func (cc *Conn) writeHeadersLocked(id uint32, req *http.Request, endStream bool)
 	enc.WriteField(hpack.HeaderField{Name: ":scheme", Value: scheme})
 	enc.WriteField(hpack.HeaderField{Name: ":authority", Value: host})
 	enc.WriteField(hpack.HeaderField{Name: ":path", Value: path})
-	sawLength := false
 	for k, vv := range req.Header {
 		name := cc.lowerLocked(k)
 		switch name {
-		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "host":
+		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "host",
+			"content-length": // only req.ContentLength, which the body is held to, says it (as x/net)
 			continue
-		case "content-length":
-			sawLength = true
 		}
 		for _, v := range vv {
 			if name == "te" && v != "trailers" {
@@ -241,7 +259,7 @@ func (cc *Conn) writeHeadersLocked(id uint32, req *http.Request, endStream bool)
 			enc.WriteField(hpack.HeaderField{Name: name, Value: v})
 		}
 	}
-	if !sawLength && req.ContentLength > 0 && req.Body != nil && req.Body != http.NoBody {
+	if declaredLength(req) > 0 {
 		enc.WriteField(hpack.HeaderField{Name: "content-length", Value: strconv.FormatInt(req.ContentLength, 10)})
 	}
 

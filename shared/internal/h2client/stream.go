@@ -36,7 +36,11 @@ type stream struct {
 	wEnd bool // END_STREAM written
 	wRST bool // RST_STREAM written
 
-	wDirty    bool // owned by the body writer: it wrote without flushing
+	// Owned by RoundTrip, then by the body writer.
+	wDirty  bool  // it wrote without flushing
+	reqLen  int64 // the body's declared length; -1 unknown
+	reqRead int64 // bytes read from the body so far (if reqLen >= 0)
+
 	reqClosed atomic.Bool
 	resp      http.Response
 	body      respBody
@@ -133,10 +137,28 @@ func (s *stream) writeRSTLocked(code http2.ErrCode) {
 	s.cc.wfr.WriteRSTStream(s.id, code)
 }
 
-// closeReqBody closes the request body, once.
+// closeReqBody closes the request body, once, on the calling goroutine. Only
+// goroutines that may block on the body call it: the caller's (RoundTrip,
+// endCall), the body writer, the context's AfterFunc. The reader goroutine
+// uses stopReqBody.
 func (s *stream) closeReqBody() {
 	if s.req.Body != nil && s.reqClosed.CompareAndSwap(false, true) {
 		s.req.Body.Close()
+	}
+}
+
+// stopReqBody closes the request body, once, from a new goroutine, as x/net's
+// transport does (closeReqBodyLocked). The body's Close may block for long:
+// in the relay it is the request body of the relay's own HTTP/2 server,
+// whose Close takes that client connection's lock, which a handler holds
+// while its write to a client that does not read is blocked. The reader
+// goroutine, the connection's failure and anything else that must not stall
+// on one call use this. A body already closed (a unary request's, closed by
+// RoundTrip once it was sent) costs nothing.
+func (s *stream) stopReqBody() {
+	body := s.req.Body
+	if body != nil && body != http.NoBody && s.reqClosed.CompareAndSwap(false, true) {
+		go body.Close()
 	}
 }
 
@@ -153,7 +175,6 @@ func (s *stream) onCtxDone() {
 	s.abortLocked(s.ctx.Err())
 	u := cc.takeUpdatesLocked(nil)
 	cc.unlock()
-	s.closeReqBody()
 	if rst || u.any() {
 		var r *stream
 		if rst {
@@ -161,6 +182,7 @@ func (s *stream) onCtxDone() {
 		}
 		cc.writeControl(r, http2.ErrCodeCancel, u, true)
 	}
+	s.closeReqBody() // after the RST_STREAM: its Close may block for long
 }
 
 // endCall ends the call: the caller is done with the response (EOF read,
@@ -179,7 +201,6 @@ func (s *stream) endCall() {
 	u := cc.takeUpdatesLocked(nil)
 	cc.cond.Broadcast()
 	cc.unlock()
-	s.closeReqBody()
 	if s.stopCtx != nil {
 		s.stopCtx()
 	}
@@ -190,4 +211,5 @@ func (s *stream) endCall() {
 		}
 		cc.writeControl(r, http2.ErrCodeCancel, u, true)
 	}
+	s.closeReqBody() // after the RST_STREAM: its Close may block for long
 }
