@@ -9,9 +9,22 @@ import (
 	"golang.org/x/net/http2"
 )
 
-// Ending a connection: gracefully (GOAWAY(NO_ERROR), then close once no
-// stream is open), on a protocol error (GOAWAY(code), linger, close) or at
-// once (Close, SettingsTimeout, a failed write).
+// Ending a connection: gracefully (GOAWAY(NO_ERROR), then linger and close
+// once no stream is open), on a protocol error (GOAWAY(code), linger,
+// close) or at once (Close, SettingsTimeout, a failed write).
+
+// startGoAway runs goAway on its own goroutine, owned by the connection
+// (ServeConn waits for it), so that Shutdown does not wait for c.mu while
+// a write holds it (up to WriteTimeout). It must be called while the
+// connection is tracked (under Server.mu), which orders the Add before
+// ServeConn's Wait.
+func (c *conn) startGoAway() {
+	c.goAwayWG.Add(1)
+	go func() {
+		defer c.goAwayWG.Done()
+		c.goAway()
+	}()
+}
 
 // goAway starts a graceful shutdown: GOAWAY(NO_ERROR, last stream id), then
 // the connection ends once no stream is open.
@@ -85,12 +98,17 @@ func (c *conn) teardown(err error) {
 	c.pending = nil
 	c.cancel()
 
+	graceful := errors.Is(err, errGracefulDone)
 	if hard {
 		rawClose(c.nc)
-	} else if isConnErr {
+	} else if isConnErr || graceful {
+		// After a graceful end too: the last answer was just flushed, and
+		// closing with unread client bytes (a PING, a WINDOW_UPDATE sent
+		// meanwhile) would make the kernel reset the connection and
+		// discard that answer if it is not yet delivered.
 		c.linger()
 	}
-	if errors.Is(err, errGracefulDone) {
+	if graceful {
 		_ = c.nc.SetWriteDeadline(time.Now().Add(c.lim.writeTimeout))
 		_ = c.nc.Close()
 	} else {
@@ -99,9 +117,10 @@ func (c *conn) teardown(err error) {
 	c.wg.Wait()
 }
 
-// linger reads and discards for a while so that the peer receives our
-// GOAWAY before the close (closing with unread data would reset the
-// connection and may discard it).
+// linger reads and discards for up to goAwayLinger, or until the peer
+// closes, so that the peer receives our last frames before the close
+// (closing with unread data would reset the connection and may discard
+// them). Close (closeNow) ends it at once.
 func (c *conn) linger() {
 	_ = c.nc.SetReadDeadline(time.Now().Add(goAwayLinger))
 	_, _ = io.Copy(io.Discard, c.br)

@@ -46,7 +46,8 @@ type conn struct {
 	canonCache  map[string]string
 	settingsGot bool // first client SETTINGS seen
 
-	wg sync.WaitGroup // handler goroutines
+	wg       sync.WaitGroup // handler goroutines
+	goAwayWG sync.WaitGroup // startGoAway goroutines
 
 	mu          sync.Mutex
 	sendCond    sync.Cond // signalled when send window grows or streams end
@@ -209,12 +210,19 @@ func (c *conn) settingsTimedOut() {
 
 // readLoop reads and processes frames until the connection ends.
 func (c *conn) readLoop() error {
+	sinceIdle := 0
 	for {
-		if c.br.Buffered() == 0 {
+		// The idle work also runs every idleEvery frames: a client whose
+		// TLS records each end inside a frame keeps the read buffer from
+		// ever emptying at a frame boundary, and without this its control
+		// answers would never be flushed nor its new streams started.
+		if c.br.Buffered() == 0 || sinceIdle >= idleEvery {
+			sinceIdle = 0
 			if err := c.idle(); err != nil {
 				return err
 			}
 		}
+		sinceIdle++
 		c.fread.n = 0
 		f, err := c.rfr.ReadFrame()
 		if err != nil {
@@ -234,8 +242,9 @@ func (c *conn) readLoop() error {
 	}
 }
 
-// idle runs when the reader is about to block: flush control answers, then
-// start the handlers of new streams, and end a drained connection.
+// idle runs when the reader is about to block (and every idleEvery
+// frames): flush control answers, then start the handlers of new streams,
+// and end a drained connection.
 func (c *conn) idle() error {
 	c.mu.Lock()
 	if c.ctrlPending {

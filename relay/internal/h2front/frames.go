@@ -55,6 +55,13 @@ func (c *conn) processSettings(f *http2.SettingsFrame) error {
 		c.streamRecvWin = int32(c.lim.streamWindow)
 		return nil
 	}
+	// As x/net's server: a frame of up to 1 MiB could carry ~174k entries;
+	// more than 100, or one setting repeated, is a protocol error.
+	if f.NumSettings() > maxSettings || f.HasDuplicates() {
+		return connErr{http2.ErrCodeProtocol, "too many or duplicate settings"}
+	}
+	var initWin uint32
+	haveInitWin := false
 	err := f.ForeachSetting(func(s http2.Setting) error {
 		if err := s.Valid(); err != nil {
 			return connErr{http2.ErrCode(err.(http2.ConnectionError)), "invalid setting " + s.ID.String()}
@@ -63,15 +70,7 @@ func (c *conn) processSettings(f *http2.SettingsFrame) error {
 		case http2.SettingHeaderTableSize:
 			c.henc.SetMaxDynamicTableSizeLimit(s.Val)
 		case http2.SettingInitialWindowSize:
-			delta := int64(s.Val) - int64(c.peerInitWin)
-			c.peerInitWin = int32(s.Val)
-			for _, st := range c.streams {
-				st.sendWin += delta
-				if st.sendWin > maxWindow {
-					return connErr{http2.ErrCodeFlowControl, "stream window overflow"}
-				}
-			}
-			c.sendCond.Broadcast()
+			initWin, haveInitWin = s.Val, true
 		case http2.SettingMaxFrameSize:
 			c.peerMaxFrame = s.Val
 		}
@@ -80,7 +79,28 @@ func (c *conn) processSettings(f *http2.SettingsFrame) error {
 	if err != nil {
 		return err
 	}
+	if haveInitWin {
+		// Once per frame, not per entry: it is a pass over every stream.
+		if err := c.setPeerInitWinLocked(initWin); err != nil {
+			return err
+		}
+	}
 	c.writeCtrlLocked(func() error { return c.wfr.WriteSettingsAck() })
+	return nil
+}
+
+// setPeerInitWinLocked applies a new SETTINGS_INITIAL_WINDOW_SIZE to the
+// send window of every open stream.
+func (c *conn) setPeerInitWinLocked(v uint32) error {
+	delta := int64(v) - int64(c.peerInitWin)
+	c.peerInitWin = int32(v)
+	for _, st := range c.streams {
+		st.sendWin += delta
+		if st.sendWin > maxWindow {
+			return connErr{http2.ErrCodeFlowControl, "stream window overflow"}
+		}
+	}
+	c.sendCond.Broadcast()
 	return nil
 }
 
@@ -148,15 +168,18 @@ func (c *conn) processRSTStream(f *http2.RSTStreamFrame) error {
 		return nil
 	}
 	c.removeStreamLocked(st, errStreamReset)
+	c.dropPending(st)
 	return nil
 }
 
 // resetStream sends RST_STREAM(code) for id and closes the stream.
+// Reader goroutine only.
 func (c *conn) resetStream(id uint32, code http2.ErrCode) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st := c.streams[id]; st != nil {
 		c.removeStreamLocked(st, errStreamReset)
+		c.dropPending(st)
 	}
 	c.writeCtrlLocked(func() error { return c.wfr.WriteRSTStream(id, code) })
 }
@@ -187,6 +210,9 @@ func (c *conn) processData(f *http2.DataFrame) error {
 		if st.remoteDone {
 			return streamErr{id, http2.ErrCodeStreamClosed}
 		}
+		if st.badLengthLocked(len(data), f.StreamEnded()) {
+			return streamErr{id, http2.ErrCodeProtocol}
+		}
 		if f.StreamEnded() {
 			st.endRemoteLocked()
 		}
@@ -197,6 +223,12 @@ func (c *conn) processData(f *http2.DataFrame) error {
 		return streamErr{id, http2.ErrCodeFlowControl}
 	}
 	st.recvAvail -= int32(size)
+	if st.badLengthLocked(len(data), f.StreamEnded()) {
+		// The frame is refunded to the connection here; the reset
+		// refunds what is buffered.
+		c.refundConnLocked(size, true)
+		return streamErr{id, http2.ErrCodeProtocol}
+	}
 	if len(data) > 0 {
 		st.body.appendLocked(data)
 	}
@@ -209,4 +241,16 @@ func (c *conn) processData(f *http2.DataFrame) error {
 	}
 	st.bodyCond.Broadcast()
 	return nil
+}
+
+// badLengthLocked counts n more request body bytes and reports whether the
+// body no longer matches its declared content-length: more bytes than
+// declared, or fewer when ended. Such a request is malformed (RFC 9113
+// §8.1.1) and, as in x/net's server, its stream is reset PROTOCOL_ERROR.
+func (st *stream) badLengthLocked(n int, ended bool) bool {
+	st.recvLen += int64(n)
+	if st.declLen < 0 {
+		return false
+	}
+	return st.recvLen > st.declLen || (ended && st.recvLen != st.declLen)
 }

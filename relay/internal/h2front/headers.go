@@ -20,6 +20,9 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 		if !f.StreamEnded() {
 			return streamErr{id, http2.ErrCodeProtocol}
 		}
+		if st.badLengthLocked(0, true) {
+			return streamErr{id, http2.ErrCodeProtocol}
+		}
 		// Trailers: they end the request body; the fields are ignored.
 		st.endRemoteLocked()
 		st.bodyCond.Broadcast()
@@ -31,9 +34,12 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 	}
 	c.maxID = id
 	if c.goingAway {
-		// Past our GOAWAY's last stream id: ignored, the client retries.
+		// Past our GOAWAY's last stream id, or after the client's GOAWAY:
+		// refused (the lastID stays put), so that the call fails at once
+		// and may be retried rather than hang; a client that has seen our
+		// GOAWAY does not wait for these anyway.
 		c.mu.Unlock()
-		return nil
+		return streamErr{id, http2.ErrCodeRefusedStream}
 	}
 	c.lastID = id
 	if f.Truncated {
@@ -56,13 +62,34 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 	st.req = req
 	c.mu.Lock()
 	c.streams[id] = st
+	st.declLen = req.ContentLength
 	if f.StreamEnded() {
 		st.remoteDone = true
 		st.body.ended = true
 	}
 	c.mu.Unlock()
 	c.pending = append(c.pending, st)
+	if c.srv.onPending != nil {
+		c.srv.onPending(len(c.pending))
+	}
 	return nil
+}
+
+// dropPending takes st out of the streams awaiting their handler, if it
+// is there, so that a stream reset before its handler started holds no
+// memory until the next idle run (a client resetting every stream it
+// opens would otherwise grow the list). Reader goroutine only; the list
+// holds at most idleEvery streams, so the scan is short.
+func (c *conn) dropPending(st *stream) {
+	for i := len(c.pending) - 1; i >= 0; i-- {
+		if c.pending[i] == st {
+			n := copy(c.pending[i:], c.pending[i+1:])
+			c.pending[i+n] = nil
+			c.pending = c.pending[:i+n]
+			st.cancel()
+			return
+		}
+	}
 }
 
 // writeTooLargeLocked answers a request whose header block exceeded

@@ -90,14 +90,35 @@ func checkGoroutines(t testing.TB) {
 // countConn counts Write calls on the server side of a connection.
 type countConn struct {
 	net.Conn
-	writes *atomic.Int64
-	closed chan struct{}
-	once   sync.Once
+	writes     *atomic.Int64
+	writeStart atomic.Int64 // UnixNano when the Write in progress began; 0 if none
+	closed     chan struct{}
+	once       sync.Once
 }
 
 func (c *countConn) Write(p []byte) (int, error) {
 	c.writes.Add(1)
+	c.writeStart.Store(time.Now().UnixNano())
+	defer c.writeStart.Store(0)
 	return c.Conn.Write(p)
+}
+
+// waitWriteBlocked waits until a Write has been in progress for d: on a
+// client that does not read, the write is then blocked.
+func (c *countConn) waitWriteBlocked(t testing.TB, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if s := c.writeStart.Load(); s != 0 && time.Since(time.Unix(0, s)) >= d {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no server write blocked")
+		}
+		<-tick.C
+	}
 }
 
 func (c *countConn) Close() error {

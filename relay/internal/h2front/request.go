@@ -126,16 +126,20 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request,
 	}
 	delete(header, "Trailer")
 
-	contentLength := int64(0)
-	if !f.StreamEnded() {
-		contentLength = -1
-		if vv, ok := header["Content-Length"]; ok {
-			if cl, err := strconv.ParseUint(vv[0], 10, 63); err == nil {
-				contentLength = int64(cl)
-			} else {
-				contentLength = 0
-			}
+	// An unparsable content-length counts as 0, as in net/http; the
+	// reader checks the DATA received against it (RFC 9113 §8.1.1).
+	contentLength := int64(-1)
+	if vv, ok := header["Content-Length"]; ok {
+		contentLength = 0
+		if cl, err := strconv.ParseUint(vv[0], 10, 63); err == nil {
+			contentLength = int64(cl)
 		}
+	}
+	if f.StreamEnded() {
+		if contentLength > 0 {
+			return nil, false // no DATA follows to meet it
+		}
+		contentLength = 0
 	}
 	req := &http.Request{
 		Method:        method,

@@ -59,6 +59,7 @@ type Server struct {
 	draining  bool          // Shutdown called
 	closed    bool          // Close called
 	onGoAway  func()        // test hook: a graceful GOAWAY was flushed
+	onPending func(n int)   // test hook: a new stream awaits its handler, n in all
 }
 
 var discardLog = slog.New(slog.DiscardHandler)
@@ -90,8 +91,11 @@ func (s *Server) ServeConn(c net.Conn) {
 		_ = c.Close()
 		return
 	}
-	defer s.untrack(cn)
 	cn.serve()
+	s.untrack(cn)
+	// Untracked, the connection gets no new startGoAway; one already
+	// started ends promptly now that the connection is closed.
+	cn.goAwayWG.Wait()
 }
 
 // Serve accepts connections on l and serves each in its own goroutine. It
@@ -139,22 +143,21 @@ func (s *Server) Serve(l net.Listener) error {
 // Shutdown stops accepting (closing the listeners given to Serve), sends
 // every connection GOAWAY(NO_ERROR) naming the last stream processed, lets
 // running streams finish and closes each connection once it has no open
-// stream. It returns when all connections are closed, or ctx.Err() when ctx
-// ends first (the caller then calls Close).
+// stream (after reading what the client still sends until it closes, for
+// at most a second, so that the last answers are not lost to a reset).
+// It returns when all connections are closed, or ctx.Err() as soon
+// as ctx ends (the caller then calls Close). The GOAWAYs are sent from
+// goroutines of their connections: one may wait up to WriteTimeout for a
+// write blocked on a client that does not read, which must not hold up
+// Shutdown past ctx.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining = true
 	_ = s.closeListenersLocked()
-	var wg sync.WaitGroup
 	for c := range s.conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.goAway()
-		}()
+		c.startGoAway()
 	}
 	s.mu.Unlock()
-	wg.Wait() // each GOAWAY write is bounded by WriteTimeout
 	for {
 		s.mu.Lock()
 		if len(s.conns) == 0 {

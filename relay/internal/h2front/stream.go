@@ -31,6 +31,8 @@ type stream struct {
 	sendWin    int64
 	recvAvail  int32 // receive window left for the peer
 	recvUnsent int32 // consumed bytes not yet refunded
+	declLen    int64 // the request's content-length, or -1 when none
+	recvLen    int64 // request DATA bytes received (padding excluded)
 }
 
 func newStream(c *conn, id uint32) *stream {
