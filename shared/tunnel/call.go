@@ -104,7 +104,7 @@ func Forward(ctx context.Context, stream io.ReadWriteCloser, w http.ResponseWrit
 					return
 				}
 			}
-			if errors.Is(err, io.EOF) {
+			if err == io.EOF { // the client's end; a wrapped EOF is a failure
 				_ = send(DataFrame(nil, true))
 				return
 			}

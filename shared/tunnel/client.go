@@ -17,7 +17,7 @@ import (
 	"github.com/hashicorp/yamux"
 	"golang.org/x/net/http2"
 
-	"github.com/betcode-dev/betcode/shared/internal/h2client"
+	"github.com/betcode-dev/betcode/shared/h2client"
 )
 
 // Client is the relay's end of one machine's tunnel.
@@ -367,7 +367,7 @@ func forwardH2(parent context.Context, cc http.RoundTripper, scheme, host string
 				flusher.Flush()
 			}
 		}
-		if errors.Is(err, io.EOF) {
+		if err == io.EOF { // the answer's end; a wrapped EOF is a failure
 			break
 		}
 		if err != nil {

@@ -11,7 +11,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/betcode-dev/betcode/shared/internal/h2client"
+	"github.com/betcode-dev/betcode/shared/h2client"
 )
 
 // A direct connection carries a tunnel's calls outside the OpenTunnel
@@ -121,7 +121,7 @@ func (c *Client) AttachDirect(ctx context.Context, conn net.Conn, token []byte) 
 }
 
 // UseEngine makes the direct connections attached later carry calls on
-// the relay's own HTTP/2 client (shared/internal/h2client: one reader
+// the relay's own HTTP/2 client (shared/h2client: one reader
 // goroutine, a call's request in one write) instead of net/http's. The
 // relay's --front=engine sets it.
 func (c *Client) UseEngine() {

@@ -122,6 +122,12 @@ func (cc *Conn) readFailed(f http2.Frame, err error) bool {
 	case errors.Is(err, http2.ErrFrameTooLarge):
 		code, goAway = http2.ErrCodeFrameSize, true
 	}
+	if errors.Is(err, io.EOF) {
+		// The peer closed the connection: for a call still open that is
+		// a failure, never the end of its answer (a caller that tests
+		// errors.Is(err, io.EOF) would take it for one).
+		err = fmt.Errorf("closed by the peer: %w", io.ErrUnexpectedEOF)
+	}
 	cc.fail(fmt.Errorf("h2client: connection failed: %w", err), code, goAway)
 	return false
 }

@@ -236,7 +236,7 @@ func grpcStatus(resp *http.Response) string {
 }
 
 // unary makes one unary call of method with msg and returns the answer.
-func unary(cc *Conn, addr, method string, msg []byte) ([]byte, error) {
+func unary(cc http.RoundTripper, addr, method string, msg []byte) ([]byte, error) {
 	req := grpcReq(context.Background(), addr, method, newBufBody(frame(msg)))
 	resp, err := cc.RoundTrip(req)
 	if err != nil {
