@@ -121,7 +121,7 @@ const (
 	// FrontEngine serves the connections of gRPC clients (those that
 	// offered only h2) on the relay's own HTTP/2 server
 	// (relay/internal/h2front), and carries calls on agents' direct
-	// connections with its own client (shared/internal/h2client): one
+	// connections with its own client (shared/h2client): one
 	// reader goroutine per connection and each direction of a unary
 	// call in one write. Browsers stay on net/http.
 	FrontEngine = "engine"
@@ -291,7 +291,11 @@ func Run(ctx context.Context, cfg Config) error {
 	presenceTTL := 3 * cfg.HeartbeatInterval
 	var peers *peer.Forwarder
 	if cfg.AdvertiseAddr != "" {
-		if peers, err = peer.New(cfg.TLSCert, cfg.TLSKey, cfg.ClientCA); err != nil {
+		newPeers := peer.New
+		if cfg.engine() {
+			newPeers = peer.NewEngine
+		}
+		if peers, err = newPeers(cfg.TLSCert, cfg.TLSKey, cfg.ClientCA); err != nil {
 			return err
 		}
 		defer peers.Close()
