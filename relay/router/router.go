@@ -108,6 +108,7 @@ type Router struct {
 	nextID     atomic.Uint64
 	deliveries sync.Map // machine id -> *sync.Mutex: one delivery at a time
 	current    sync.Map // user id -> currentEntry
+	machines   sync.Map // machine id -> machineEntry: records of machines not on this replica
 }
 
 // currentTTL is how long the router trusts its copy of a user's current
@@ -120,6 +121,40 @@ const switchMachinePath = "/betcode.v1.MachineService/SwitchMachine"
 type currentEntry struct {
 	machine string
 	at      time.Time
+}
+
+// machineTTL is how long the router trusts its copy of the record of a
+// machine whose tunnel is not on this replica: calls for it (handed to
+// the replica holding it, or buffered) then cost no store round trip each,
+// which was most of what the hop between replicas added (docs/relay.md,
+// several replicas). A machine revoked, or moved to another replica,
+// through another replica is seen here within machineTTL; a replica that
+// cannot be reached drops the copy at once.
+const machineTTL = time.Second
+
+type machineEntry struct {
+	m  store.Machine
+	at time.Time
+}
+
+// ForgetMachine drops the router's copy of machine id's record: the store
+// announced a change (a revocation, a deletion, a new owner), which the
+// next call must see.
+func (rt *Router) ForgetMachine(id string) { rt.machines.Delete(id) }
+
+// machine returns machine id's record, from the store at most every
+// machineTTL.
+func (rt *Router) machine(ctx context.Context, id string) (store.Machine, error) {
+	if e, ok := rt.machines.Load(id); ok && time.Since(e.(machineEntry).at) < machineTTL {
+		return e.(machineEntry).m, nil
+	}
+	m, err := rt.Store.GetMachine(ctx, id)
+	if err != nil {
+		rt.machines.Delete(id)
+		return m, err
+	}
+	rt.machines.Store(id, machineEntry{m: m, at: time.Now()})
+	return m, nil
 }
 
 // currentMachine returns the user's current machine, from the store at
@@ -198,7 +233,7 @@ func (rt *Router) route(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		rt.forward(ctx, w, r, t, id.UserID, machineID)
 		return
 	}
-	m, err := rt.Store.GetMachine(ctx, machineID)
+	m, err := rt.machine(ctx, machineID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		writeStatus(w, codes.Internal, "", "look up machine: "+err.Error())
 		return
@@ -319,6 +354,7 @@ func (rt *Router) toPeer(ctx context.Context, w http.ResponseWriter, r *http.Req
 	rt.Metrics.toPeer()
 	rt.limitMessages(ctx, r)
 	unreached := func(err error) bool {
+		rt.machines.Delete(machineID) // the next call reads where it is now
 		rt.Log.Warn("router: the replica holding the machine cannot be reached; treating it as offline",
 			"machine_id", machineID, "replica", addr, "err", err)
 		if body != nil {

@@ -235,9 +235,13 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	var calls *callLimits
+	var routerRef atomic.Pointer[router.Router] // its copies of machine records are forgotten on a change
 	authn := auth.New(st, auth.Options{Log: lg, Registerer: reg, Limit: func(w http.ResponseWriter, r *http.Request, id auth.Identity) bool {
 		return calls.allow(w, r, id)
 	}, OnMachineChange: func(id string) {
+		if r := routerRef.Load(); r != nil {
+			r.ForgetMachine(id)
+		}
 		if t := tunnels.Get(id); t != nil {
 			lg.Info("relay: closing the tunnel of a revoked machine", "machine_id", id)
 			t.Client.Close()
@@ -311,6 +315,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Tracing != nil {
 		rt.Tracing = cfg.Tracing
 	}
+	routerRef.Store(rt)
 	// Web Push: watches each connected machine's sessions and serves
 	// /api/push through the web API.
 	pushSvc, err := push.New(ctx, push.Options{Store: st, Auth: authn, Log: lg, Registerer: reg, Subject: cfg.PushSubject})
