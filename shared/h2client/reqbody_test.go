@@ -81,11 +81,21 @@ func TestReqBodyCloseBlocks(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			body := newBlockingBody()
-			defer close(body.release) // before the goroutine check
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/", body)
-			if _, err := cc.RoundTrip(req); err == nil {
-				t.Fatal("call succeeded")
-			}
+			// The failed call's own goroutine may close the body too, and
+			// wait in that Close as a caller may: it runs apart, and its
+			// Close is let go at the end.
+			first := make(chan error, 1)
+			go func() {
+				_, err := cc.RoundTrip(req)
+				first <- err
+			}()
+			defer func() { // before the goroutine check
+				close(body.release)
+				if err := <-first; err == nil {
+					t.Error("call succeeded")
+				}
+			}()
 			select {
 			case <-body.closing:
 			case <-ctx.Done():

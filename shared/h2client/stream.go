@@ -175,14 +175,21 @@ func (s *stream) onCtxDone() {
 	s.abortLocked(s.ctx.Err())
 	u := cc.takeUpdatesLocked(nil)
 	cc.unlock()
+	s.cancelAndClose(rst, u)
+}
+
+// cancelAndClose writes RST_STREAM CANCEL (if rst) and the window updates
+// u, then closes the request body: after the RST_STREAM, as its Close may
+// block for long.
+func (s *stream) cancelAndClose(rst bool, u windowUpdates) {
 	if rst || u.any() {
 		var r *stream
 		if rst {
 			r = s
 		}
-		cc.writeControl(r, http2.ErrCodeCancel, u, true)
+		s.cc.writeControl(r, http2.ErrCodeCancel, u, true)
 	}
-	s.closeReqBody() // after the RST_STREAM: its Close may block for long
+	s.closeReqBody()
 }
 
 // endCall ends the call: the caller is done with the response (EOF read,
@@ -204,12 +211,5 @@ func (s *stream) endCall() {
 	if s.stopCtx != nil {
 		s.stopCtx()
 	}
-	if rst || u.any() {
-		var r *stream
-		if rst {
-			r = s
-		}
-		cc.writeControl(r, http2.ErrCodeCancel, u, true)
-	}
-	s.closeReqBody() // after the RST_STREAM: its Close may block for long
+	s.cancelAndClose(rst, u)
 }
