@@ -1,0 +1,54 @@
+package bench
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// BenchmarkIdleClients measures the relay's memory per idle gRPC client
+// connection: BETCODE_BENCH_CLIENTS connections (default 1,000), each
+// authenticated by one health check and then left open and quiet, as
+// CLIs between commands and clients waiting on a stream hold theirs. It
+// reports the relay's RSS per connection (VmRSS before and after, after a
+// GC). The front is chosen by BETCODE_BENCH_RELAY_ENV
+// (BETCODE_RELAY_FRONT=engine or net/http):
+//
+//	BETCODE_BENCH_RELAY_ENV="GOMAXPROCS=1 GOGC=40 BETCODE_RELAY_FRONT=engine" \
+//	  go test -run '^$' -bench IdleClients -benchtime 1x ./bench/
+func BenchmarkIdleClients(b *testing.B) {
+	n := envInt("BETCODE_BENCH_CLIENTS", 1000)
+	raiseFileLimit(b, uint64(2*n)+1000)
+	r := newRelay(b, relayEnv()...)
+	settle := func() int64 {
+		// The relay's collector runs on its own schedule: read its RSS
+		// once it has had a moment with nothing to do.
+		time.Sleep(2 * time.Second)
+		return r.rssKiB()
+	}
+	before := settle()
+	conns := make([]*grpc.ClientConn, 0, n)
+	defer func() {
+		for _, cc := range conns {
+			cc.Close()
+		}
+	}()
+	ctx := context.Background()
+	for range n {
+		cc := dialClient(b, r)
+		if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+			b.Fatal(err)
+		}
+		conns = append(conns, cc)
+	}
+	runtime.GC()
+	after := settle()
+	per := float64(after-before) / float64(n)
+	b.Logf("%d idle client connections: relay RSS %d → %d KiB (%.1f KiB each)", n, before, after, per)
+	b.ReportMetric(per, "KiB/conn")
+	b.ReportMetric(0, "ns/op")
+}
