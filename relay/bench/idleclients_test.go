@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"runtime"
 	"testing"
 	"time"
 
@@ -14,8 +13,8 @@ import (
 // connection: BETCODE_BENCH_CLIENTS connections (default 1,000), each
 // authenticated by one health check and then left open and quiet, as
 // CLIs between commands and clients waiting on a stream hold theirs. It
-// reports the relay's RSS per connection (VmRSS before and after, after a
-// GC). The front is chosen by BETCODE_BENCH_RELAY_ENV
+// reports the relay's RSS per connection (VmRSS before, and after the
+// relay's next garbage collection). The front is chosen by BETCODE_BENCH_RELAY_ENV
 // (BETCODE_RELAY_FRONT=engine or net/http):
 //
 //	BETCODE_BENCH_RELAY_ENV="GOMAXPROCS=1 GOGC=40 BETCODE_RELAY_FRONT=engine" \
@@ -24,13 +23,7 @@ func BenchmarkIdleClients(b *testing.B) {
 	n := envInt("BETCODE_BENCH_CLIENTS", 1000)
 	raiseFileLimit(b, uint64(2*n)+1000)
 	r := newRelay(b, relayEnv()...)
-	settle := func() int64 {
-		// The relay's collector runs on its own schedule: read its RSS
-		// once it has had a moment with nothing to do.
-		time.Sleep(2 * time.Second)
-		return r.rssKiB()
-	}
-	before := settle()
+	before := r.snapshot(b).rssKiB
 	conns := make([]*grpc.ClientConn, 0, n)
 	defer func() {
 		for _, cc := range conns {
@@ -45,8 +38,21 @@ func BenchmarkIdleClients(b *testing.B) {
 		}
 		conns = append(conns, cc)
 	}
-	runtime.GC()
-	after := settle()
+	// Read the RSS once the relay has collected since the last connect
+	// (its garbage from the handshakes gone): its Go collector counts the
+	// cycles; nothing else announces one.
+	mark := r.snapshot(b).gcs
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(3 * time.Minute) // the runtime collects at least every 2 minutes
+	for r.snapshot(b).gcs <= mark {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			b.Fatal("the relay ran no garbage collection within 3 minutes")
+		}
+	}
+	after := r.snapshot(b).rssKiB
 	per := float64(after-before) / float64(n)
 	b.Logf("%d idle client connections: relay RSS %d → %d KiB (%.1f KiB each)", n, before, after, per)
 	b.ReportMetric(per, "KiB/conn")

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/betcode-dev/betcode/shared/h2client"
 )
 
 // ErrMessageTooLarge: a request message is larger than the limit. The
@@ -60,7 +62,7 @@ func MessageLimitReader(r io.Reader, limit int) *MessageReader {
 // (n bytes readable now; ended: nothing follows them), so that a whole
 // request can be sent on at once. After the limit tripped it says nothing.
 func (m *MessageReader) Buffered() (n int, ended bool) {
-	if bb, ok := m.r.(interface{ Buffered() (int, bool) }); ok && m.err == nil {
+	if bb, ok := m.r.(h2client.Buffered); ok && m.err == nil {
 		return bb.Buffered()
 	}
 	return 0, false

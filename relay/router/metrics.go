@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	_ "github.com/betcode-dev/betcode/shared/betcodepb" // registers the API's services
+	"github.com/betcode-dev/betcode/shared/h2client"
 )
 
 // Metrics are the router's Prometheus metrics. A nil *Metrics records
@@ -213,7 +214,7 @@ type countingBody struct {
 // Buffered passes on what the body can say without blocking (the engine
 // front's bodies can), so that the tunnel sends a whole request at once.
 func (b *countingBody) Buffered() (n int, ended bool) {
-	if bb, ok := b.ReadCloser.(interface{ Buffered() (int, bool) }); ok {
+	if bb, ok := b.ReadCloser.(h2client.Buffered); ok {
 		return bb.Buffered()
 	}
 	return 0, false

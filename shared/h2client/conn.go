@@ -14,6 +14,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/betcode-dev/betcode/shared/h2wire"
 )
 
 var _ http.RoundTripper = (*Conn)(nil)
@@ -28,7 +30,7 @@ type Conn struct {
 
 	// Read side, owned by the reader goroutine.
 	br         *bufio.Reader
-	rlim       readBound // between br and rfr
+	rlim       h2wire.FrameReader // between br and rfr
 	rfr        *http2.Framer
 	rpending   bool              // reader wrote frames it has not flushed
 	canon      map[string]string // header name → canonical key cache
@@ -115,7 +117,7 @@ func New(ctx context.Context, c net.Conn, o Options) (*Conn, error) {
 	cc.bw = bufio.NewWriterSize(cc.dw, bufSize)
 	cc.wfr = http2.NewFramer(cc.bw, nil)
 	cc.henc = hpack.NewEncoder(&cc.hbuf)
-	cc.rlim = readBound{r: cc.br, limit: readBoundLimit(o)}
+	cc.rlim = h2wire.FrameReader{R: cc.br, Limit: h2wire.FrameLimit(maxReadFrameSize, o.MaxHeaderListSize)}
 	cc.rfr = http2.NewFramer(nil, &cc.rlim)
 	cc.rfr.SetMaxReadFrameSize(maxReadFrameSize)
 	cc.rfr.MaxHeaderListSize = o.MaxHeaderListSize
@@ -253,32 +255,16 @@ type windowUpdates struct {
 
 func (u windowUpdates) any() bool { return u.streamInc > 0 || u.connInc > 0 }
 
-// minRefund is the smallest refund worth a WINDOW_UPDATE of its own, as
-// x/net's inflowMinRefresh.
-const minRefund = 4 << 10
-
-// refundDue reports whether unsent refunded bytes are due to the peer, whose
-// window has avail left: x/net's rule (http2 flow.go, inflow.add), at least
-// minRefund or at least avail (the update at least doubles the window).
-// Waiting for half the window instead stalls the connection: bytes buffered
-// for calls whose bodies are not being read are not refunded, and a few
-// dozen such calls hold half the connection window, so the bytes the other
-// calls read never add up to a refund. Smaller amounts accumulate, so a
-// small answer costs no WINDOW_UPDATE.
-func refundDue(unsent, avail int64) bool {
-	return unsent > 0 && (unsent >= minRefund || unsent >= avail)
-}
-
-// takeUpdatesLocked returns the refunds that are due (refundDue), and counts
+// takeUpdatesLocked returns the refunds that are due (h2wire.RefundDue), and counts
 // them as given back. s may be nil.
 func (cc *Conn) takeUpdatesLocked(s *stream) windowUpdates {
 	var u windowUpdates
-	if s != nil && s.inMap && !s.recvEnd && refundDue(s.refund, s.recvWindow) {
+	if s != nil && s.inMap && !s.recvEnd && h2wire.RefundDue(s.refund, s.recvWindow) {
 		u.streamID, u.streamInc = s.id, uint32(s.refund)
 		s.recvWindow += s.refund
 		s.refund = 0
 	}
-	if refundDue(cc.refund, cc.recvWindow) && cc.err == nil {
+	if h2wire.RefundDue(cc.refund, cc.recvWindow) && cc.err == nil {
 		u.connInc = uint32(cc.refund)
 		cc.recvWindow += cc.refund
 		cc.refund = 0

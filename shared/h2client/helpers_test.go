@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -157,7 +156,6 @@ func readMsg(r io.Reader) ([]byte, error) {
 // Buffered.
 type bufBody struct {
 	bytes.Reader
-	closed atomic.Bool
 }
 
 func newBufBody(b []byte) *bufBody {
@@ -167,15 +165,33 @@ func newBufBody(b []byte) *bufBody {
 }
 
 func (b *bufBody) Buffered() (int, bool) { return b.Len(), true }
-func (b *bufBody) Close() error          { b.closed.Store(true); return nil }
+func (b *bufBody) Close() error          { return nil }
 
-// closeFlag records that a request body was closed.
+// closeFlag announces that a request body was closed.
 type closeFlag struct {
 	io.ReadCloser
-	closed atomic.Bool
+	closed chan struct{}
+	once   sync.Once
 }
 
-func (c *closeFlag) Close() error { c.closed.Store(true); return c.ReadCloser.Close() }
+func newCloseFlag(rc io.ReadCloser) *closeFlag {
+	return &closeFlag{ReadCloser: rc, closed: make(chan struct{})}
+}
+
+func (c *closeFlag) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.ReadCloser.Close()
+}
+
+// waitClosed waits up to 5 s for the body to be closed.
+func (c *closeFlag) waitClosed(t testing.TB) {
+	t.Helper()
+	select {
+	case <-c.closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request body was not closed")
+	}
+}
 
 // countConn counts and records the writes to a net.Conn.
 type countConn struct {
@@ -263,29 +279,37 @@ func checkGoroutines(t testing.TB) {
 	t.Helper()
 	base := runtime.NumGoroutine()
 	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
+		// Nothing announces a goroutine's end: the count is checked on a
+		// ticker, up to a deadline.
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		deadline := time.After(5 * time.Second)
 		for runtime.NumGoroutine() > base {
-			if time.Now().After(deadline) {
+			select {
+			case <-tick.C:
+			case <-deadline:
 				buf := make([]byte, 1<<20)
 				n := runtime.Stack(buf, true)
 				t.Errorf("goroutines: %d at start, %d now:\n%s", base, runtime.NumGoroutine(), buf[:n])
 				return
 			}
-			runtime.Gosched()
-			time.Sleep(time.Millisecond) // polling with a deadline
 		}
 	})
 }
 
-// waitFor polls cond until it holds or the deadline passes.
+// waitFor checks cond, a state of the Conn that no event announces, on a
+// ticker until it holds, failing t after a deadline.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(5 * time.Second)
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-tick.C:
+		case <-deadline:
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

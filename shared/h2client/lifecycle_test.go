@@ -20,7 +20,7 @@ func TestCancelMidStream(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
-	body := &closeFlag{ReadCloser: pr}
+	body := newCloseFlag(pr)
 	defer pw.Close()
 	go pw.Write(frame(nil))
 	resp, err := cc.RoundTrip(grpcReq(ctx, ts.addr, "/t/Stream", body))
@@ -48,7 +48,7 @@ func TestCancelMidStream(t *testing.T) {
 	if e := waitEvent(t, ts, "stream:"); e != "stream: context canceled" {
 		t.Fatalf("server saw %q", e)
 	}
-	waitFor(t, "request body closed", body.closed.Load)
+	body.waitClosed(t)
 	// The connection is still fine.
 	if _, err := unary(cc, ts.addr, "/t/Echo", []byte("after")); err != nil {
 		t.Fatal(err)

@@ -40,7 +40,7 @@ func TestRequestEncoding(t *testing.T) {
 	cc, _ := dial(t, addr, Options{})
 	pr, pw := io.Pipe()
 	defer pw.Close()
-	body := &closeFlag{ReadCloser: pr}
+	body := newCloseFlag(pr)
 	req, _ := http.NewRequest(http.MethodPut, "http://u.example/a%2Fb/c?q=1&r", body)
 	req.Host = "h.example"
 	req.Header.Set("X-Custom", "v")
@@ -81,7 +81,7 @@ func TestRequestEncoding(t *testing.T) {
 	}
 	resp.Body.Close()
 	// The reader closes it from a goroutine of its own (stopReqBody).
-	waitFor(t, "request body closed", body.closed.Load)
+	body.waitClosed(t)
 }
 
 // TestInvalidHeader: a header value with CR, LF or NUL fails RoundTrip.

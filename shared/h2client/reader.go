@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/betcode-dev/betcode/shared/h2wire"
 )
 
 // readLoop is the connection's reader goroutine: it reads frames and hands
@@ -21,7 +23,7 @@ func (cc *Conn) readLoop() {
 				return
 			}
 		}
-		cc.rlim.n = 0
+		cc.rlim.Reset()
 		f, err := cc.rfr.ReadFrame()
 		if cc.opts.PingEvery > 0 && (err == nil || isStreamError(err)) {
 			cc.lastRead.Store(int64(time.Since(cc.start)))
@@ -44,38 +46,6 @@ func (cc *Conn) frameBuffered() bool {
 	}
 	h, _ := cc.br.Peek(9)
 	return n >= 9+(int(h[0])<<16|int(h[1])<<8|int(h[2]))
-}
-
-// readBound is the framer's reader: it bounds the bytes one ReadFrame
-// consumes. The Framer merges HEADERS and its CONTINUATION frames within one
-// ReadFrame and bounds the decoded size of the block, not the number of
-// frames, so a peer sending empty CONTINUATION frames without end would
-// keep the reader busy for ever.
-type readBound struct {
-	r     io.Reader
-	n     int64 // bytes read since the reader goroutine reset it
-	limit int64
-}
-
-// readBoundLimit is what one ReadFrame may consume: a frame of the largest
-// size we read, plus a header block in CONTINUATION frames of four times
-// the header list limit (hpack encodes fields to less than their counted
-// size, padding aside), plus slack for frame headers and padding.
-func readBoundLimit(o Options) int64 {
-	return maxReadFrameSize + 4*int64(o.MaxHeaderListSize) + 1<<20
-}
-
-func (b *readBound) Read(p []byte) (int, error) {
-	if b.n >= b.limit {
-		return 0, &connError{http2.ErrCodeEnhanceYourCalm,
-			fmt.Errorf("more than %d bytes read for one frame (a header block in endless CONTINUATION frames?)", b.limit)}
-	}
-	if rest := b.limit - b.n; int64(len(p)) > rest {
-		p = p[:rest]
-	}
-	n, err := b.r.Read(p)
-	b.n += int64(n)
-	return n, err
 }
 
 func isStreamError(err error) bool {
@@ -104,6 +74,8 @@ func (cc *Conn) readFailed(f http2.Frame, err error) bool {
 	var ce http2.ConnectionError
 	var hce *connError
 	switch {
+	case errors.Is(err, h2wire.ErrFrameBytes):
+		code, goAway = http2.ErrCodeEnhanceYourCalm, true
 	case errors.As(err, &hce):
 		code, goAway = hce.code, true
 	case errors.As(err, &ce):
@@ -238,20 +210,14 @@ func (cc *Conn) onData(f *http2.DataFrame) error {
 	return nil
 }
 
-// maxSettings bounds the entries of one SETTINGS frame, as x/net's server
-// does: there are only seven settings, and a 1 MiB frame holds 174,762.
-const maxSettings = 100
-
 // onSettings applies the peer's SETTINGS and acknowledges them. A frame
-// with more than maxSettings entries or with duplicates is a connection
-// error (x/net's rule): it would only make us loop.
+// refused by h2wire.CheckSettings is a connection error.
 func (cc *Conn) onSettings(f *http2.SettingsFrame) error {
 	if f.IsAck() {
 		return nil
 	}
-	if f.NumSettings() > maxSettings || f.HasDuplicates() {
-		return &connError{http2.ErrCodeProtocol,
-			fmt.Errorf("SETTINGS with %d entries (more than %d, or duplicates)", f.NumSettings(), maxSettings)}
+	if err := h2wire.CheckSettings(f); err != nil {
+		return &connError{http2.ErrCodeProtocol, err}
 	}
 	cc.wmu.Lock()
 	defer cc.wmu.Unlock()

@@ -416,17 +416,11 @@ func isPeerCancel(err error) bool {
 	return strings.Contains(err.Error(), "; CANCEL; received from peer")
 }
 
-// buffered is a body that can say, without blocking, what it holds
-// (h2client.Buffered; the engine's request bodies have it too).
-type buffered interface {
-	Buffered() (n int, ended bool)
-}
-
 // moreHere reports whether b is known to hold more of its stream already,
 // or its end: bytes it can return without waiting, or nothing more to
 // come.
 func moreHere(b io.Reader) bool {
-	bb, ok := b.(buffered)
+	bb, ok := b.(h2client.Buffered) // the engine's bodies, both ways
 	if !ok {
 		return false
 	}

@@ -16,6 +16,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/betcode-dev/betcode/shared/h2wire"
 )
 
 var (
@@ -40,7 +42,7 @@ type conn struct {
 
 	// Reader-goroutine state.
 	br          *bufio.Reader
-	fread       frameReader
+	fread       h2wire.FrameReader
 	rfr         *http2.Framer
 	pending     []*stream // streams whose handlers start when the reader blocks
 	canonCache  map[string]string
@@ -104,7 +106,7 @@ func newConn(s *Server, nc net.Conn, lim limits) *conn {
 	c.ctx, c.cancel = context.WithCancel(ctx)
 
 	c.br = bufio.NewReaderSize(nc, readBufSize)
-	c.fread = frameReader{r: c.br, limit: int(lim.maxReadFrame) + 4*int(lim.maxHeaderList) + 1<<20}
+	c.fread = h2wire.FrameReader{R: c.br, Limit: h2wire.FrameLimit(lim.maxReadFrame, lim.maxHeaderList)}
 	c.rfr = http2.NewFramer(nil, &c.fread)
 	c.rfr.SetReuseFrames()
 	c.rfr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
@@ -121,27 +123,6 @@ func newConn(s *Server, nc net.Conn, lim limits) *conn {
 		c.streamRecvWin = initialWindow
 	}
 	return c
-}
-
-// frameReader bounds the bytes one ReadFrame call may consume. The framer
-// merges a HEADERS frame and its CONTINUATION frames inside one ReadFrame
-// and bounds their decoded size, but not a flood of empty CONTINUATION
-// frames; this does.
-type frameReader struct {
-	r     io.Reader
-	n     int // bytes read by the current ReadFrame
-	limit int
-}
-
-var errHeaderFlood = errors.New("h2front: header block exceeds its byte bound")
-
-func (r *frameReader) Read(p []byte) (int, error) {
-	if r.n > r.limit {
-		return 0, errHeaderFlood
-	}
-	n, err := r.r.Read(p)
-	r.n += n
-	return n, err
 }
 
 // deadlineWriter writes to the connection with a write deadline of
@@ -223,7 +204,7 @@ func (c *conn) readLoop() error {
 			}
 		}
 		sinceIdle++
-		c.fread.n = 0
+		c.fread.Reset()
 		f, err := c.rfr.ReadFrame()
 		if err != nil {
 			if err := c.readError(err); err != nil {
@@ -281,7 +262,7 @@ func (c *conn) readError(err error) error {
 	if errors.As(err, &ce) {
 		return connErr{http2.ErrCode(ce), "frame: " + errDetail(c.rfr.ErrorDetail())}
 	}
-	if errors.Is(err, errHeaderFlood) {
+	if errors.Is(err, h2wire.ErrFrameBytes) {
 		return connErr{http2.ErrCodeEnhanceYourCalm, "header block too long"}
 	}
 	if errors.Is(err, http2.ErrFrameTooLarge) {

@@ -2,16 +2,13 @@ package h2front
 
 import (
 	"golang.org/x/net/http2"
+
+	"github.com/betcode-dev/betcode/shared/h2wire"
 )
 
 // Receive side: bytes the handler consumes (or that are discarded) are
-// refunded to the client with WINDOW_UPDATE. As x/net's inflow.add, a
-// refund waits only while it is under minRefund and under the window the
-// peer still has: waiting for half a window to be owed could leave the
-// peer with no connection window while other streams' unread bytes hold
-// the rest, stalling every stream. A small unary request still causes no
-// WINDOW_UPDATE. Where now is set (padding, discarded bytes) the refund
-// is sent at once.
+// refunded to the client with WINDOW_UPDATE once h2wire.RefundDue; where
+// now is set (padding, discarded bytes) at once.
 
 // refundConnLocked refunds n bytes of the connection receive window.
 func (c *conn) refundConnLocked(n int64, now bool) {
@@ -19,7 +16,7 @@ func (c *conn) refundConnLocked(n int64, now bool) {
 		return
 	}
 	c.recvUnsent += n
-	if !now && c.recvUnsent < minRefund && c.recvUnsent < c.recvAvail {
+	if !now && !h2wire.RefundDue(c.recvUnsent, c.recvAvail) {
 		return
 	}
 	inc := c.recvUnsent
@@ -36,7 +33,7 @@ func (st *stream) refundLocked(n int64, now bool) {
 	}
 	c := st.c
 	st.recvUnsent += int32(n)
-	if !now && st.recvUnsent < minRefund && st.recvUnsent < st.recvAvail {
+	if !now && !h2wire.RefundDue(int64(st.recvUnsent), int64(st.recvAvail)) {
 		return
 	}
 	inc := st.recvUnsent

@@ -2,6 +2,8 @@ package h2front
 
 import (
 	"golang.org/x/net/http2"
+
+	"github.com/betcode-dev/betcode/shared/h2wire"
 )
 
 // processFrame handles one frame read by the reader goroutine. It returns
@@ -55,10 +57,8 @@ func (c *conn) processSettings(f *http2.SettingsFrame) error {
 		c.streamRecvWin = int32(c.lim.streamWindow)
 		return nil
 	}
-	// As x/net's server: a frame of up to 1 MiB could carry ~174k entries;
-	// more than 100, or one setting repeated, is a protocol error.
-	if f.NumSettings() > maxSettings || f.HasDuplicates() {
-		return connErr{http2.ErrCodeProtocol, "too many or duplicate settings"}
+	if err := h2wire.CheckSettings(f); err != nil {
+		return connErr{http2.ErrCodeProtocol, err.Error()}
 	}
 	var initWin uint32
 	haveInitWin := false

@@ -238,25 +238,42 @@ func TestHostileHugeFrame(t *testing.T) {
 	bg.waitMore(3)
 }
 
-func TestHostileStreamIDBackwards(t *testing.T) {
-	ts, bg := startHostile(t, nil)
-	rc := dialRaw(t, ts.addr)
-	rc.handshake()
-	rc.writeHeaders(5, true, rc.headerBlock(unaryPath))
-	rc.writeHeaders(3, true, rc.headerBlock(unaryPath))
-	rc.flush()
-	expectGoAwayCode(t, rc, http2.ErrCodeProtocol)
-	bg.waitMore(3)
-}
-
-func TestHostileEvenStreamID(t *testing.T) {
-	ts, bg := startHostile(t, nil)
-	rc := dialRaw(t, ts.addr)
-	rc.handshake()
-	rc.writeHeaders(2, true, rc.headerBlock(unaryPath))
-	rc.flush()
-	expectGoAwayCode(t, rc, http2.ErrCodeProtocol)
-	bg.waitMore(3)
+// TestHostileConnectionErrors: frames that break the protocol for the
+// whole connection are answered GOAWAY with the right code, and the other
+// client goes on being served.
+func TestHostileConnectionErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  func(*Server)
+		send func(rc *rawClient)
+		code http2.ErrCode
+	}{
+		{"stream ids going backwards", nil, func(rc *rawClient) {
+			rc.writeHeaders(5, true, rc.headerBlock(unaryPath))
+			rc.writeHeaders(3, true, rc.headerBlock(unaryPath))
+		}, http2.ErrCodeProtocol},
+		{"an even stream id", nil, func(rc *rawClient) {
+			rc.writeHeaders(2, true, rc.headerBlock(unaryPath))
+		}, http2.ErrCodeProtocol},
+		{"DATA over the connection window", func(s *Server) { s.ConnWindow = 65535; s.StreamWindow = 1 << 20 }, func(rc *rawClient) {
+			rc.writeHeaders(1, false, rc.headerBlock("/block"))
+			_ = rc.bfr.WriteData(1, false, make([]byte, 65535))
+			_ = rc.bfr.WriteData(1, false, []byte{1})
+		}, http2.ErrCodeFlowControl},
+		{"a connection WINDOW_UPDATE overflowing the window", nil, func(rc *rawClient) {
+			_ = rc.bfr.WriteWindowUpdate(0, 1<<31-1)
+		}, http2.ErrCodeFlowControl},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts, bg := startHostile(t, tc.opt)
+			rc := dialRaw(t, ts.addr)
+			rc.handshake()
+			tc.send(rc)
+			rc.flush()
+			expectGoAwayCode(t, rc, tc.code)
+			bg.waitMore(3)
+		})
+	}
 }
 
 func TestHostileRapidReset(t *testing.T) {
@@ -332,28 +349,6 @@ func TestHostileDataOverStreamWindow(t *testing.T) {
 	_ = rc.bfr.WriteData(1, false, []byte{1})
 	rc.flush()
 	expectRST(t, rc, 1, http2.ErrCodeFlowControl)
-	bg.waitMore(3)
-}
-
-func TestHostileDataOverConnWindow(t *testing.T) {
-	ts, bg := startHostile(t, func(s *Server) { s.ConnWindow = 65535; s.StreamWindow = 1 << 20 })
-	rc := dialRaw(t, ts.addr)
-	rc.handshake()
-	rc.writeHeaders(1, false, rc.headerBlock("/block"))
-	_ = rc.bfr.WriteData(1, false, make([]byte, 65535))
-	_ = rc.bfr.WriteData(1, false, []byte{1})
-	rc.flush()
-	expectGoAwayCode(t, rc, http2.ErrCodeFlowControl)
-	bg.waitMore(3)
-}
-
-func TestHostileWindowUpdateOverflow(t *testing.T) {
-	ts, bg := startHostile(t, nil)
-	rc := dialRaw(t, ts.addr)
-	rc.handshake()
-	_ = rc.bfr.WriteWindowUpdate(0, 1<<31-1)
-	rc.flush()
-	expectGoAwayCode(t, rc, http2.ErrCodeFlowControl)
 	bg.waitMore(3)
 }
 

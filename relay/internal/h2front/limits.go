@@ -29,13 +29,6 @@ const (
 	// of its idle work (flushing control answers, starting handlers), so
 	// that the streams awaiting a handler stay few.
 	idleEvery = 32
-	// maxSettings bounds the entries of one SETTINGS frame, as x/net's
-	// server does; each INITIAL_WINDOW_SIZE entry would otherwise cost a
-	// pass over every open stream.
-	maxSettings = 100
-	// minRefund is the smallest WINDOW_UPDATE sent unless the refund at
-	// least doubles the peer's available window (x/net's inflowMinRefresh).
-	minRefund = 4 << 10
 	// maxControlPerSecond bounds PING and SETTINGS frames per second.
 	maxControlPerSecond = 10000
 	// goAwayLinger is how long a connection ended by a protocol error
