@@ -22,6 +22,283 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// IssuePairingTicketRequest asks for a pairing ticket.
+type IssuePairingTicketRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IssuePairingTicketRequest) Reset() {
+	*x = IssuePairingTicketRequest{}
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssuePairingTicketRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssuePairingTicketRequest) ProtoMessage() {}
+
+func (x *IssuePairingTicketRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssuePairingTicketRequest.ProtoReflect.Descriptor instead.
+func (*IssuePairingTicketRequest) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{0}
+}
+
+// IssuePairingTicketResponse carries a pairing ticket.
+type IssuePairingTicketResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ticket (a bct_ token usable once, for ChannelService.Pair to this
+	// machine only).
+	Ticket string `protobuf:"bytes,1,opt,name=ticket,proto3" json:"ticket,omitempty"`
+	// When it expires.
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IssuePairingTicketResponse) Reset() {
+	*x = IssuePairingTicketResponse{}
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssuePairingTicketResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssuePairingTicketResponse) ProtoMessage() {}
+
+func (x *IssuePairingTicketResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssuePairingTicketResponse.ProtoReflect.Descriptor instead.
+func (*IssuePairingTicketResponse) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *IssuePairingTicketResponse) GetTicket() string {
+	if x != nil {
+		return x.Ticket
+	}
+	return ""
+}
+
+func (x *IssuePairingTicketResponse) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+// IssueDeviceTokenRequest asks for a device's relay credential.
+type IssueDeviceTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The device's name (the token's name: "device:" + name).
+	DeviceName    string `protobuf:"bytes,1,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IssueDeviceTokenRequest) Reset() {
+	*x = IssueDeviceTokenRequest{}
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssueDeviceTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssueDeviceTokenRequest) ProtoMessage() {}
+
+func (x *IssueDeviceTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssueDeviceTokenRequest.ProtoReflect.Descriptor instead.
+func (*IssueDeviceTokenRequest) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *IssueDeviceTokenRequest) GetDeviceName() string {
+	if x != nil {
+		return x.DeviceName
+	}
+	return ""
+}
+
+// IssueDeviceTokenResponse carries a device's relay credential.
+type IssueDeviceTokenResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The client token, scoped to this machine.
+	Token string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// Its public id (to revoke it).
+	TokenId       string `protobuf:"bytes,2,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IssueDeviceTokenResponse) Reset() {
+	*x = IssueDeviceTokenResponse{}
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssueDeviceTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssueDeviceTokenResponse) ProtoMessage() {}
+
+func (x *IssueDeviceTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssueDeviceTokenResponse.ProtoReflect.Descriptor instead.
+func (*IssueDeviceTokenResponse) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *IssueDeviceTokenResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *IssueDeviceTokenResponse) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
+	}
+	return ""
+}
+
+// RevokeDeviceTokenRequest revokes a device's relay credential.
+type RevokeDeviceTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The token's public id.
+	TokenId       string `protobuf:"bytes,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeDeviceTokenRequest) Reset() {
+	*x = RevokeDeviceTokenRequest{}
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeDeviceTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeDeviceTokenRequest) ProtoMessage() {}
+
+func (x *RevokeDeviceTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeDeviceTokenRequest.ProtoReflect.Descriptor instead.
+func (*RevokeDeviceTokenRequest) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RevokeDeviceTokenRequest) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
+	}
+	return ""
+}
+
+// RevokeDeviceTokenResponse confirms a revocation.
+type RevokeDeviceTokenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeDeviceTokenResponse) Reset() {
+	*x = RevokeDeviceTokenResponse{}
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeDeviceTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeDeviceTokenResponse) ProtoMessage() {}
+
+func (x *RevokeDeviceTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeDeviceTokenResponse.ProtoReflect.Descriptor instead.
+func (*RevokeDeviceTokenResponse) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{5}
+}
+
 // TunnelFrame is one frame on the tunnel stream. Frames of one forwarded
 // RPC share a request_id and carry increasing sequence numbers.
 type TunnelFrame struct {
@@ -52,7 +329,7 @@ type TunnelFrame struct {
 
 func (x *TunnelFrame) Reset() {
 	*x = TunnelFrame{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[0]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -64,7 +341,7 @@ func (x *TunnelFrame) String() string {
 func (*TunnelFrame) ProtoMessage() {}
 
 func (x *TunnelFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[0]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -77,7 +354,7 @@ func (x *TunnelFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelFrame.ProtoReflect.Descriptor instead.
 func (*TunnelFrame) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{0}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TunnelFrame) GetRequestId() string {
@@ -250,7 +527,7 @@ type DirectOffer struct {
 
 func (x *DirectOffer) Reset() {
 	*x = DirectOffer{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[1]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -262,7 +539,7 @@ func (x *DirectOffer) String() string {
 func (*DirectOffer) ProtoMessage() {}
 
 func (x *DirectOffer) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[1]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -275,7 +552,7 @@ func (x *DirectOffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DirectOffer.ProtoReflect.Descriptor instead.
 func (*DirectOffer) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{1}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DirectOffer) GetToken() []byte {
@@ -300,7 +577,7 @@ type TunnelMetadata struct {
 
 func (x *TunnelMetadata) Reset() {
 	*x = TunnelMetadata{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[2]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -312,7 +589,7 @@ func (x *TunnelMetadata) String() string {
 func (*TunnelMetadata) ProtoMessage() {}
 
 func (x *TunnelMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[2]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -325,7 +602,7 @@ func (x *TunnelMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelMetadata.ProtoReflect.Descriptor instead.
 func (*TunnelMetadata) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{2}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TunnelMetadata) GetEntries() []*MetadataEntry {
@@ -355,7 +632,7 @@ type MetadataEntry struct {
 
 func (x *MetadataEntry) Reset() {
 	*x = MetadataEntry{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[3]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -367,7 +644,7 @@ func (x *MetadataEntry) String() string {
 func (*MetadataEntry) ProtoMessage() {}
 
 func (x *MetadataEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[3]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -380,7 +657,7 @@ func (x *MetadataEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataEntry.ProtoReflect.Descriptor instead.
 func (*MetadataEntry) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{3}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MetadataEntry) GetKey() string {
@@ -410,7 +687,7 @@ type StreamFrame struct {
 
 func (x *StreamFrame) Reset() {
 	*x = StreamFrame{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[4]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -422,7 +699,7 @@ func (x *StreamFrame) String() string {
 func (*StreamFrame) ProtoMessage() {}
 
 func (x *StreamFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[4]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -435,7 +712,7 @@ func (x *StreamFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamFrame.ProtoReflect.Descriptor instead.
 func (*StreamFrame) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{4}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StreamFrame) GetData() []byte {
@@ -465,7 +742,7 @@ type ErrorFrame struct {
 
 func (x *ErrorFrame) Reset() {
 	*x = ErrorFrame{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[5]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +754,7 @@ func (x *ErrorFrame) String() string {
 func (*ErrorFrame) ProtoMessage() {}
 
 func (x *ErrorFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[5]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +767,7 @@ func (x *ErrorFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorFrame.ProtoReflect.Descriptor instead.
 func (*ErrorFrame) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{5}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ErrorFrame) GetCode() string {
@@ -518,7 +795,7 @@ type TunnelHeartbeat struct {
 
 func (x *TunnelHeartbeat) Reset() {
 	*x = TunnelHeartbeat{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[6]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +807,7 @@ func (x *TunnelHeartbeat) String() string {
 func (*TunnelHeartbeat) ProtoMessage() {}
 
 func (x *TunnelHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[6]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +820,7 @@ func (x *TunnelHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelHeartbeat.ProtoReflect.Descriptor instead.
 func (*TunnelHeartbeat) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{6}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TunnelHeartbeat) GetSentAt() *timestamppb.Timestamp {
@@ -570,7 +847,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[7]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -582,7 +859,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[7]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -595,7 +872,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{7}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RegisterRequest) GetMachineId() string {
@@ -645,7 +922,7 @@ type MachineInfo struct {
 
 func (x *MachineInfo) Reset() {
 	*x = MachineInfo{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[8]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +934,7 @@ func (x *MachineInfo) String() string {
 func (*MachineInfo) ProtoMessage() {}
 
 func (x *MachineInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[8]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +947,7 @@ func (x *MachineInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineInfo.ProtoReflect.Descriptor instead.
 func (*MachineInfo) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{8}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MachineInfo) GetOs() string {
@@ -723,7 +1000,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[9]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +1012,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[9]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +1025,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{9}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RegisterResponse) GetAccepted() bool {
@@ -787,7 +1064,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[10]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -799,7 +1076,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[10]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -812,7 +1089,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{10}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HeartbeatRequest) GetMachineId() string {
@@ -851,7 +1128,7 @@ type MachineMetrics struct {
 
 func (x *MachineMetrics) Reset() {
 	*x = MachineMetrics{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[11]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -863,7 +1140,7 @@ func (x *MachineMetrics) String() string {
 func (*MachineMetrics) ProtoMessage() {}
 
 func (x *MachineMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[11]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -876,7 +1153,7 @@ func (x *MachineMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineMetrics.ProtoReflect.Descriptor instead.
 func (*MachineMetrics) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{11}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MachineMetrics) GetCpuUsagePercent() float32 {
@@ -913,7 +1190,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[12]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1202,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[12]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1215,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{12}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HeartbeatResponse) GetReceivedAt() *timestamppb.Timestamp {
@@ -960,7 +1237,21 @@ var File_betcode_v1_tunnel_proto protoreflect.FileDescriptor
 const file_betcode_v1_tunnel_proto_rawDesc = "" +
 	"\n" +
 	"\x17betcode/v1/tunnel.proto\x12\n" +
-	"betcode.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfb\x03\n" +
+	"betcode.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x1b\n" +
+	"\x19IssuePairingTicketRequest\"o\n" +
+	"\x1aIssuePairingTicketResponse\x12\x16\n" +
+	"\x06ticket\x18\x01 \x01(\tR\x06ticket\x129\n" +
+	"\n" +
+	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\":\n" +
+	"\x17IssueDeviceTokenRequest\x12\x1f\n" +
+	"\vdevice_name\x18\x01 \x01(\tR\n" +
+	"deviceName\"K\n" +
+	"\x18IssueDeviceTokenResponse\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x12\x19\n" +
+	"\btoken_id\x18\x02 \x01(\tR\atokenId\"5\n" +
+	"\x18RevokeDeviceTokenRequest\x12\x19\n" +
+	"\btoken_id\x18\x01 \x01(\tR\atokenId\"\x1b\n" +
+	"\x19RevokeDeviceTokenResponse\"\xfb\x03\n" +
 	"\vTunnelFrame\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1a\n" +
@@ -1022,12 +1313,15 @@ const file_betcode_v1_tunnel_proto_rawDesc = "" +
 	"\x11HeartbeatResponse\x12;\n" +
 	"\vreceived_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"receivedAt\x12+\n" +
-	"\x11buffered_messages\x18\x02 \x01(\rR\x10bufferedMessages2\xe4\x01\n" +
+	"\x11buffered_messages\x18\x02 \x01(\rR\x10bufferedMessages2\x8a\x04\n" +
 	"\rTunnelService\x12B\n" +
 	"\n" +
 	"OpenTunnel\x12\x17.betcode.v1.TunnelFrame\x1a\x17.betcode.v1.TunnelFrame(\x010\x01\x12E\n" +
 	"\bRegister\x12\x1b.betcode.v1.RegisterRequest\x1a\x1c.betcode.v1.RegisterResponse\x12H\n" +
-	"\tHeartbeat\x12\x1c.betcode.v1.HeartbeatRequest\x1a\x1d.betcode.v1.HeartbeatResponseB;Z9github.com/betcode-dev/betcode/shared/betcodepb;betcodepbb\x06proto3"
+	"\tHeartbeat\x12\x1c.betcode.v1.HeartbeatRequest\x1a\x1d.betcode.v1.HeartbeatResponse\x12c\n" +
+	"\x12IssuePairingTicket\x12%.betcode.v1.IssuePairingTicketRequest\x1a&.betcode.v1.IssuePairingTicketResponse\x12]\n" +
+	"\x10IssueDeviceToken\x12#.betcode.v1.IssueDeviceTokenRequest\x1a$.betcode.v1.IssueDeviceTokenResponse\x12`\n" +
+	"\x11RevokeDeviceToken\x12$.betcode.v1.RevokeDeviceTokenRequest\x1a%.betcode.v1.RevokeDeviceTokenResponseB;Z9github.com/betcode-dev/betcode/shared/betcodepb;betcodepbb\x06proto3"
 
 var (
 	file_betcode_v1_tunnel_proto_rawDescOnce sync.Once
@@ -1041,46 +1335,59 @@ func file_betcode_v1_tunnel_proto_rawDescGZIP() []byte {
 	return file_betcode_v1_tunnel_proto_rawDescData
 }
 
-var file_betcode_v1_tunnel_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_betcode_v1_tunnel_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_betcode_v1_tunnel_proto_goTypes = []any{
-	(*TunnelFrame)(nil),           // 0: betcode.v1.TunnelFrame
-	(*DirectOffer)(nil),           // 1: betcode.v1.DirectOffer
-	(*TunnelMetadata)(nil),        // 2: betcode.v1.TunnelMetadata
-	(*MetadataEntry)(nil),         // 3: betcode.v1.MetadataEntry
-	(*StreamFrame)(nil),           // 4: betcode.v1.StreamFrame
-	(*ErrorFrame)(nil),            // 5: betcode.v1.ErrorFrame
-	(*TunnelHeartbeat)(nil),       // 6: betcode.v1.TunnelHeartbeat
-	(*RegisterRequest)(nil),       // 7: betcode.v1.RegisterRequest
-	(*MachineInfo)(nil),           // 8: betcode.v1.MachineInfo
-	(*RegisterResponse)(nil),      // 9: betcode.v1.RegisterResponse
-	(*HeartbeatRequest)(nil),      // 10: betcode.v1.HeartbeatRequest
-	(*MachineMetrics)(nil),        // 11: betcode.v1.MachineMetrics
-	(*HeartbeatResponse)(nil),     // 12: betcode.v1.HeartbeatResponse
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*IssuePairingTicketRequest)(nil),  // 0: betcode.v1.IssuePairingTicketRequest
+	(*IssuePairingTicketResponse)(nil), // 1: betcode.v1.IssuePairingTicketResponse
+	(*IssueDeviceTokenRequest)(nil),    // 2: betcode.v1.IssueDeviceTokenRequest
+	(*IssueDeviceTokenResponse)(nil),   // 3: betcode.v1.IssueDeviceTokenResponse
+	(*RevokeDeviceTokenRequest)(nil),   // 4: betcode.v1.RevokeDeviceTokenRequest
+	(*RevokeDeviceTokenResponse)(nil),  // 5: betcode.v1.RevokeDeviceTokenResponse
+	(*TunnelFrame)(nil),                // 6: betcode.v1.TunnelFrame
+	(*DirectOffer)(nil),                // 7: betcode.v1.DirectOffer
+	(*TunnelMetadata)(nil),             // 8: betcode.v1.TunnelMetadata
+	(*MetadataEntry)(nil),              // 9: betcode.v1.MetadataEntry
+	(*StreamFrame)(nil),                // 10: betcode.v1.StreamFrame
+	(*ErrorFrame)(nil),                 // 11: betcode.v1.ErrorFrame
+	(*TunnelHeartbeat)(nil),            // 12: betcode.v1.TunnelHeartbeat
+	(*RegisterRequest)(nil),            // 13: betcode.v1.RegisterRequest
+	(*MachineInfo)(nil),                // 14: betcode.v1.MachineInfo
+	(*RegisterResponse)(nil),           // 15: betcode.v1.RegisterResponse
+	(*HeartbeatRequest)(nil),           // 16: betcode.v1.HeartbeatRequest
+	(*MachineMetrics)(nil),             // 17: betcode.v1.MachineMetrics
+	(*HeartbeatResponse)(nil),          // 18: betcode.v1.HeartbeatResponse
+	(*timestamppb.Timestamp)(nil),      // 19: google.protobuf.Timestamp
 }
 var file_betcode_v1_tunnel_proto_depIdxs = []int32{
-	6,  // 0: betcode.v1.TunnelFrame.heartbeat:type_name -> betcode.v1.TunnelHeartbeat
-	5,  // 1: betcode.v1.TunnelFrame.error:type_name -> betcode.v1.ErrorFrame
-	4,  // 2: betcode.v1.TunnelFrame.stream:type_name -> betcode.v1.StreamFrame
-	2,  // 3: betcode.v1.TunnelFrame.metadata:type_name -> betcode.v1.TunnelMetadata
-	1,  // 4: betcode.v1.TunnelFrame.direct_offer:type_name -> betcode.v1.DirectOffer
-	3,  // 5: betcode.v1.TunnelMetadata.entries:type_name -> betcode.v1.MetadataEntry
-	13, // 6: betcode.v1.TunnelHeartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	8,  // 7: betcode.v1.RegisterRequest.info:type_name -> betcode.v1.MachineInfo
-	13, // 8: betcode.v1.HeartbeatRequest.sent_at:type_name -> google.protobuf.Timestamp
-	11, // 9: betcode.v1.HeartbeatRequest.metrics:type_name -> betcode.v1.MachineMetrics
-	13, // 10: betcode.v1.HeartbeatResponse.received_at:type_name -> google.protobuf.Timestamp
-	0,  // 11: betcode.v1.TunnelService.OpenTunnel:input_type -> betcode.v1.TunnelFrame
-	7,  // 12: betcode.v1.TunnelService.Register:input_type -> betcode.v1.RegisterRequest
-	10, // 13: betcode.v1.TunnelService.Heartbeat:input_type -> betcode.v1.HeartbeatRequest
-	0,  // 14: betcode.v1.TunnelService.OpenTunnel:output_type -> betcode.v1.TunnelFrame
-	9,  // 15: betcode.v1.TunnelService.Register:output_type -> betcode.v1.RegisterResponse
-	12, // 16: betcode.v1.TunnelService.Heartbeat:output_type -> betcode.v1.HeartbeatResponse
-	14, // [14:17] is the sub-list for method output_type
-	11, // [11:14] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	19, // 0: betcode.v1.IssuePairingTicketResponse.expires_at:type_name -> google.protobuf.Timestamp
+	12, // 1: betcode.v1.TunnelFrame.heartbeat:type_name -> betcode.v1.TunnelHeartbeat
+	11, // 2: betcode.v1.TunnelFrame.error:type_name -> betcode.v1.ErrorFrame
+	10, // 3: betcode.v1.TunnelFrame.stream:type_name -> betcode.v1.StreamFrame
+	8,  // 4: betcode.v1.TunnelFrame.metadata:type_name -> betcode.v1.TunnelMetadata
+	7,  // 5: betcode.v1.TunnelFrame.direct_offer:type_name -> betcode.v1.DirectOffer
+	9,  // 6: betcode.v1.TunnelMetadata.entries:type_name -> betcode.v1.MetadataEntry
+	19, // 7: betcode.v1.TunnelHeartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	14, // 8: betcode.v1.RegisterRequest.info:type_name -> betcode.v1.MachineInfo
+	19, // 9: betcode.v1.HeartbeatRequest.sent_at:type_name -> google.protobuf.Timestamp
+	17, // 10: betcode.v1.HeartbeatRequest.metrics:type_name -> betcode.v1.MachineMetrics
+	19, // 11: betcode.v1.HeartbeatResponse.received_at:type_name -> google.protobuf.Timestamp
+	6,  // 12: betcode.v1.TunnelService.OpenTunnel:input_type -> betcode.v1.TunnelFrame
+	13, // 13: betcode.v1.TunnelService.Register:input_type -> betcode.v1.RegisterRequest
+	16, // 14: betcode.v1.TunnelService.Heartbeat:input_type -> betcode.v1.HeartbeatRequest
+	0,  // 15: betcode.v1.TunnelService.IssuePairingTicket:input_type -> betcode.v1.IssuePairingTicketRequest
+	2,  // 16: betcode.v1.TunnelService.IssueDeviceToken:input_type -> betcode.v1.IssueDeviceTokenRequest
+	4,  // 17: betcode.v1.TunnelService.RevokeDeviceToken:input_type -> betcode.v1.RevokeDeviceTokenRequest
+	6,  // 18: betcode.v1.TunnelService.OpenTunnel:output_type -> betcode.v1.TunnelFrame
+	15, // 19: betcode.v1.TunnelService.Register:output_type -> betcode.v1.RegisterResponse
+	18, // 20: betcode.v1.TunnelService.Heartbeat:output_type -> betcode.v1.HeartbeatResponse
+	1,  // 21: betcode.v1.TunnelService.IssuePairingTicket:output_type -> betcode.v1.IssuePairingTicketResponse
+	3,  // 22: betcode.v1.TunnelService.IssueDeviceToken:output_type -> betcode.v1.IssueDeviceTokenResponse
+	5,  // 23: betcode.v1.TunnelService.RevokeDeviceToken:output_type -> betcode.v1.RevokeDeviceTokenResponse
+	18, // [18:24] is the sub-list for method output_type
+	12, // [12:18] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_betcode_v1_tunnel_proto_init() }
@@ -1088,7 +1395,7 @@ func file_betcode_v1_tunnel_proto_init() {
 	if File_betcode_v1_tunnel_proto != nil {
 		return
 	}
-	file_betcode_v1_tunnel_proto_msgTypes[0].OneofWrappers = []any{
+	file_betcode_v1_tunnel_proto_msgTypes[6].OneofWrappers = []any{
 		(*TunnelFrame_GrpcRequest)(nil),
 		(*TunnelFrame_GrpcResponse)(nil),
 		(*TunnelFrame_Heartbeat)(nil),
@@ -1103,7 +1410,7 @@ func file_betcode_v1_tunnel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_betcode_v1_tunnel_proto_rawDesc), len(file_betcode_v1_tunnel_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,9 +19,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	TunnelService_OpenTunnel_FullMethodName = "/betcode.v1.TunnelService/OpenTunnel"
-	TunnelService_Register_FullMethodName   = "/betcode.v1.TunnelService/Register"
-	TunnelService_Heartbeat_FullMethodName  = "/betcode.v1.TunnelService/Heartbeat"
+	TunnelService_OpenTunnel_FullMethodName         = "/betcode.v1.TunnelService/OpenTunnel"
+	TunnelService_Register_FullMethodName           = "/betcode.v1.TunnelService/Register"
+	TunnelService_Heartbeat_FullMethodName          = "/betcode.v1.TunnelService/Heartbeat"
+	TunnelService_IssuePairingTicket_FullMethodName = "/betcode.v1.TunnelService/IssuePairingTicket"
+	TunnelService_IssueDeviceToken_FullMethodName   = "/betcode.v1.TunnelService/IssueDeviceToken"
+	TunnelService_RevokeDeviceToken_FullMethodName  = "/betcode.v1.TunnelService/RevokeDeviceToken"
 )
 
 // TunnelServiceClient is the client API for TunnelService service.
@@ -38,6 +41,16 @@ type TunnelServiceClient interface {
 	Register(ctx context.Context, in *RegisterRequest, opts ...grpc.CallOption) (*RegisterResponse, error)
 	// Heartbeat reports liveness and load.
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
+	// IssuePairingTicket gives the calling machine a relay credential that
+	// can open one ChannelService.Pair call to it, within 10 minutes: the
+	// relay half of a pairing code (docs/security.md).
+	IssuePairingTicket(ctx context.Context, in *IssuePairingTicketRequest, opts ...grpc.CallOption) (*IssuePairingTicketResponse, error)
+	// IssueDeviceToken gives the calling machine a client token scoped to
+	// itself, for a device it has just paired: the token reaches only this
+	// machine's ChannelService, and is shown once.
+	IssueDeviceToken(ctx context.Context, in *IssueDeviceTokenRequest, opts ...grpc.CallOption) (*IssueDeviceTokenResponse, error)
+	// RevokeDeviceToken revokes a token IssueDeviceToken gave this machine.
+	RevokeDeviceToken(ctx context.Context, in *RevokeDeviceTokenRequest, opts ...grpc.CallOption) (*RevokeDeviceTokenResponse, error)
 }
 
 type tunnelServiceClient struct {
@@ -81,6 +94,36 @@ func (c *tunnelServiceClient) Heartbeat(ctx context.Context, in *HeartbeatReques
 	return out, nil
 }
 
+func (c *tunnelServiceClient) IssuePairingTicket(ctx context.Context, in *IssuePairingTicketRequest, opts ...grpc.CallOption) (*IssuePairingTicketResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(IssuePairingTicketResponse)
+	err := c.cc.Invoke(ctx, TunnelService_IssuePairingTicket_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *tunnelServiceClient) IssueDeviceToken(ctx context.Context, in *IssueDeviceTokenRequest, opts ...grpc.CallOption) (*IssueDeviceTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(IssueDeviceTokenResponse)
+	err := c.cc.Invoke(ctx, TunnelService_IssueDeviceToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *tunnelServiceClient) RevokeDeviceToken(ctx context.Context, in *RevokeDeviceTokenRequest, opts ...grpc.CallOption) (*RevokeDeviceTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeDeviceTokenResponse)
+	err := c.cc.Invoke(ctx, TunnelService_RevokeDeviceToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TunnelServiceServer is the server API for TunnelService service.
 // All implementations must embed UnimplementedTunnelServiceServer
 // for forward compatibility.
@@ -95,6 +138,16 @@ type TunnelServiceServer interface {
 	Register(context.Context, *RegisterRequest) (*RegisterResponse, error)
 	// Heartbeat reports liveness and load.
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
+	// IssuePairingTicket gives the calling machine a relay credential that
+	// can open one ChannelService.Pair call to it, within 10 minutes: the
+	// relay half of a pairing code (docs/security.md).
+	IssuePairingTicket(context.Context, *IssuePairingTicketRequest) (*IssuePairingTicketResponse, error)
+	// IssueDeviceToken gives the calling machine a client token scoped to
+	// itself, for a device it has just paired: the token reaches only this
+	// machine's ChannelService, and is shown once.
+	IssueDeviceToken(context.Context, *IssueDeviceTokenRequest) (*IssueDeviceTokenResponse, error)
+	// RevokeDeviceToken revokes a token IssueDeviceToken gave this machine.
+	RevokeDeviceToken(context.Context, *RevokeDeviceTokenRequest) (*RevokeDeviceTokenResponse, error)
 	mustEmbedUnimplementedTunnelServiceServer()
 }
 
@@ -113,6 +166,15 @@ func (UnimplementedTunnelServiceServer) Register(context.Context, *RegisterReque
 }
 func (UnimplementedTunnelServiceServer) Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Heartbeat not implemented")
+}
+func (UnimplementedTunnelServiceServer) IssuePairingTicket(context.Context, *IssuePairingTicketRequest) (*IssuePairingTicketResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method IssuePairingTicket not implemented")
+}
+func (UnimplementedTunnelServiceServer) IssueDeviceToken(context.Context, *IssueDeviceTokenRequest) (*IssueDeviceTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method IssueDeviceToken not implemented")
+}
+func (UnimplementedTunnelServiceServer) RevokeDeviceToken(context.Context, *RevokeDeviceTokenRequest) (*RevokeDeviceTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeDeviceToken not implemented")
 }
 func (UnimplementedTunnelServiceServer) mustEmbedUnimplementedTunnelServiceServer() {}
 func (UnimplementedTunnelServiceServer) testEmbeddedByValue()                       {}
@@ -178,6 +240,60 @@ func _TunnelService_Heartbeat_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TunnelService_IssuePairingTicket_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(IssuePairingTicketRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TunnelServiceServer).IssuePairingTicket(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TunnelService_IssuePairingTicket_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TunnelServiceServer).IssuePairingTicket(ctx, req.(*IssuePairingTicketRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TunnelService_IssueDeviceToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(IssueDeviceTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TunnelServiceServer).IssueDeviceToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TunnelService_IssueDeviceToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TunnelServiceServer).IssueDeviceToken(ctx, req.(*IssueDeviceTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TunnelService_RevokeDeviceToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeDeviceTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TunnelServiceServer).RevokeDeviceToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TunnelService_RevokeDeviceToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TunnelServiceServer).RevokeDeviceToken(ctx, req.(*RevokeDeviceTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TunnelService_ServiceDesc is the grpc.ServiceDesc for TunnelService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -192,6 +308,18 @@ var TunnelService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Heartbeat",
 			Handler:    _TunnelService_Heartbeat_Handler,
+		},
+		{
+			MethodName: "IssuePairingTicket",
+			Handler:    _TunnelService_IssuePairingTicket_Handler,
+		},
+		{
+			MethodName: "IssueDeviceToken",
+			Handler:    _TunnelService_IssueDeviceToken_Handler,
+		},
+		{
+			MethodName: "RevokeDeviceToken",
+			Handler:    _TunnelService_RevokeDeviceToken_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
