@@ -1,0 +1,268 @@
+package e2ee
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/flynn/noise"
+)
+
+// Roles of the two ends of a channel, in Addr.Role.
+const (
+	RoleDevice  = "device"
+	RoleMachine = "machine"
+)
+
+// Network is Addr's network name.
+const Network = "betcode-e2ee"
+
+// Addr is the address of one end of a Conn: its role, the machine the
+// channel reaches, and the fingerprint of that end's static key, which the
+// handshake authenticated. A server that finds an Addr as its connection's
+// RemoteAddr knows that the peer proved that key.
+type Addr struct {
+	Role        string // RoleDevice or RoleMachine
+	MachineID   string
+	Fingerprint string // Fingerprint form
+}
+
+var _ net.Addr = Addr{}
+
+// Network returns Network.
+func (a Addr) Network() string { return Network }
+
+// String returns "e2ee:<role>:<fingerprint id>".
+func (a Addr) String() string { return "e2ee:" + a.Role + ":" + fingerprintIDOf(a.Fingerprint) }
+
+// Conn is an end-to-end channel after its handshake: a net.Conn whose bytes
+// travel sealed in Noise transport messages over a Transport. Read and Write
+// may run concurrently with each other (and Close with both); concurrent
+// Reads, or concurrent Writes, are serialized.
+//
+// Deadlines: read deadlines are exact (a Read waiting for a message returns
+// os.ErrDeadlineExceeded); a write deadline is checked before each message is
+// handed to the Transport, which has no deadlines of its own, so a Send
+// blocked by the carrier's flow control is not interrupted by one.
+type Conn struct {
+	t             Transport
+	local, remote Addr
+	peer          []byte
+	closed        chan struct{}
+	closeOnce     sync.Once
+	rdl, wdl      *deadline
+	wmu           sync.Mutex // guards the fields below it up to rmu
+	send          *noise.CipherState
+	werr          error      // sticky: the channel can no longer send
+	rmu           sync.Mutex // guards the fields below it
+	recv          *noise.CipherState
+	rx            *receiver
+	rbuf          []byte // plaintext received but not yet read
+	rerr          error  // sticky: the channel can no longer receive
+}
+
+var _ net.Conn = (*Conn)(nil)
+
+// newConn wraps t after a handshake that left send and recv, and rx (which
+// may hold a Recv in flight).
+func newConn(t Transport, rx *receiver, send, recv *noise.CipherState, local, remote Addr, peer []byte) *Conn {
+	return &Conn{
+		t: t, rx: rx, send: send, recv: recv,
+		local: local, remote: remote, peer: peer,
+		closed: make(chan struct{}),
+		rdl:    newDeadline(), wdl: newDeadline(),
+	}
+}
+
+// PeerStatic returns the static public key the peer proved in the handshake.
+func (c *Conn) PeerStatic() []byte { return append([]byte(nil), c.peer...) }
+
+// LocalAddr returns this end's Addr.
+func (c *Conn) LocalAddr() net.Addr { return c.local }
+
+// RemoteAddr returns the peer's Addr.
+func (c *Conn) RemoteAddr() net.Addr { return c.remote }
+
+// Write seals p in messages of at most MaxPayload bytes and sends them.
+func (c *Conn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	n := 0
+	for len(p) > 0 {
+		chunk := p[:min(len(p), MaxPayload)]
+		if err := c.writeMsg(chunk); err != nil {
+			return n, err
+		}
+		n += len(chunk)
+		p = p[len(chunk):]
+	}
+	if n == 0 {
+		return 0, c.writable()
+	}
+	return n, nil
+}
+
+// WriteMessage seals p, at most MaxPayload bytes, in one message: the peer's
+// ReadMessage returns it whole. Pairing uses it for its small payloads.
+func (c *Conn) WriteMessage(p []byte) error {
+	if len(p) > MaxPayload {
+		return fmt.Errorf("end-to-end message of %d bytes is over the limit of %d", len(p), MaxPayload)
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.writeMsg(p)
+}
+
+// writable reports why the channel cannot send, if it cannot. c.wmu is held.
+func (c *Conn) writable() error {
+	switch {
+	case isClosed(c.closed):
+		return fmt.Errorf("end-to-end channel write: %w", net.ErrClosed)
+	case c.werr != nil:
+		return c.werr
+	case isClosed(c.wdl.wait()):
+		return os.ErrDeadlineExceeded
+	}
+	return nil
+}
+
+// writeMsg seals and sends one message. c.wmu is held.
+func (c *Conn) writeMsg(p []byte) error {
+	if err := c.writable(); err != nil {
+		return err
+	}
+	msg, err := c.send.Encrypt(make([]byte, 0, len(p)+tagLen), nil, p)
+	if err != nil { // only after 2^64-1 messages
+		c.werr = fmt.Errorf("end-to-end channel: seal: %w", err)
+		return c.werr
+	}
+	if err := c.t.Send(msg); err != nil {
+		if isClosed(c.closed) {
+			return fmt.Errorf("end-to-end channel write: %w", net.ErrClosed)
+		}
+		// The message may or may not have left: nothing can follow it.
+		c.werr = fmt.Errorf("end-to-end channel: send: %w", err)
+		return c.werr
+	}
+	return nil
+}
+
+// Read reads plaintext, receiving and opening the next message when what an
+// earlier one held is used up. It returns io.EOF when the carrier ended
+// cleanly, and ErrIntegrity (after closing the Conn) when a message fails to
+// open.
+func (c *Conn) Read(p []byte) (int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if len(c.rbuf) > 0 {
+		n := copy(p, c.rbuf)
+		c.rbuf = c.rbuf[n:]
+		return n, nil
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		msg, err := c.readMsg(nil)
+		if err != nil {
+			return 0, err
+		}
+		if len(msg) == 0 {
+			continue // an empty WriteMessage: nothing for a byte stream
+		}
+		n := copy(p, msg)
+		c.rbuf = msg[n:]
+		return n, nil
+	}
+}
+
+// ReadMessage returns the next message whole, as the peer's WriteMessage
+// sealed it. It fails if Read left part of a message unread: use one or the
+// other on a Conn, or ReadMessage only on message boundaries.
+func (c *Conn) ReadMessage() ([]byte, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if len(c.rbuf) > 0 {
+		return nil, fmt.Errorf("end-to-end channel: ReadMessage with %d bytes of an earlier message unread by Read", len(c.rbuf))
+	}
+	return c.readMsg(nil)
+}
+
+// readMsg receives and opens one message, or stops when ctxDone closes
+// (errCtxDone). c.rmu is held.
+func (c *Conn) readMsg(ctxDone <-chan struct{}) ([]byte, error) {
+	if c.rerr != nil {
+		return nil, c.rerr
+	}
+	if isClosed(c.closed) {
+		return nil, fmt.Errorf("end-to-end channel read: %w", net.ErrClosed)
+	}
+	msg, err := c.rx.recv(c.closed, c.rdl.wait(), ctxDone)
+	switch {
+	case errors.Is(err, errLocalClose):
+		return nil, fmt.Errorf("end-to-end channel read: %w", net.ErrClosed)
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, errCtxDone):
+		return nil, err // the message is still to come
+	case errors.Is(err, io.EOF):
+		c.rerr = io.EOF
+		return nil, io.EOF
+	case err != nil:
+		c.rerr = fmt.Errorf("end-to-end channel: receive: %w", err)
+		return nil, c.rerr
+	case len(msg) > noise.MaxMsgLen:
+		return nil, c.fail(fmt.Errorf("end-to-end channel: a message of %d bytes is over the Noise limit of %d", len(msg), noise.MaxMsgLen))
+	}
+	// Opened in place: msg is ours, and ChaCha20-Poly1305 allows the exact
+	// overlap.
+	plain, err := c.recv.Decrypt(msg[:0], nil, msg)
+	if err != nil {
+		return nil, c.fail(ErrIntegrity)
+	}
+	return plain, nil
+}
+
+// fail ends the channel for err, which later Reads return too. c.rmu is held.
+func (c *Conn) fail(err error) error {
+	c.rerr = err
+	_ = c.Close()
+	return err
+}
+
+// Close closes the Transport (once) and makes pending and later Reads and
+// Writes fail with errors wrapping net.ErrClosed.
+func (c *Conn) Close() error {
+	err := fmt.Errorf("close end-to-end channel: %w", net.ErrClosed)
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		err = nil
+		if cerr := c.t.Close(); cerr != nil {
+			err = fmt.Errorf("close end-to-end channel: %w", cerr)
+		}
+	})
+	return err
+}
+
+// SetDeadline sets the read and write deadlines (see Conn).
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.rdl.set(t)
+	c.wdl.set(t)
+	return nil
+}
+
+// SetReadDeadline sets the time after which a waiting Read returns
+// os.ErrDeadlineExceeded; the zero time means never.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	c.rdl.set(t)
+	return nil
+}
+
+// SetWriteDeadline sets the time after which a Write fails before sending
+// its next message (see Conn); the zero time means never.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	c.wdl.set(t)
+	return nil
+}
