@@ -44,10 +44,19 @@ func (a Addr) String() string { return "e2ee:" + a.Role + ":" + fingerprintIDOf(
 // may run concurrently with each other (and Close with both); concurrent
 // Reads, or concurrent Writes, are serialized.
 //
+// Write hands its bytes to the Conn's sender goroutine and returns, as a
+// socket's write returns once the kernel has the bytes: while one message
+// is on its way, the bytes written meanwhile gather and leave sealed as the
+// next one. A caller that writes in bursts (an HTTP/2 server streaming
+// events) so sends few, full messages instead of one per write, at no added
+// latency when the channel is idle. At most maxPending bytes wait: a Write
+// beyond that waits for room. A send that fails makes later Writes fail.
+// Close first lets what is left go (for at most closeDrain).
+//
 // Deadlines: read deadlines are exact (a Read waiting for a message returns
-// os.ErrDeadlineExceeded); a write deadline is checked before each message is
-// handed to the Transport, which has no deadlines of its own, so a Send
-// blocked by the carrier's flow control is not interrupted by one.
+// os.ErrDeadlineExceeded); a write deadline is checked before a Write's
+// bytes are taken and while it waits for room, not while a message is in
+// the Transport, which has no deadlines of its own.
 type Conn struct {
 	t             Transport
 	local, remote Addr
@@ -55,27 +64,42 @@ type Conn struct {
 	closed        chan struct{}
 	closeOnce     sync.Once
 	rdl, wdl      *deadline
+	kick          chan struct{} // wakes the sender (capacity 1)
+	senderDone    chan struct{}
 	wmu           sync.Mutex // guards the fields below it up to rmu
 	send          *noise.CipherState
-	werr          error      // sticky: the channel can no longer send
-	rmu           sync.Mutex // guards the fields below it
+	pending       []byte        // written, not yet taken by the sender
+	spare         []byte        // the sender's last buffer, for reuse
+	busy          bool          // a message is being sealed and sent
+	changed       chan struct{} // closed (and replaced) when pending is taken or busy ends
+	werr          error         // sticky: the channel can no longer send
+	rmu           sync.Mutex    // guards the fields below it
 	recv          *noise.CipherState
 	rx            *receiver
 	rbuf          []byte // plaintext received but not yet read
 	rerr          error  // sticky: the channel can no longer receive
 }
 
+// maxPending bounds the bytes Writes may leave to the sender.
+const maxPending = 256 << 10
+
+// maxSpare is the largest sender buffer kept for reuse.
+const maxSpare = 1 << 20
+
 var _ net.Conn = (*Conn)(nil)
 
 // newConn wraps t after a handshake that left send and recv, and rx (which
-// may hold a Recv in flight).
+// may hold a Recv in flight), and starts its sender.
 func newConn(t Transport, rx *receiver, send, recv *noise.CipherState, local, remote Addr, peer []byte) *Conn {
-	return &Conn{
+	c := &Conn{
 		t: t, rx: rx, send: send, recv: recv,
 		local: local, remote: remote, peer: peer,
 		closed: make(chan struct{}),
 		rdl:    newDeadline(), wdl: newDeadline(),
+		kick: make(chan struct{}, 1), senderDone: make(chan struct{}), changed: make(chan struct{}),
 	}
+	go c.sender()
+	return c
 }
 
 // PeerStatic returns the static public key the peer proved in the handshake.
@@ -87,34 +111,128 @@ func (c *Conn) LocalAddr() net.Addr { return c.local }
 // RemoteAddr returns the peer's Addr.
 func (c *Conn) RemoteAddr() net.Addr { return c.remote }
 
-// Write seals p in messages of at most MaxPayload bytes and sends them.
+// Write takes p for the sender (see Conn) and returns len(p), or an error
+// and 0 when the channel is closed, failed, or past its write deadline.
 func (c *Conn) Write(p []byte) (int, error) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	n := 0
-	for len(p) > 0 {
-		chunk := p[:min(len(p), MaxPayload)]
-		if err := c.writeMsg(chunk); err != nil {
-			return n, err
+	for {
+		c.wmu.Lock()
+		if err := c.writable(); err != nil {
+			c.wmu.Unlock()
+			return 0, err
 		}
-		n += len(chunk)
-		p = p[len(chunk):]
+		if len(p) == 0 {
+			c.wmu.Unlock()
+			return 0, nil
+		}
+		if len(c.pending) < maxPending {
+			c.pending = append(c.pending, p...)
+			c.wmu.Unlock()
+			c.wake()
+			return len(p), nil
+		}
+		changed := c.changed
+		c.wmu.Unlock()
+		select {
+		case <-changed:
+		case <-c.closed:
+		case <-c.wdl.wait():
+		}
 	}
-	if n == 0 {
-		return 0, c.writable()
-	}
-	return n, nil
 }
 
-// WriteMessage seals p, at most MaxPayload bytes, in one message: the peer's
+// WriteMessage seals p, at most MaxPayload bytes, in one message, after
+// what earlier Writes left, and returns once it is sent: the peer's
 // ReadMessage returns it whole. Pairing uses it for its small payloads.
 func (c *Conn) WriteMessage(p []byte) error {
 	if len(p) > MaxPayload {
 		return fmt.Errorf("end-to-end message of %d bytes is over the limit of %d", len(p), MaxPayload)
 	}
+	for {
+		c.wmu.Lock()
+		if err := c.writable(); err != nil {
+			c.wmu.Unlock()
+			return err
+		}
+		if !c.busy && len(c.pending) == 0 {
+			c.busy = true
+			c.wmu.Unlock()
+			break
+		}
+		changed := c.changed
+		c.wmu.Unlock()
+		c.wake()
+		select {
+		case <-changed:
+		case <-c.closed:
+		}
+	}
+	err := c.sealAndSend(p)
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	return c.writeMsg(p)
+	c.busy = false
+	if err != nil && c.werr == nil {
+		c.werr = err
+	}
+	more := len(c.pending) > 0
+	c.notifyLocked()
+	c.wmu.Unlock()
+	if more {
+		c.wake()
+	}
+	return err
+}
+
+// wake tells the sender there may be bytes to send.
+func (c *Conn) wake() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// notifyLocked wakes whoever waits for pending to be taken or a send to
+// end. c.wmu is held.
+func (c *Conn) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// sender sends what Writes leave, as few messages as it can, until the Conn
+// closes or a send fails.
+func (c *Conn) sender() {
+	defer close(c.senderDone)
+	for {
+		select {
+		case <-c.kick:
+		case <-c.closed:
+			return
+		}
+		for {
+			c.wmu.Lock()
+			if len(c.pending) == 0 || c.busy || c.werr != nil {
+				c.wmu.Unlock()
+				break
+			}
+			buf := c.pending
+			c.pending, c.spare = c.spare[:0], nil
+			c.busy = true
+			c.notifyLocked()
+			c.wmu.Unlock()
+			var err error
+			for p := buf; len(p) > 0 && err == nil; p = p[min(len(p), MaxPayload):] {
+				err = c.sealAndSend(p[:min(len(p), MaxPayload)])
+			}
+			c.wmu.Lock()
+			c.busy = false
+			if cap(buf) <= maxSpare {
+				c.spare = buf[:0]
+			}
+			if err != nil && c.werr == nil {
+				c.werr = err
+			}
+			c.notifyLocked()
+			c.wmu.Unlock()
+		}
+	}
 }
 
 // writable reports why the channel cannot send, if it cannot. c.wmu is held.
@@ -130,23 +248,19 @@ func (c *Conn) writable() error {
 	return nil
 }
 
-// writeMsg seals and sends one message. c.wmu is held.
-func (c *Conn) writeMsg(p []byte) error {
-	if err := c.writable(); err != nil {
-		return err
-	}
+// sealAndSend seals and sends one message; only the goroutine that set
+// busy calls it.
+func (c *Conn) sealAndSend(p []byte) error {
 	msg, err := c.send.Encrypt(make([]byte, 0, len(p)+tagLen), nil, p)
 	if err != nil { // only after 2^64-1 messages
-		c.werr = fmt.Errorf("end-to-end channel: seal: %w", err)
-		return c.werr
+		return fmt.Errorf("end-to-end channel: seal: %w", err)
 	}
 	if err := c.t.Send(msg); err != nil {
 		if isClosed(c.closed) {
 			return fmt.Errorf("end-to-end channel write: %w", net.ErrClosed)
 		}
 		// The message may or may not have left: nothing can follow it.
-		c.werr = fmt.Errorf("end-to-end channel: send: %w", err)
-		return c.werr
+		return fmt.Errorf("end-to-end channel: send: %w", err)
 	}
 	return nil
 }
@@ -232,11 +346,17 @@ func (c *Conn) fail(err error) error {
 	return err
 }
 
-// Close closes the Transport (once) and makes pending and later Reads and
-// Writes fail with errors wrapping net.ErrClosed.
+// closeDrain bounds how long Close waits for written bytes to leave.
+const closeDrain = 500 * time.Millisecond
+
+// Close sends what Writes left (waiting at most closeDrain, as a socket's
+// close lets the kernel send its buffer), closes the Transport (once), and
+// makes pending and later Reads and Writes fail with errors wrapping
+// net.ErrClosed.
 func (c *Conn) Close() error {
 	err := fmt.Errorf("close end-to-end channel: %w", net.ErrClosed)
 	c.closeOnce.Do(func() {
+		c.drain()
 		close(c.closed)
 		err = nil
 		if cerr := c.t.Close(); cerr != nil {
@@ -244,6 +364,31 @@ func (c *Conn) Close() error {
 		}
 	})
 	return err
+}
+
+// drain waits until the sender has sent what Writes left, it failed, or
+// closeDrain passed.
+func (c *Conn) drain() {
+	var timer *time.Timer
+	for {
+		c.wmu.Lock()
+		if (len(c.pending) == 0 && !c.busy) || c.werr != nil {
+			c.wmu.Unlock()
+			return
+		}
+		changed := c.changed
+		c.wmu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(closeDrain)
+			defer timer.Stop()
+		}
+		c.wake()
+		select {
+		case <-changed:
+		case <-timer.C:
+			return
+		}
+	}
 }
 
 // SetDeadline sets the read and write deadlines (see Conn).
