@@ -120,6 +120,9 @@ var Keys = []Key{
 	{Name: "relay-ca", Kind: String, Usage: "CA certificate of the relay"},
 	{Name: "machine-cert", Kind: String, Usage: "this machine's client certificate (from `betcode-relay certs machine`; enrolled machines need none)"},
 	{Name: "machine-key", Kind: String, Usage: "the key of --machine-cert"},
+	{Name: "relay-e2e", Kind: String, Default: "optional",
+		Usage: "calls through the relay: required serves them only inside an end-to-end channel from a paired device (docs/security.md); optional also serves them in clear, as the web app and Web Push through the relay still need",
+		Check: checkRelayE2E, ReadOnly: "it decides what the relay may do: set it on the machine (--relay-e2e or the --config file)"},
 	{Name: "machine-name", Kind: String, DefaultDoc: "the hostname", Usage: "name shown in `betcode machines`"},
 	{Name: "cert-renew-check", Kind: Duration, Default: time.Duration(0), DefaultDoc: "`1h`",
 		Usage: "how often to check whether the machine certificate needs renewing (renewed with a third of its lifetime left)", Check: nonNegative},
@@ -206,6 +209,14 @@ func checkCodexSandbox(v any) error {
 		return nil
 	}
 	return fmt.Errorf("%q: want read-only, workspace-write or danger-full-access", v)
+}
+
+// checkRelayE2E accepts the policies of relayed calls.
+func checkRelayE2E(v any) error {
+	if p := v.(string); p != "optional" && p != "required" {
+		return fmt.Errorf("%q: want optional or required", p)
+	}
+	return nil
 }
 
 // checkLogFormat accepts the formats of telemetry.NewLogger.

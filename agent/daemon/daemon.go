@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"log/slog"
 	"net"
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/betcode-dev/betcode/agent/acp"
+	"github.com/betcode-dev/betcode/agent/channelsvc"
 	"github.com/betcode-dev/betcode/agent/claude"
 	"github.com/betcode-dev/betcode/agent/codex"
 	"github.com/betcode-dev/betcode/agent/config"
@@ -31,6 +33,7 @@ import (
 	"github.com/betcode-dev/betcode/agent/gitlab"
 	"github.com/betcode-dev/betcode/agent/localtoken"
 	"github.com/betcode-dev/betcode/agent/openaiapi"
+	"github.com/betcode-dev/betcode/agent/pairing"
 	"github.com/betcode-dev/betcode/agent/permission"
 	"github.com/betcode-dev/betcode/agent/provider"
 	"github.com/betcode-dev/betcode/agent/relaylink"
@@ -83,6 +86,10 @@ type Config struct {
 	Relay                            string
 	RelayCA, MachineCert, MachineKey string
 	MachineName                      string
+	// RelayE2E is "required" to serve relayed calls only inside end-to-end
+	// channels from paired devices; "optional" (or "") serves them in clear
+	// too.
+	RelayE2E string
 	// CertRenewCheck is how often the machine certificate's remaining
 	// lifetime is checked while the tunnel is up (default 1h); it is
 	// renewed with a third of its lifetime left.
@@ -374,8 +381,33 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	pb.RegisterBetCodeHealthServer(srv, details)
 
+	// End-to-end channels from paired devices (ChannelService) and the
+	// devices themselves (DeviceService); relayed calls outside a channel
+	// are served only with --relay-e2e=optional (localtoken.Guard).
+	devices, err := pairing.Open(cfg.DataDir)
+	if err != nil {
+		closeAll()
+		mgr.Close(context.Background())
+		return err
+	}
+	defer func() {
+		if err := devices.Flush(); err != nil {
+			log.Warn("save paired devices' last use", "err", err)
+		}
+	}()
+	guard.RequireChannel(cfg.RelayE2E == "required")
+	channels := channelsvc.NewListener()
+	door := &channelsvc.Service{Store: devices, MachineName: cfg.MachineName, Listener: channels, Log: log}
+	pb.RegisterChannelServiceServer(srv, door)
+	pb.RegisterDeviceServiceServer(srv, door)
+
 	var link *relaylink.Link
 	if cfg.Relay != "" {
+		if door.MachineID, err = machineIDOf(cfg.MachineCert); err != nil {
+			closeAll()
+			mgr.Close(context.Background())
+			return err
+		}
 		link, err = relaylink.New(relaylink.Config{
 			Relay: cfg.Relay, CAFile: cfg.RelayCA, CertFile: cfg.MachineCert, KeyFile: cfg.MachineKey,
 			MachineName: cfg.MachineName, Version: cfg.Version, Logger: log, RenewEvery: cfg.CertRenewCheck,
@@ -387,6 +419,7 @@ func Run(ctx context.Context, cfg Config) error {
 			mgr.Close(context.Background())
 			return err
 		}
+		door.Relay = link
 		details.Checks = append(details.Checks, healthdetail.Check{Name: "tunnel", Run: func(context.Context) (bool, string) {
 			up, since := link.Connected()
 			if up {
@@ -423,6 +456,8 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 
+	// Channels' connections end when srv stops (it closes the listener).
+	go func() { _ = srv.Serve(channels) }()
 	serveErr := make(chan error, len(lns))
 	addrs := make([]net.Addr, 0, len(lns))
 	tcp := false
@@ -491,6 +526,23 @@ func featureFlags(cfg Config) []string { return setting[[]string](cfg, "feature-
 func setting[T any](cfg Config, key string) T {
 	v, _ := settingsSnapshot(cfg).Settings[key].Value.(T)
 	return v
+}
+
+// machineIDOf reads the machine id from this machine's certificate.
+func machineIDOf(certFile string) (string, error) {
+	b, err := os.ReadFile(certFile)
+	if err != nil {
+		return "", fmt.Errorf("read the machine certificate: %w", err)
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return "", fmt.Errorf("machine certificate %s: no PEM block", certFile)
+	}
+	cert, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return "", fmt.Errorf("machine certificate %s: %w", certFile, err)
+	}
+	return mtls.MachineIDOfCert(cert)
 }
 
 func listen(addr string, cfg Config) (net.Listener, error) {

@@ -26,6 +26,7 @@ func settingsSnapshot(cfg Config) config.Snapshot {
 		"auto-compact-tokens": cfg.AutoCompactTokens, "tls-cert": cfg.TLSCert, "tls-key": cfg.TLSKey, "tls-client-ca": cfg.TLSClientCA,
 		"relay": cfg.Relay, "relay-ca": cfg.RelayCA, "machine-cert": cfg.MachineCert, "machine-key": cfg.MachineKey,
 		"machine-name": cfg.MachineName, "cert-renew-check": cfg.CertRenewCheck, "drain-timeout": cfg.DrainTimeout,
+		"relay-e2e": cfg.RelayE2E,
 	}
 	snap := config.Snapshot{Settings: map[string]config.Setting{}, File: config.SettingsPath(cfg.DataDir)}
 	for k, v := range values {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -15,6 +16,8 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/betcode-dev/betcode/agent/server"
+	"github.com/betcode-dev/betcode/shared/e2ee"
 	"github.com/betcode-dev/betcode/shared/tunnel"
 )
 
@@ -24,10 +27,28 @@ const openPrefix = "/grpc.health.v1.Health/"
 
 // Guard admits a call when its connection needs no token or it carries the
 // local token. Its interceptors go first in the server's chain.
+//
+// It is also the agent's door policy for calls the relay forwards: those
+// reach ChannelService (a device's end-to-end channel, whose calls then
+// arrive on a connection of their own) and the standard health check; with
+// RequireChannel off (--relay-e2e=optional) every other service too, except
+// DeviceService, which the relay never reaches: it could pair itself.
 type Guard struct {
 	want []byte // "Bearer " + token
 	path string // the token file, for the refusal's hint
+	// requireChannel refuses relayed calls outside a channel.
+	requireChannel atomic.Bool
 }
+
+// RequireChannel sets whether relayed calls must come inside an end-to-end
+// channel (--relay-e2e=required).
+func (g *Guard) RequireChannel(on bool) { g.requireChannel.Store(on) }
+
+// Methods the relay may call outside a channel whatever the policy.
+const (
+	channelPrefix = "/betcode.v1.ChannelService/"
+	devicePrefix  = "/betcode.v1.DeviceService/"
+)
 
 // NewGuard returns a Guard for token, which is kept in tokenPath.
 func NewGuard(token, tokenPath string) *Guard {
@@ -51,7 +72,23 @@ func (g *Guard) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Stre
 }
 
 func (g *Guard) check(ctx context.Context, method string) error {
-	if strings.HasPrefix(method, openPrefix) || trusted(ctx) {
+	if strings.HasPrefix(method, openPrefix) {
+		return nil
+	}
+	if relayed(ctx) {
+		switch {
+		case strings.HasPrefix(method, channelPrefix):
+			return nil
+		case strings.HasPrefix(method, devicePrefix):
+			return server.Status(codes.PermissionDenied, "E2E_REQUIRED",
+				"paired devices are managed on the machine or from a paired device, never through the relay in clear")
+		case g.requireChannel.Load():
+			return server.Status(codes.PermissionDenied, "E2E_REQUIRED",
+				"this machine serves calls through the relay only inside an end-to-end channel: pair this device (betcode-agent pair on the machine, then betcode pair CODE)")
+		}
+		return nil
+	}
+	if trusted(ctx) {
 		return nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
@@ -79,8 +116,27 @@ func (g *Guard) match(v string) bool {
 	return subtle.ConstantTimeCompare(got, g.want) == 1
 }
 
+// relayed reports whether the relay tunnel delivered the call (outside any
+// channel: a channel's calls arrive on a connection of their own).
+func relayed(ctx context.Context) bool {
+	if ctx.Value(tunnelCall{}) != nil {
+		return true
+	}
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return false
+	}
+	for _, a := range []net.Addr{p.Addr, p.LocalAddr} {
+		if _, ok := a.(tunnel.Addr); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // trusted reports whether the call's connection needs no local token: a
-// Unix socket, the relay tunnel, or TLS with a verified client certificate.
+// Unix socket, an end-to-end channel from a paired device, or TLS with a
+// verified client certificate.
 // It goes by the connection's type (and a mark only the agent's own tunnel
 // handler sets), never by what the caller sends.
 func trusted(ctx context.Context) bool {
@@ -93,7 +149,7 @@ func trusted(ctx context.Context) bool {
 	}
 	for _, a := range []net.Addr{p.Addr, p.LocalAddr} {
 		switch a := a.(type) {
-		case *net.UnixAddr, tunnel.Addr:
+		case *net.UnixAddr, e2ee.Addr:
 			return true
 		case tlsAddr:
 			if a.verified() {

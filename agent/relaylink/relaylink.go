@@ -68,6 +68,9 @@ type Link struct {
 	connected atomic.Bool
 	since     atomic.Int64 // unix nanos of the last state change
 	renewErr  atomic.Value // string: the last renewal error, logged at warn once
+	// cc is the connection of the tunnel that is up (nil: none), for the
+	// machine's own calls to the relay (pairing.go).
+	cc atomic.Pointer[grpc.ClientConn]
 }
 
 // New checks cfg and returns a Link; Run starts it.
@@ -200,6 +203,8 @@ func (l *Link) session(ctx context.Context, log *slog.Logger) error {
 	if !resp.Accepted {
 		return fmt.Errorf("relay refused registration: %s", resp.Message)
 	}
+	l.cc.Store(cc)
+	defer l.cc.CompareAndSwap(cc, nil)
 	// Direct connections (below) end with sctx; wait for them after stop.
 	var directs sync.WaitGroup
 	defer directs.Wait()

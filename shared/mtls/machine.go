@@ -92,6 +92,11 @@ func peerTLS(ctx context.Context) (tls.ConnectionState, error) {
 	return info.State, nil
 }
 
+// MachineIDOfCert returns the machine id a machine certificate names (its
+// machine URI SAN). It does not verify cert: use it on this machine's own
+// certificate, never on a peer's.
+func MachineIDOfCert(cert *x509.Certificate) (string, error) { return machineIDFromCert(cert) }
+
 // machineIDFromCert reads the machine URI SAN of cert, which must already be
 // verified.
 func machineIDFromCert(cert *x509.Certificate) (string, error) {
