@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 
@@ -45,6 +46,9 @@ type DialOptions struct {
 	// (its Request.ClientVersion defaults to Version); Converse fails with
 	// its *RefusedError when the agent refuses this client.
 	Negotiation *Negotiation
+	// Channel, if set, reaches a paired machine end to end through its
+	// relay (addr, CAFile, TLS, Token and Machine are then unused).
+	Channel *Channel
 }
 
 // Dial connects to an agent at addr: "unix:///path", a bare socket path, or
@@ -55,7 +59,16 @@ func Dial(addr string, o DialOptions) (*grpc.ClientConn, error) {
 		target = "unix://" + addr
 	}
 	creds := insecure.NewCredentials()
-	if o.CAFile != "" || o.TLS {
+	var opts []grpc.DialOption
+	if ch := o.Channel; ch != nil {
+		// The channel is the transport's security: the relay's TLS and
+		// the device's scoped token carry it; inside, plain HTTP/2.
+		target = "passthrough:///" + ch.Pairing.MachineID
+		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			return DialChannel(ctx, *ch)
+		}))
+		o.Token, o.Machine = "", ""
+	} else if o.CAFile != "" || o.TLS {
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 		if o.CAFile != "" {
 			pem, err := os.ReadFile(o.CAFile)
@@ -72,7 +85,7 @@ func Dial(addr string, o DialOptions) (*grpc.ClientConn, error) {
 	} else if !strings.HasPrefix(target, "unix://") && !mtls.LoopbackAddr(target) {
 		return nil, errors.New("refusing to talk to " + addr + " without TLS off loopback: pass a CA file")
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))}
+	opts = append(opts, grpc.WithTransportCredentials(creds), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 	// A client span per call, sent as traceparent (off, the caller's trace
 	// context goes on).
 	opts = append(opts, o.Tracing.DialOptions()...)

@@ -19,7 +19,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 		Version:       version,
 	}
-	root.AddCommand(newServeCmd(), newEnrollCmd(), newInstallServiceCmd())
+	root.AddCommand(newServeCmd(), newEnrollCmd(), newInstallServiceCmd(), newPairCmd(), newDevicesCmd())
 	return root
 }
 

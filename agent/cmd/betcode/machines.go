@@ -29,10 +29,17 @@ func newMachinesCmd(g *globals) *cobra.Command {
 		Short: "List your machines on the relay",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := g.needRelay(); err != nil {
+			_, loggedIn, err := g.relay()
+			if err != nil {
 				return err
 			}
-			conn, err := g.dial()
+			if !loggedIn {
+				if listed, err := listPaired(cmd, false); listed || err != nil {
+					return err
+				}
+				return g.needRelay()
+			}
+			conn, err := g.dialRelay()
 			if err != nil {
 				return err
 			}
@@ -50,7 +57,12 @@ func newMachinesCmd(g *globals) *cobra.Command {
 				}
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\n", m.Id, m.Name, m.Status, seen, m.GetResources().GetOs(), m.GetResources().GetCpuCores())
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			// The machines this device is paired with (end to end).
+			_, err = listPaired(cmd, true)
+			return err
 		},
 	}
 }
@@ -62,10 +74,13 @@ func newMachineCmd(g *globals) *cobra.Command {
 		Short: "Send your commands to machine ID from now on",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if paired, err := switchPaired(cmd, args[0]); paired || err != nil {
+				return err
+			}
 			if err := g.needRelay(); err != nil {
 				return err
 			}
-			conn, err := g.dial()
+			conn, err := g.dialRelay()
 			if err != nil {
 				return err
 			}

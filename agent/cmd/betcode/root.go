@@ -69,7 +69,7 @@ func newRootCmd() *cobra.Command {
 	addTracingFlags(pf)
 	root.AddCommand(newChatCmd(g), newSessionsCmd(g), newReplayCmd(g), newMachinesCmd(g), newMachineCmd(g), newSendCmd(g),
 		newLoginCmd(g), newLogoutCmd(), newConfigCmd(g), newVersionCmd(g), newDaemonCmd(g), newGitLabCmd(g), newWorktreeCmd(g), newSessionCmd(g),
-		newSubagentCmd(g), newOrchestrationCmd(g), newTeamCmd(g))
+		newSubagentCmd(g), newOrchestrationCmd(g), newTeamCmd(g), newPairCmd(g), newDevicesCmd(g), newForwardCmd(g))
 	withHints(root, g)
 	withTracing(root, g)
 	return root
@@ -118,7 +118,63 @@ func (g *globals) relay() (t relayTarget, ok bool, err error) {
 	return t, true, nil
 }
 
+// dial connects to the machine a command is for: end to end through its
+// relay when this device is paired with it (pairedTarget), else the local
+// agent or the relay as before.
 func (g *globals) dial() (*grpc.ClientConn, error) {
+	ch, err := g.pairedTarget()
+	if err != nil {
+		return nil, err
+	}
+	if ch != nil {
+		g.dialled = ch.Pairing.Relay
+		return g.dialWith("", client.DialOptions{Channel: ch})
+	}
+	return g.dialRelay()
+}
+
+// pairedTarget returns the channel to the paired machine the command is
+// for (--machine, else the current paired machine), or nil: --agent was
+// given, or the machine is not paired with this device.
+func (g *globals) pairedTarget() (*client.Channel, error) {
+	if g.v.IsSet("agent") {
+		return nil, nil
+	}
+	pp, err := client.PairingsPath()
+	if err != nil {
+		return nil, nil
+	}
+	ps, err := client.LoadPairings(pp)
+	if err != nil {
+		return nil, &client.ExitError{Code: client.ExitInvalidArgs, Err: err}
+	}
+	p, ok := ps.Find(g.v.GetString("machine"))
+	if !ok {
+		return nil, nil
+	}
+	if relay := g.v.GetString("relay"); relay != "" && relay != p.Relay {
+		return nil, nil
+	}
+	key, _, err := client.LoadDevice()
+	if err != nil {
+		return nil, &client.ExitError{Code: client.ExitInvalidArgs, Err: err}
+	}
+	return &client.Channel{Pairing: p, Device: key, Name: deviceName()}, nil
+}
+
+// deviceName is the name this device gives itself when pairing.
+func deviceName() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "unknown host"
+	}
+	return "betcode CLI on " + host
+}
+
+// dialRelay connects to the local agent, or to the relay without a
+// channel: the relay's own services (MachineService) and machines this
+// device is not paired with.
+func (g *globals) dialRelay() (*grpc.ClientConn, error) {
 	addr, o := g.v.GetString("agent"), client.DialOptions{CAFile: g.v.GetString("ca")}
 	r, viaRelay, err := g.relay()
 	if err != nil {
@@ -132,6 +188,12 @@ func (g *globals) dial() (*grpc.ClientConn, error) {
 			return nil, err
 		}
 	}
+	return g.dialWith(addr, o)
+}
+
+// dialWith dials addr with o plus the command's version, tracing and
+// capability negotiation.
+func (g *globals) dialWith(addr string, o client.DialOptions) (*grpc.ClientConn, error) {
 	o.Version = version
 	o.Tracing = g.tracing
 	g.negotiation = &client.Negotiation{Request: &pb.NegotiateRequest{ClientType: "cli", RequestedFeatures: cliFeatures}}
