@@ -99,10 +99,10 @@ func (s *Service) watchTunnel(ctx context.Context, t *registry.Tunnel) {
 }
 
 // Watch follows machineID's sessions with WatchSessions over conn until ctx
-// ends or the agent answers UNIMPLEMENTED (an agent older than 0.4.0),
-// reconnecting with backoff when the stream breaks, and queues a
-// notification for every prompt that starts waiting and every turn that
-// ends. It returns nil when the agent cannot be watched, else ctx's error.
+// ends or the agent answers UNIMPLEMENTED (an agent older than 0.4.0) or
+// PERMISSION_DENIED (a machine with --relay-e2e=required), reconnecting
+// with backoff when the stream breaks, and queues a notification for every
+// prompt that starts waiting and every turn that ends. It returns nil when the agent cannot be watched, else ctx's error.
 //
 // The prompts already waiting when a stream starts (the snapshot) are
 // notified too: the store's claims make sure each is sent once however
@@ -119,8 +119,13 @@ func (s *Service) Watch(ctx context.Context, machineID string, conn grpc.ClientC
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if status.Code(err) == codes.Unimplemented {
+		switch status.Code(err) {
+		case codes.Unimplemented:
 			s.opt.Log.Info("push: the machine's agent has no WatchSessions (older than 0.4.0): no notifications from it", "machine_id", machineID)
+			return nil
+		case codes.PermissionDenied:
+			// --relay-e2e=required: the relay reads nothing of the machine.
+			s.opt.Log.Info("push: the machine serves the relay only end-to-end channels: no notifications through the relay", "machine_id", machineID)
 			return nil
 		}
 		wait := b.NextBackOff()
