@@ -50,6 +50,9 @@ func agentMain() int {
 	}
 	tunneled := newBenchServer()
 	defer tunneled.Stop()
+	if err := serveChannels(tunneled, get("KEYS")); err != nil {
+		return fail(err)
+	}
 	l, err := dialAgent(context.Background(), get("RELAY"), cfg, tunneled)
 	if err != nil {
 		return fail(err)
@@ -72,7 +75,8 @@ func startAgentProcess(tb testing.TB, r *relayProc, id string) (directAddr strin
 		"BETCODE_BENCH_AGENT_CERT="+filepath.Join(r.pki, pki.MachineCertFile(id)),
 		"BETCODE_BENCH_AGENT_KEY="+filepath.Join(r.pki, pki.MachineKeyFile(id)),
 		"BETCODE_BENCH_AGENT_SERVER_CERT="+filepath.Join(r.pki, pki.RelayCertFile),
-		"BETCODE_BENCH_AGENT_SERVER_KEY="+filepath.Join(r.pki, pki.RelayKeyFile))
+		"BETCODE_BENCH_AGENT_SERVER_KEY="+filepath.Join(r.pki, pki.RelayKeyFile),
+		keysEnv+"="+filepath.Join(r.pki, "e2ee"))
 	if err != nil {
 		tb.Fatalf("bench agent did not start: %v\nrelay log:\n%s", err, r.log())
 	}

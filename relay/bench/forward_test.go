@@ -33,6 +33,8 @@ type forwardEnv struct {
 	l4PID    int              // the TCP proxy's process
 	h2       *grpc.ClientConn // client → HTTP/2 hop process → agent: the floor of an HTTP/2-terminating hop (unary only)
 	h2PID    int              // the HTTP/2 hop's process
+	e2e      *grpc.ClientConn // client → relay → agent inside an end-to-end channel (e2ee_test.go)
+	keys     string           // the channel keys' directory
 	ctx      context.Context  // names the agent's machine for relay calls
 }
 
@@ -41,6 +43,7 @@ const benchMachine = "bench-agent"
 func newForwardEnv(tb testing.TB) *forwardEnv {
 	tb.Helper()
 	e := &forwardEnv{relay: newRelay(tb, relayEnv()...)}
+	e.keys = filepath.Join(e.relay.pki, "e2ee")
 	ctx := context.Background()
 
 	directAddr := ""
@@ -59,6 +62,9 @@ func newForwardEnv(tb testing.TB) *forwardEnv {
 		tb.Cleanup(direct.Stop)
 		tunneled := newBenchServer()
 		tb.Cleanup(tunneled.Stop)
+		if err := serveChannels(tunneled, e.keys); err != nil {
+			tb.Fatal(err)
+		}
 		cfg, err := newCertMint(tb, e.relay.pki).machine(benchMachine)
 		if err != nil {
 			tb.Fatal(err)
@@ -98,10 +104,11 @@ func newForwardEnv(tb testing.TB) *forwardEnv {
 	h2Addr, e.h2PID = startH2Floor(tb, directAddr, filepath.Join(e.relay.pki, pki.RelayCertFile), filepath.Join(e.relay.pki, pki.RelayKeyFile), e.relay.caFile())
 	e.h2 = dial(h2Addr)
 	e.ctx = metadata.AppendToOutgoingContext(ctx, "x-betcode-machine-id", benchMachine)
+	e.e2e = dialE2E(tb, e.via, e.keys)
 
 	// Warm up every path as perf-baselines did: 1,000 unary calls and a
 	// 20k-event stream each.
-	for _, cc := range []*grpc.ClientConn{e.direct, e.via, e.l4, e.h2} {
+	for _, cc := range []*grpc.ClientConn{e.direct, e.via, e.l4, e.h2, e.e2e} {
 		for range 1000 {
 			if err := echo(e.ctx, cc); err != nil {
 				tb.Fatal(err)
@@ -125,6 +132,8 @@ func (e *forwardEnv) conn(path string) *grpc.ClientConn {
 		return e.l4
 	case "h2":
 		return e.h2
+	case "e2e":
+		return e.e2e
 	}
 	return e.via
 }
@@ -244,17 +253,21 @@ func envInt(name string, def int) int {
 //	go test -run '^$' -bench 'Forward/compare' -benchtime 7x ./bench/
 func BenchmarkForward(b *testing.B) {
 	e := newForwardEnv(b)
-	for _, path := range []string{"direct", "relay"} {
+	for _, path := range []string{"direct", "relay", "e2e"} {
 		b.Run("stream="+path, func(b *testing.B) {
 			b.ReportAllocs()
 			start := time.Now()
+			m0 := recvMsgs.Load()
 			if err := streamEvents(e.ctx, e.conn(path), uint64(b.N)); err != nil {
 				b.Fatal(err)
+			}
+			if path == "e2e" { // how well the channel's writes gather
+				b.ReportMetric(float64(recvMsgs.Load()-m0)/float64(b.N), "msgs/event")
 			}
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
 		})
 	}
-	for _, path := range []string{"direct", "relay", "h2"} {
+	for _, path := range []string{"direct", "relay", "h2", "e2e"} {
 		b.Run("unary="+path, func(b *testing.B) {
 			lat := e.unaryLatencies(b, path, b.N)
 			b.ReportMetric(us(percentile(lat, 0.50)), "p50-µs")
@@ -277,12 +290,12 @@ func BenchmarkForward(b *testing.B) {
 	b.Run("compare", func(b *testing.B) {
 		events := uint64(envInt("BETCODE_BENCH_EVENTS", 200_000))
 		calls := envInt("BETCODE_BENCH_CALLS", 3000)
-		paths := []string{"direct", "relay", "l4"}
+		paths := []string{"direct", "relay", "l4", "e2e"}
 		rate, cpu, p50, p99, ucpu := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
-		var ratio, ratioL4, added, addedL4, addedH2 []float64
+		var ratio, ratioL4, ratioE2E, added, addedL4, addedH2, addedE2E []float64
 		for round := range b.N {
 			// Rotate the order: each path goes first in turn.
-			order := append(slices.Clone(paths[round%3:]), paths[:round%3]...)
+			order := append(slices.Clone(paths[round%len(paths):]), paths[:round%len(paths)]...)
 			r := map[string]float64{}
 			for _, p := range order {
 				c0 := e.cpuTime()
@@ -308,12 +321,16 @@ func BenchmarkForward(b *testing.B) {
 			added = append(added, l50["relay"]-l50["direct"])
 			addedL4 = append(addedL4, l50["l4"]-l50["direct"])
 			addedH2 = append(addedH2, l50["h2"]-l50["direct"])
+			ratioE2E = append(ratioE2E, r["e2e"]/r["relay"])
+			addedE2E = append(addedE2E, l50["e2e"]-l50["relay"])
 			last := func(m map[string][]float64, p string) float64 { return m[p][len(m[p])-1] }
 			b.Logf("round %d: stream/s direct %.0f relay %.0f (%.2f) l4 %.0f (%.2f); CPU µs/event %.2f / %.2f / %.2f; unary p50 µs %.0f / %.0f / %.0f (h2 %.0f), p99 %.0f / %.0f / %.0f; CPU µs/call %.0f / %.0f / %.0f (h2 %.0f)",
 				round, r["direct"], r["relay"], r["relay"]/r["direct"], r["l4"], r["l4"]/r["direct"],
 				last(cpu, "direct"), last(cpu, "relay"), last(cpu, "l4"),
 				l50["direct"], l50["relay"], l50["l4"], l50["h2"], last(p99, "direct"), last(p99, "relay"), last(p99, "l4"),
 				last(ucpu, "direct"), last(ucpu, "relay"), last(ucpu, "l4"), last(ucpu, "h2"))
+			b.Logf("round %d: end to end: stream/s %.0f (%.2f of relay), CPU µs/event %.2f; unary p50 µs %.0f (%+.0f over relay), CPU µs/call %.0f",
+				round, r["e2e"], r["e2e"]/r["relay"], last(cpu, "e2e"), l50["e2e"], l50["e2e"]-l50["relay"], last(ucpu, "e2e"))
 		}
 		b.ReportMetric(median(rate["direct"]), "direct-events/s")
 		b.ReportMetric(median(rate["relay"]), "relay-events/s")
@@ -328,6 +345,8 @@ func BenchmarkForward(b *testing.B) {
 		b.ReportMetric(median(added), "added-p50-µs")
 		b.ReportMetric(median(addedL4), "l4-added-p50-µs")
 		b.ReportMetric(median(addedH2), "h2-added-p50-µs")
+		b.ReportMetric(median(ratioE2E), "e2e-stream-ratio-to-relay")
+		b.ReportMetric(median(addedE2E), "e2e-added-p50-µs-over-relay")
 		b.ReportMetric(median(ucpu["direct"]), "direct-cpu-µs/call")
 		b.ReportMetric(median(ucpu["relay"]), "relay-cpu-µs/call")
 		b.ReportMetric(median(ucpu["l4"]), "l4-cpu-µs/call")
