@@ -63,10 +63,17 @@ func dial(ctx context.Context, t Transport, device KeyPair, machineID string, ma
 	if err != nil {
 		return nil, fmt.Errorf("handshake message 1: %w", err)
 	}
+	rx := &receiver{t: t}
 	if err := t.Send(msg1); err != nil {
+		// A carrier that ended (a gRPC stream the relay refused) tells why
+		// on its receiving side.
+		if errors.Is(err, io.EOF) {
+			if _, rerr := handshakeRecv(ctx, rx, "handshake message 2"); rerr != nil && !errors.Is(rerr, io.EOF) {
+				return nil, rerr
+			}
+		}
 		return nil, fmt.Errorf("send handshake message 1: %w", err)
 	}
-	rx := &receiver{t: t}
 	msg2, err := handshakeRecv(ctx, rx, "handshake message 2")
 	if errors.Is(err, io.EOF) {
 		return nil, errors.New("the machine ended the channel without answering: " +

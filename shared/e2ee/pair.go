@@ -96,10 +96,17 @@ func pairDevice(ctx context.Context, t Transport, device KeyPair, code PairingCo
 	if err != nil {
 		return nil, fmt.Errorf("pairing message 1: %w", err)
 	}
+	rx := &receiver{t: t}
 	if err := t.Send(msg1); err != nil {
+		// A carrier that ended (a gRPC stream the relay refused) tells why
+		// on its receiving side.
+		if errors.Is(err, io.EOF) {
+			if _, rerr := handshakeRecv(ctx, rx, "pairing message 2"); rerr != nil && !errors.Is(rerr, io.EOF) {
+				return nil, rerr
+			}
+		}
 		return nil, fmt.Errorf("send pairing message 1: %w", err)
 	}
-	rx := &receiver{t: t}
 	msg2, err := handshakeRecv(ctx, rx, "pairing message 2")
 	if errors.Is(err, io.EOF) {
 		return nil, errPairingUnauthenticated
