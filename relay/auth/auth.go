@@ -36,6 +36,10 @@ type Identity struct {
 	ForwardedBy string
 	// Remote is the client's address (host:port).
 	Remote string
+	// Scope and ScopeMachine are the token's scope (store.ScopeDevice or
+	// store.ScopePair) and the one machine it reaches ("" for an ordinary
+	// token); scope.go enforced them before the call went on.
+	Scope, ScopeMachine string
 
 	expires time.Time // the token's expiry (zero: none)
 }

@@ -342,7 +342,12 @@ func (a *Authenticator) tokenByID(ctx context.Context, user, id string) (store.T
 // refusal says why tok may not authenticate now ("" when it may).
 func (a *Authenticator) refusal(tok store.Token) string {
 	now := a.opt.Now()
+	live := tok.RevokedAt.IsZero() && (tok.ExpiresAt.IsZero() || now.Before(tok.ExpiresAt))
 	switch {
+	case !live && tok.Scope == store.ScopePair:
+		return "this pairing code was already used, or expired: make a new one on the machine (betcode-agent pair)"
+	case !live && tok.Scope == store.ScopeDevice:
+		return "this device's credential for machine " + tok.MachineID + " was revoked: pair the device again (betcode-agent pair on the machine, then betcode pair CODE)"
 	case !tok.RevokedAt.IsZero():
 		return "token " + tok.ID + " was revoked: log in with a new one (betcode login)"
 	case !tok.ExpiresAt.IsZero() && !now.Before(tok.ExpiresAt):
@@ -486,6 +491,11 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 		}
 		ctx, end := context.WithCancelCause(WithIdentity(r.Context(), id))
 		k := &call{tokenID: id.TokenID, userID: id.UserID, end: end}
+		if id.Scope == store.ScopePair {
+			// Admitting the ticket spent (revoked) it: that must not end
+			// the one call it admitted.
+			k.tokenID = ""
+		}
 		ctx = context.WithValue(ctx, callKey{}, k)
 		if id.UserID != "" {
 			a.mu.Lock()
@@ -573,9 +583,13 @@ func (a *Authenticator) authenticate(w http.ResponseWriter, r *http.Request) (Id
 	if err != nil || p.user.Disabled {
 		return refuse("user "+tok.UserID+" is disabled", "disabled user")
 	}
+	if tok.Scope != "" && !a.admitScoped(w, r, tok) {
+		return Identity{}, false
+	}
 	a.touch(tok, r.RemoteAddr)
 	markConn(r.Context())
-	return Identity{UserID: tok.UserID, TokenID: tok.ID, Admin: p.user.Admin, Remote: r.RemoteAddr, expires: tok.ExpiresAt}, true
+	return Identity{UserID: tok.UserID, TokenID: tok.ID, Admin: p.user.Admin && tok.Scope == "", Remote: r.RemoteAddr, expires: tok.ExpiresAt,
+		Scope: tok.Scope, ScopeMachine: tok.MachineID}, true
 }
 
 // touch records the token's use: last_used every touchEvery, and an audit

@@ -72,7 +72,20 @@ type Token struct {
 	CreatedAt, ExpiresAt, LastUsedAt, RevokedAt time.Time
 	// LastUsedAddr is the client address of the last recorded use.
 	LastUsedAddr string
+	// MachineID, when set, is the one machine the token reaches, and Scope
+	// what it may do there: ScopeDevice (a paired device: end-to-end
+	// channels only) or ScopePair (a pairing ticket: one Pair call). An
+	// ordinary token has neither.
+	MachineID, Scope string
 }
+
+// Token scopes (Token.Scope).
+const (
+	// ScopeDevice: ChannelService only, on Token.MachineID.
+	ScopeDevice = "device"
+	// ScopePair: ChannelService.Pair only, on Token.MachineID, once.
+	ScopePair = "pair"
+)
 
 // Live reports whether t may authenticate at now.
 func (t *Token) Live(now time.Time) bool {

@@ -81,6 +81,12 @@ var migrations = []string{
 
 	// 5: Web Push (store.Push).
 	pushSchema,
+
+	// 6: scoped tokens: a paired device's or a pairing ticket's, for one
+	// machine (store.Token.Scope, docs/security.md).
+	`ALTER TABLE tokens ADD COLUMN machine_id text NOT NULL DEFAULT '';
+	ALTER TABLE tokens ADD COLUMN scope text NOT NULL DEFAULT '';
+	CREATE INDEX tokens_machine ON tokens (machine_id) WHERE machine_id <> '';`,
 }
 
 // identitySchema is migration 4. Revocations have tables of their own so

@@ -16,14 +16,14 @@ import (
 // Client access tokens and single-use join tokens. Both are looked up by
 // the SHA-256 of the secret (a unique index); the secret is never stored.
 
-const tokenColumns = `id, user_id, name, hash, created_at, expires_at, last_used_at, last_used_addr, revoked_at`
+const tokenColumns = `id, user_id, name, hash, created_at, expires_at, last_used_at, last_used_addr, revoked_at, machine_id, scope`
 
 func scanToken(row pgx.CollectableRow) (store.Token, error) {
 	var (
 		t                      store.Token
 		expires, used, revoked pgtype.Timestamptz
 	)
-	err := row.Scan(&t.ID, &t.UserID, &t.Name, &t.Hash, &t.CreatedAt, &expires, &used, &t.LastUsedAddr, &revoked)
+	err := row.Scan(&t.ID, &t.UserID, &t.Name, &t.Hash, &t.CreatedAt, &expires, &used, &t.LastUsedAddr, &revoked, &t.MachineID, &t.Scope)
 	t.ExpiresAt, t.LastUsedAt, t.RevokedAt = expires.Time, used.Time, revoked.Time
 	return t, err
 }
@@ -38,9 +38,9 @@ func (s *Store) CreateToken(ctx context.Context, t store.Token) error {
 	}
 	// DO NOTHING without a target covers both unique keys, id and hash.
 	tag, err := s.pool.Exec(ctx, `INSERT INTO tokens (`+tokenColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING`,
 		t.ID, t.UserID, t.Name, t.Hash, t.CreatedAt, timeArg(t.ExpiresAt), timeArg(t.LastUsedAt),
-		t.LastUsedAddr, timeArg(t.RevokedAt))
+		t.LastUsedAddr, timeArg(t.RevokedAt), t.MachineID, t.Scope)
 	if err == nil && tag.RowsAffected() == 0 {
 		err = store.ErrExists
 	}

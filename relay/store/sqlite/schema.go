@@ -70,6 +70,11 @@ var migrations = []string{
 
 	// 4: Web Push (store.Push), store/postgres's migration 5.
 	pushSchema,
+
+	// 5: scoped tokens (store.Token.Scope), store/postgres's migration 6.
+	`ALTER TABLE tokens ADD COLUMN machine_id TEXT NOT NULL DEFAULT '';
+	ALTER TABLE tokens ADD COLUMN scope TEXT NOT NULL DEFAULT '';
+	CREATE INDEX tokens_machine ON tokens (machine_id) WHERE machine_id <> '';`,
 }
 
 // identitySchema is migration 3, store/postgres's migration 4 plus

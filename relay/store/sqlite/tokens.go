@@ -14,7 +14,7 @@ import (
 // Client access tokens and single-use join tokens. Both are looked up by
 // the SHA-256 of the secret (a unique index); the secret is never stored.
 
-const tokenColumns = `id, user_id, name, hash, created_at, expires_at, last_used_at, last_used_addr, revoked_at`
+const tokenColumns = `id, user_id, name, hash, created_at, expires_at, last_used_at, last_used_addr, revoked_at, machine_id, scope`
 
 // tokenByHashSQL is TokenByHash's query, prepared once on the read pool:
 // it authenticates every request whose token is not cached, and parsing
@@ -26,7 +26,7 @@ func scanToken(row scanner) (store.Token, error) {
 		t                               store.Token
 		created, expires, used, revoked int64
 	)
-	err := row.Scan(&t.ID, &t.UserID, &t.Name, &t.Hash, &created, &expires, &used, &t.LastUsedAddr, &revoked)
+	err := row.Scan(&t.ID, &t.UserID, &t.Name, &t.Hash, &created, &expires, &used, &t.LastUsedAddr, &revoked, &t.MachineID, &t.Scope)
 	t.CreatedAt, t.ExpiresAt = fromUnixNano(created), fromUnixNano(expires)
 	t.LastUsedAt, t.RevokedAt = fromUnixNano(used), fromUnixNano(revoked)
 	return t, err
@@ -42,9 +42,9 @@ func (s *Store) CreateToken(ctx context.Context, t store.Token) error {
 	}
 	// DO NOTHING without a target covers both unique keys, id and hash.
 	if err := s.exec(ctx, store.ErrExists, `INSERT INTO tokens (`+tokenColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 		t.ID, t.UserID, t.Name, t.Hash, unixNano(t.CreatedAt), unixNano(t.ExpiresAt), unixNano(t.LastUsedAt),
-		t.LastUsedAddr, unixNano(t.RevokedAt)); err != nil {
+		t.LastUsedAddr, unixNano(t.RevokedAt), t.MachineID, t.Scope); err != nil {
 		return fmt.Errorf("create token %q: %w", t.ID, err)
 	}
 	return nil

@@ -94,6 +94,15 @@ func Token(t *store.Token, now time.Time) error {
 	if err := Hash(t.Hash); err != nil {
 		return err
 	}
+	switch {
+	case t.Scope == "" && t.MachineID == "":
+	case (t.Scope == store.ScopeDevice || t.Scope == store.ScopePair) && t.MachineID != "":
+		if err := ID("token machine id", t.MachineID); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("%w: token scope %q for machine %q", store.ErrInvalid, t.Scope, t.MachineID)
+	}
 	t.CreatedAt = Time(t.CreatedAt, now)
 	return nil
 }
