@@ -1,0 +1,196 @@
+package tunnelsvc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/betcode-dev/betcode/relay/internal/grpcerr"
+	"github.com/betcode-dev/betcode/relay/store"
+	"github.com/betcode-dev/betcode/shared/authtoken"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+)
+
+// Pairing (docs/security.md): a machine asks, over its own mTLS
+// connection, for the relay credentials of the devices it pairs. The relay
+// never sees the devices' keys or the pairing secret; it only issues
+// tokens that reach the calling machine and nothing else.
+
+// PairingTicketTTL is how long a pairing ticket works.
+const PairingTicketTTL = 10 * time.Minute
+
+// Limits per machine.
+const (
+	maxLiveTickets = 5
+	maxLiveDevices = 100
+)
+
+// tokenUser is whose name a machine's scoped tokens carry: the machine's
+// owner, or for a team machine without one, the team's owner.
+func (s *Service) tokenUser(ctx context.Context, id string) (string, error) {
+	m, err := s.Store.GetMachine(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", statusErr(codes.FailedPrecondition, "", "machine "+id+" is not registered: connect its tunnel first")
+	}
+	if err != nil {
+		return "", statusErr(codes.Internal, "", "look up machine: "+err.Error())
+	}
+	if !m.RevokedAt.IsZero() {
+		return "", statusErr(codes.PermissionDenied, "", "machine "+id+" was revoked")
+	}
+	if m.OwnerID != "" {
+		return m.OwnerID, nil
+	}
+	members, err := s.Store.Members(ctx, m.TeamID)
+	if err != nil {
+		return "", statusErr(codes.Internal, "", "look up team: "+err.Error())
+	}
+	for _, mb := range members {
+		if mb.Role == store.RoleOwner {
+			return mb.UserID, nil
+		}
+	}
+	return "", statusErr(codes.FailedPrecondition, "", "machine "+id+" has no owner to issue tokens for")
+}
+
+// scopedTokens counts the calling machine's live tokens of scope.
+func (s *Service) scopedTokens(ctx context.Context, user, machine, scope string) (int, error) {
+	toks, err := s.Store.ListTokens(ctx, user)
+	if err != nil {
+		return 0, statusErr(codes.Internal, "", "list tokens: "+err.Error())
+	}
+	n, now := 0, s.now()
+	for _, t := range toks {
+		if t.MachineID == machine && t.Scope == scope && t.Live(now) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// issue stores a new scoped token and returns its secret.
+func (s *Service) issue(ctx context.Context, t store.Token) (string, store.Token, error) {
+	secret, err := authtoken.New(authtoken.Client)
+	if err != nil {
+		return "", t, statusErr(codes.Internal, "", err.Error())
+	}
+	t.Hash = authtoken.Hash(secret)
+	t.ID = authtoken.ID(t.Hash)
+	if err := s.Store.CreateToken(ctx, t); err != nil {
+		return "", t, statusErr(codes.Internal, "", "store token: "+err.Error())
+	}
+	return secret, t, nil
+}
+
+// IssuePairingTicket gives the calling machine a ticket for one Pair call
+// to it.
+func (s *Service) IssuePairingTicket(ctx context.Context, _ *pb.IssuePairingTicketRequest) (*pb.IssuePairingTicketResponse, error) {
+	id, err := s.machineID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	user, err := s.tokenUser(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	n, err := s.scopedTokens(ctx, user, id, store.ScopePair)
+	if err != nil {
+		return nil, err
+	}
+	if n >= maxLiveTickets {
+		s.audit(ctx, id, "pairing.ticket", "denied", "limit")
+		return nil, statusErr(codes.ResourceExhausted, "PAIRING_LIMIT",
+			fmt.Sprintf("machine %s has %d unused pairing codes: use one, or wait up to %s for them to expire", id, n, PairingTicketTTL))
+	}
+	now := s.now()
+	secret, t, err := s.issue(ctx, store.Token{UserID: user, Name: "pairing", MachineID: id, Scope: store.ScopePair,
+		CreatedAt: now, ExpiresAt: now.Add(PairingTicketTTL)})
+	if err != nil {
+		return nil, err
+	}
+	s.audit(ctx, id, "pairing.ticket", "ok", "token:"+t.ID)
+	return &pb.IssuePairingTicketResponse{Ticket: secret, ExpiresAt: timestamppb.New(t.ExpiresAt)}, nil
+}
+
+// IssueDeviceToken gives the calling machine a token scoped to it for a
+// device it has just paired.
+func (s *Service) IssueDeviceToken(ctx context.Context, req *pb.IssueDeviceTokenRequest) (*pb.IssueDeviceTokenResponse, error) {
+	id, err := s.machineID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !validDeviceName(req.DeviceName) {
+		return nil, statusErr(codes.InvalidArgument, "INVALID_ARGUMENT", "a device name is 1 to 64 printable characters")
+	}
+	user, err := s.tokenUser(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	n, err := s.scopedTokens(ctx, user, id, store.ScopeDevice)
+	if err != nil {
+		return nil, err
+	}
+	if n >= maxLiveDevices {
+		s.audit(ctx, id, "device_token.issue", "denied", "limit")
+		return nil, statusErr(codes.ResourceExhausted, "DEVICE_LIMIT",
+			fmt.Sprintf("machine %s has %d paired devices' tokens: revoke one (betcode-agent devices revoke ID)", id, n))
+	}
+	secret, t, err := s.issue(ctx, store.Token{UserID: user, Name: "device:" + req.DeviceName, MachineID: id,
+		Scope: store.ScopeDevice, CreatedAt: s.now()})
+	if err != nil {
+		return nil, err
+	}
+	s.audit(ctx, id, "device_token.issue", "ok", "token:"+t.ID)
+	return &pb.IssueDeviceTokenResponse{Token: secret, TokenId: t.ID}, nil
+}
+
+// RevokeDeviceToken revokes one of the calling machine's device tokens.
+func (s *Service) RevokeDeviceToken(ctx context.Context, req *pb.RevokeDeviceTokenRequest) (*pb.RevokeDeviceTokenResponse, error) {
+	id, err := s.machineID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	user, err := s.tokenUser(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	toks, err := s.Store.ListTokens(ctx, user)
+	if err != nil {
+		return nil, statusErr(codes.Internal, "", "list tokens: "+err.Error())
+	}
+	for _, t := range toks {
+		if t.ID == req.TokenId && t.MachineID == id && t.Scope == store.ScopeDevice {
+			if _, err := s.Store.RevokeToken(ctx, t.ID, s.now()); err != nil {
+				return nil, statusErr(codes.Internal, "", "revoke token: "+err.Error())
+			}
+			s.audit(ctx, id, "device_token.revoke", "ok", "token:"+t.ID)
+			return &pb.RevokeDeviceTokenResponse{}, nil
+		}
+	}
+	s.audit(ctx, id, "device_token.revoke", "denied", "not this machine's device token: "+req.TokenId)
+	return nil, statusErr(codes.NotFound, "", "machine "+id+" has no device token "+req.TokenId)
+}
+
+// validDeviceName accepts 1 to 64 printable characters.
+func validDeviceName(s string) bool {
+	if s == "" || !utf8.ValidString(s) || utf8.RuneCountInString(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// statusErr is a status error carrying BetCode error code betcode.
+func statusErr(c codes.Code, betcode, msg string) error {
+	return grpcerr.Status(c, betcode, msg, nil).Err()
+}
