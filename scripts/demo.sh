@@ -4,9 +4,10 @@
 # A relay with its embedded store (SQLite), a team and a user made with the
 # admin CLI, an agent enrolled with a single-use join token that dials out
 # to the relay over mTLS and drives the real (pinned) Claude Code CLI
-# against the project's fake Anthropic API, and the betcode client logging
-# in with a token, listing machines, switching, and chatting with a tool
-# call through the relay. Then a second user, who sees nothing of it.
+# against the project's fake Anthropic API; alice's laptop paired with the
+# machine from a one-time code and chatting with a tool call end to end
+# through the relay (docs/security.md); her relay login, machines and the
+# web API. Then a second user, who sees nothing of it.
 # Everything runs on loopback in a temporary directory removed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,15 +70,30 @@ wait_for "$TMP/agent.log" "relay link up"
 echo "agent: connected to the relay (Claude Code $("$CLAUDE" --version | cut -d' ' -f1))"
 MACHINE=$(grep -o '"machine_id": *"[^"]*"' "$AGENT/relay/enrollment.json" | sed 's/.*"\([^"]*\)"$/\1/')
 
-step "alice logs in from her laptop and works on the machine through the relay"
+step "alice pairs her laptop with the machine: end to end, the relay can neither read nor act"
+# On the machine: a one-time code (QR for a phone's camera, text to paste).
+"$BIN/betcode-agent" pair --agent "unix://$TMP/agent.sock" >"$TMP/pair.out" 2>&1 &
+PAIR=$!
+PIDS+=($PAIR)
+wait_for "$TMP/pair.out" "Waiting for the device"
+printf '\033[2m$ betcode-agent pair\033[0m\n'
+cat "$TMP/pair.out"
+CODE=$(grep -o 'betcode pair betcode-pair:[^ ]*' "$TMP/pair.out" | head -n1 | cut -d' ' -f3)
+# On alice's laptop: no login needed; the pairing brings a relay credential
+# that reaches this machine only.
 export XDG_CONFIG_HOME=$TMP/alice
 unset BETCODE_AGENT BETCODE_RELAY BETCODE_TOKEN
-echo "$ALICE_TOKEN" | run "$BIN/betcode" login --relay "$RELAY" --relay-ca "$PKI/ca.crt"
-run "$BIN/betcode" machines
-run "$BIN/betcode" machine switch "$MACHINE"
+run "$BIN/betcode" pair "$CODE" --relay-ca "$PKI/ca.crt" --name "alice's laptop"
+wait "$PAIR" && tail -n 2 "$TMP/pair.out"
 run "$BIN/betcode" chat --cwd "$TMP/project" --allow Bash "please RUNTOOL"
 echo "file the tool created on the machine: $(ls "$TMP/project")"
 run "$BIN/betcode" sessions
+run "$BIN/betcode-agent" devices list --agent "unix://$TMP/agent.sock"
+
+step "alice also logs in with her relay token (her machines, the web app)"
+echo "$ALICE_TOKEN" | run "$BIN/betcode" login --relay "$RELAY" --relay-ca "$PKI/ca.crt"
+run "$BIN/betcode" machines
+run "$BIN/betcode" machine switch "$MACHINE"
 
 step "alice's phone: the web app and its API, served by the relay on the same port"
 printf 'Authorization: Bearer %s\n' "$ALICE_TOKEN" >"$TMP/alice.hdr" # not on the command line

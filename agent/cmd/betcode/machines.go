@@ -74,8 +74,13 @@ func newMachineCmd(g *globals) *cobra.Command {
 		Short: "Send your commands to machine ID from now on",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if paired, err := switchPaired(cmd, args[0]); paired || err != nil {
+			paired, err := switchPaired(cmd, args[0])
+			if err != nil {
 				return err
+			}
+			// A relay login also switches there (the web app follows it).
+			if _, loggedIn, err := g.relay(); paired && (err != nil || !loggedIn) {
+				return nil
 			}
 			if err := g.needRelay(); err != nil {
 				return err
