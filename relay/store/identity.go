@@ -12,6 +12,9 @@ var (
 	ErrExists = errors.New("already exists")
 	// ErrTokenUsed: a join token was already used to enroll a machine.
 	ErrTokenUsed = errors.New("join token already used")
+	// ErrTokenSpent: a single-use client token (a pairing ticket) was
+	// already used, or revoked.
+	ErrTokenSpent = errors.New("token already used or revoked")
 	// ErrExpired: a join token is past its expiry.
 	ErrExpired = errors.New("expired")
 	// ErrRevoked: the machine was revoked (or deleted) and may not register
@@ -203,6 +206,12 @@ type Identity interface {
 	// ChangeToken). Revoking twice keeps the first time. Unknown:
 	// ErrNotFound.
 	RevokeToken(ctx context.Context, id string, at time.Time) (Token, error)
+	// SpendToken revokes token id at now if it is live then, for a token
+	// that works once (a pairing ticket), and returns it (publishes
+	// ChangeToken). Revoked or spent before: ErrTokenSpent; expired at now:
+	// ErrExpired; unknown: ErrNotFound. Exactly one of any number of
+	// concurrent calls succeeds.
+	SpendToken(ctx context.Context, id string, now time.Time) (Token, error)
 	// TouchToken records a use of token id at at from addr.
 	TouchToken(ctx context.Context, id string, at time.Time, addr string) error
 

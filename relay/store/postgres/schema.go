@@ -218,6 +218,12 @@ const migrationLock int64 = 0x62657463_6f6465
 // migrate brings the schema up to date in one transaction. Replicas starting
 // at once queue on the advisory lock; the later ones find nothing to do.
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	return migrateTo(ctx, pool, migrations)
+}
+
+// migrateTo applies migrations (a prefix of the list, in tests of an
+// upgrade).
+func migrateTo(ctx context.Context, pool *pgxpool.Pool, migrations []string) error {
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
 			return fmt.Errorf("lock: %w", err)

@@ -106,6 +106,44 @@ func (s *Store) RevokeToken(ctx context.Context, id string, at time.Time) (store
 	return t, nil
 }
 
+// SpendToken implements store.Identity. A zero now means now. The UPDATE's
+// condition is re-read after a concurrent one commits (READ COMMITTED), so
+// only one spender matches the row.
+func (s *Store) SpendToken(ctx context.Context, id string, now time.Time) (store.Token, error) {
+	if err := s.live(); err != nil {
+		return store.Token{}, err
+	}
+	now = rules.Time(now, s.opt.Now())
+	var t store.Token
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, _ := tx.Query(ctx, `UPDATE tokens SET revoked_at = $2
+			WHERE id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)
+			RETURNING `+tokenColumns, id, now)
+		var err error
+		t, err = pgx.CollectExactlyOneRow(rows, scanToken)
+		if errors.Is(err, pgx.ErrNoRows) {
+			rows, _ := tx.Query(ctx, `SELECT `+tokenColumns+` FROM tokens WHERE id = $1`, id)
+			t, err = pgx.CollectExactlyOneRow(rows, scanToken)
+			switch {
+			case err != nil:
+				return notFound(err)
+			case !t.RevokedAt.IsZero():
+				return store.ErrTokenSpent
+			default:
+				return store.ErrExpired
+			}
+		}
+		if err != nil {
+			return err
+		}
+		return publish(ctx, tx, store.ChangeToken, id)
+	})
+	if err != nil {
+		return store.Token{}, fmt.Errorf("spend token %q: %w", id, err)
+	}
+	return t, nil
+}
+
 // TouchToken implements store.Identity. A zero at means now.
 func (s *Store) TouchToken(ctx context.Context, id string, at time.Time, addr string) error {
 	if err := s.live(); err != nil {

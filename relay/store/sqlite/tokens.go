@@ -104,6 +104,41 @@ func (s *Store) RevokeToken(ctx context.Context, id string, at time.Time) (store
 	return t, nil
 }
 
+// SpendToken implements store.Identity. A zero now means now. Writes are
+// serialised on the one write connection, so only one spender matches.
+func (s *Store) SpendToken(ctx context.Context, id string, now time.Time) (store.Token, error) {
+	if err := s.live(); err != nil {
+		return store.Token{}, err
+	}
+	ns := unixNano(rules.Time(now, s.opt.Now()))
+	var t store.Token
+	err := s.write(ctx, func(tx *writeTx) error {
+		var err error
+		t, err = scanToken(tx.QueryRowContext(ctx, `UPDATE tokens SET revoked_at = ?1
+			WHERE id = ?2 AND revoked_at = 0 AND (expires_at = 0 OR expires_at > ?1)
+			RETURNING `+tokenColumns, ns, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			t, err = scanToken(tx.QueryRowContext(ctx, `SELECT `+tokenColumns+` FROM tokens WHERE id = ?`, id))
+			switch {
+			case err != nil:
+				return noRows(err)
+			case !t.RevokedAt.IsZero():
+				return store.ErrTokenSpent
+			default:
+				return store.ErrExpired
+			}
+		}
+		if err != nil {
+			return err
+		}
+		return tx.publish(ctx, store.ChangeToken, id)
+	})
+	if err != nil {
+		return store.Token{}, fmt.Errorf("spend token %q: %w", id, err)
+	}
+	return t, nil
+}
+
 // TouchToken implements store.Identity. A zero at means now.
 func (s *Store) TouchToken(ctx context.Context, id string, at time.Time, addr string) error {
 	if err := s.live(); err != nil {

@@ -19,6 +19,8 @@ var identityTests = []struct {
 	{"TeamsAndMembers", testTeams},
 	{"TeamMachines", testTeamMachines},
 	{"Tokens", testTokens},
+	{"ScopedTokens", testScopedTokens},
+	{"SpendToken", testSpendToken},
 	{"EnrollTokens", testEnrollTokens},
 	{"EnrollTokenConsumedOnce", testConsumeOnce},
 	{"Revocation", testRevocation},

@@ -110,31 +110,6 @@ func testTokens(t *testing.T, open Open) {
 		t.Errorf("TouchToken(nope) = %v; want ErrNotFound", err)
 	}
 
-	// Scoped tokens keep their machine and scope; a scope needs a machine
-	// and one of the known scopes.
-	dev := tok("t6", "alice", base.Add(4*time.Minute))
-	dev.MachineID, dev.Scope = "m-1", store.ScopeDevice
-	pair := tok("t7", "alice", base.Add(5*time.Minute))
-	pair.MachineID, pair.Scope, pair.ExpiresAt = "m-1", store.ScopePair, base.Add(15*time.Minute)
-	for _, tk := range []store.Token{dev, pair} {
-		must(t, s.CreateToken(ctx, tk))
-		if got, err := s.TokenByHash(ctx, tk.Hash); err != nil || !equalToken(got, tk) {
-			t.Errorf("scoped token %s = %+v, %v; want %+v", tk.ID, got, err, tk)
-		}
-	}
-	if list, err := s.ListTokens(ctx, "alice"); err != nil || len(list) != 4 || list[0].Scope != store.ScopePair || list[1].MachineID != "m-1" {
-		t.Errorf("ListTokens(alice) with scoped tokens = %+v, %v", list, err)
-	}
-	for name, tk := range map[string]store.Token{
-		"scope without machine": {ID: "t8", UserID: "alice", Hash: hash("t8"), Scope: store.ScopeDevice},
-		"machine without scope": {ID: "t9", UserID: "alice", Hash: hash("t9"), MachineID: "m-1"},
-		"unknown scope":         {ID: "t10", UserID: "alice", Hash: hash("t10"), MachineID: "m-1", Scope: "admin"},
-	} {
-		if err := s.CreateToken(ctx, tk); !errors.Is(err, store.ErrInvalid) {
-			t.Errorf("CreateToken %s = %v; want ErrInvalid", name, err)
-		}
-	}
-
 	// A zero CreatedAt means now.
 	before := time.Now().Add(-time.Second)
 	must(t, s.CreateToken(ctx, store.Token{ID: "t5", UserID: "dave", Hash: hash("t5")}))

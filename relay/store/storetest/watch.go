@@ -117,6 +117,7 @@ func testWatch(t *testing.T, open Open) {
 	}
 	must(t, other.CreateTeam(ctx, store.Team{ID: "red"}))
 	must(t, other.CreateToken(ctx, store.Token{ID: "t1", UserID: "alice", Hash: hash("t1")}))
+	must(t, other.CreateToken(ctx, store.Token{ID: "t2", UserID: "alice", Hash: hash("t2"), MachineID: "m1", Scope: store.ScopePair}))
 	for _, id := range []string{"m1", "m2", "m3"} {
 		must(t, other.UpsertMachine(ctx, machine(id, "alice")))
 	}
@@ -138,6 +139,14 @@ func testWatch(t *testing.T, open Open) {
 	}{
 		{"RevokeToken", func() error { _, err := other.RevokeToken(ctx, "t1", base); return err },
 			store.Change{Kind: store.ChangeToken, ID: "t1"}},
+		{"SpendToken", func() error { _, err := other.SpendToken(ctx, "t2", time.Time{}); return err },
+			store.Change{Kind: store.ChangeToken, ID: "t2"}},
+		{"a refused SpendToken publishes nothing", func() error {
+			if _, err := other.SpendToken(ctx, "t2", time.Time{}); !errors.Is(err, store.ErrTokenSpent) {
+				return fmt.Errorf("second SpendToken = %v; want ErrTokenSpent", err)
+			}
+			return other.SetUserDisabled(ctx, "alice", false)
+		}, store.Change{Kind: store.ChangeUser, ID: "alice"}},
 		{"SetUserDisabled", func() error { return other.SetUserDisabled(ctx, "bob", true) },
 			store.Change{Kind: store.ChangeUser, ID: "bob"}},
 		{"SetMember", func() error {
