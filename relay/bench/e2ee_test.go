@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
@@ -182,3 +183,62 @@ func BenchmarkChannelHandshake(b *testing.B) {
 }
 
 var _ io.Closer = (*channels)(nil)
+
+// BenchmarkIdleChannels measures what an open, idle end-to-end channel
+// costs the relay beyond the client's connection: BETCODE_BENCH_CLIENTS
+// connections (default 1,000) are opened and authenticated, the relay's
+// RSS read after its next collection; then each opens one channel to the
+// bench agent (ChannelService.Open and the Noise handshake) and leaves it
+// quiet, and the RSS is read again. The difference per channel is the
+// target's figure (≤ 8 KiB):
+//
+//	go test -run '^$' -bench IdleChannels -benchtime 1x ./bench/
+func BenchmarkIdleChannels(b *testing.B) {
+	n := envInt("BETCODE_BENCH_CLIENTS", 1000)
+	raiseFileLimit(b, uint64(2*n)+1000)
+	r := newRelay(b, relayEnv()...)
+	startAgentProcess(b, r, benchMachine)
+	machine, device, err := benchKeys(filepath.Join(r.pki, "e2ee"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-betcode-machine-id", benchMachine)
+	conns := make([]*grpc.ClientConn, 0, n)
+	defer func() {
+		for _, cc := range conns {
+			cc.Close()
+		}
+	}()
+	for range n {
+		cc := dialClient(b, r)
+		if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+			b.Fatal(err)
+		}
+		conns = append(conns, cc)
+	}
+	base := r.rssAfterGC(b)
+	channels := make([]*e2ee.Conn, 0, n)
+	defer func() {
+		for _, c := range channels {
+			c.Close()
+		}
+	}()
+	for _, cc := range conns {
+		sctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		s, err := pb.NewChannelServiceClient(cc).Open(sctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c, err := e2ee.Dial(ctx, clientTransport{s: s, cancel: cancel}, device, benchMachine, machine.Public, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		channels = append(channels, c)
+	}
+	after := r.rssAfterGC(b)
+	per := float64(after-base) / float64(n)
+	b.Logf("%d idle channels: relay RSS %d → %d KiB (%.1f KiB per channel beyond its connection)", n, base, after, per)
+	b.ReportMetric(per, "KiB/channel")
+	b.ReportMetric(0, "ns/op")
+}

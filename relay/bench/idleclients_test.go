@@ -38,23 +38,28 @@ func BenchmarkIdleClients(b *testing.B) {
 		}
 		conns = append(conns, cc)
 	}
-	// Read the RSS once the relay has collected since the last connect
-	// (its garbage from the handshakes gone): its Go collector counts the
-	// cycles; nothing else announces one.
-	mark := r.snapshot(b).gcs
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(3 * time.Minute) // the runtime collects at least every 2 minutes
-	for r.snapshot(b).gcs <= mark {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			b.Fatal("the relay ran no garbage collection within 3 minutes")
-		}
-	}
-	after := r.snapshot(b).rssKiB
+	after := r.rssAfterGC(b)
 	per := float64(after-before) / float64(n)
 	b.Logf("%d idle client connections: relay RSS %d → %d KiB (%.1f KiB each)", n, before, after, per)
 	b.ReportMetric(per, "KiB/conn")
 	b.ReportMetric(0, "ns/op")
+}
+
+// rssAfterGC returns the relay's RSS once it has collected since now (its
+// garbage from the handshakes gone): its Go collector counts the cycles;
+// nothing else announces one.
+func (r *relayProc) rssAfterGC(tb testing.TB) int64 {
+	tb.Helper()
+	mark := r.snapshot(tb).gcs
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(3 * time.Minute) // the runtime collects at least every 2 minutes
+	for r.snapshot(tb).gcs <= mark {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			tb.Fatal("the relay ran no garbage collection within 3 minutes")
+		}
+	}
+	return r.snapshot(tb).rssKiB
 }
