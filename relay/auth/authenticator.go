@@ -342,12 +342,16 @@ func (a *Authenticator) tokenByID(ctx context.Context, user, id string) (store.T
 // refusal says why tok may not authenticate now ("" when it may).
 func (a *Authenticator) refusal(tok store.Token) string {
 	now := a.opt.Now()
-	live := tok.RevokedAt.IsZero() && (tok.ExpiresAt.IsZero() || now.Before(tok.ExpiresAt))
+	live := tok.Live(now)
 	switch {
 	case !live && tok.Scope == store.ScopePair:
-		return "this pairing code was already used, or expired: make a new one on the machine (betcode-agent pair)"
+		return ticketRefusal
 	case !live && tok.Scope == store.ScopeDevice:
 		return "this device's credential for machine " + tok.MachineID + " was revoked: pair the device again (betcode-agent pair on the machine, then betcode pair CODE)"
+	case tok.MachineID != "" && a.MachineRevoked(tok.MachineID, ""):
+		// A revoked (or deleted) machine's device tokens and tickets die
+		// with it, on every replica (the revocations follow the store).
+		return "machine " + tok.MachineID + " was revoked: this token, scoped to it, no longer works"
 	case !tok.RevokedAt.IsZero():
 		return "token " + tok.ID + " was revoked: log in with a new one (betcode login)"
 	case !tok.ExpiresAt.IsZero() && !now.Before(tok.ExpiresAt):
@@ -489,11 +493,19 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 		if a.opt.Limit != nil && id.ForwardedBy == "" && !a.opt.Limit(w, r, id) {
 			return
 		}
+		spent := false
+		if id.Scope == store.ScopePair && id.TokenID != "" && r.URL.Path == pairMethod {
+			// Admitted: the ticket is spent now, before the call goes on.
+			if !a.spendTicket(r.Context(), w, id) {
+				return
+			}
+			spent = true
+		}
 		ctx, end := context.WithCancelCause(WithIdentity(r.Context(), id))
 		k := &call{tokenID: id.TokenID, userID: id.UserID, end: end}
-		if id.Scope == store.ScopePair {
-			// Admitting the ticket spent (revoked) it: that must not end
-			// the one call it admitted.
+		if spent {
+			// Spending revoked the ticket: that must not end the one call
+			// it admitted (revoking its machine still does).
 			k.tokenID = ""
 		}
 		ctx = context.WithValue(ctx, callKey{}, k)
@@ -534,10 +546,19 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 func (a *Authenticator) authenticate(w http.ResponseWriter, r *http.Request) (Identity, bool) {
 	by, user := r.Header.Get(ForwardedByHeader), r.Header.Get(UserHeader)
 	if _, relay := mtls.PeerRelay(r.TLS); relay && by != "" && user != "" {
-		return Identity{UserID: user, ForwardedBy: by, Remote: r.RemoteAddr}, true
+		id := Identity{UserID: user, ForwardedBy: by, Remote: r.RemoteAddr}
+		if !forwardedScope(r, &id) {
+			a.Audit(store.AuditEvent{Actor: user, Action: "auth.refused", Remote: r.RemoteAddr, Outcome: "denied",
+				Detail: "malformed token scope from replica " + by, Target: r.URL.Path})
+			grpcerr.Write(w, codes.Unauthenticated, "", "malformed forwarded token scope", nil)
+			return Identity{}, false
+		}
+		r.Header.Del(ScopeHeader) // read into id; the machine need not see it
+		return id, a.admitScope(w, r, id)
 	}
 	r.Header.Del(ForwardedByHeader)
 	r.Header.Del(UserHeader)
+	r.Header.Del(ScopeHeader)
 	authz := r.Header.Get("Authorization")
 	// The token must not travel on to a machine.
 	r.Header.Del("Authorization")
@@ -583,13 +604,15 @@ func (a *Authenticator) authenticate(w http.ResponseWriter, r *http.Request) (Id
 	if err != nil || p.user.Disabled {
 		return refuse("user "+tok.UserID+" is disabled", "disabled user")
 	}
-	if tok.Scope != "" && !a.admitScoped(w, r, tok) {
+	// A scoped token is never an administrator's, whoever owns it.
+	id := Identity{UserID: tok.UserID, TokenID: tok.ID, Admin: p.user.Admin && tok.Scope == "", Remote: r.RemoteAddr, expires: tok.ExpiresAt,
+		Scope: tok.Scope, ScopeMachine: tok.MachineID}
+	if !a.admitScope(w, r, id) {
 		return Identity{}, false
 	}
 	a.touch(tok, r.RemoteAddr)
 	markConn(r.Context())
-	return Identity{UserID: tok.UserID, TokenID: tok.ID, Admin: p.user.Admin && tok.Scope == "", Remote: r.RemoteAddr, expires: tok.ExpiresAt,
-		Scope: tok.Scope, ScopeMachine: tok.MachineID}, true
+	return id, true
 }
 
 // touch records the token's use: last_used every touchEvery, and an audit

@@ -1,9 +1,10 @@
 package auth
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -13,64 +14,122 @@ import (
 
 // Scoped tokens (store.Token.Scope, docs/auth.md): a paired device's token
 // opens end-to-end channels to its machine and does nothing else; a pairing
-// ticket opens one ChannelService.Pair call to its machine, once. Both are
-// checked here, at the relay's door, so that no later layer needs to know.
+// ticket opens one ChannelService.Pair call to its machine, once. Which
+// methods a scope may call is checked here, at the relay's door; which
+// machine it reaches, by the router (Identity.ScopeMachine), which also
+// sends calls that name no machine to the token's.
 
-// machineHeader names a call's machine (router.MachineHeader).
-const machineHeader = "X-Betcode-Machine-Id"
+// ScopeHeader carries a forwarded call's token scope and machine
+// ("device:m-1") from the replica that authenticated it, which checked
+// them, to the replica holding the machine's tunnel, which checks them
+// again: a hop between replicas never widens a scope. Believed, like the
+// other forwarding headers, only from another relay.
+const ScopeHeader = "X-Betcode-Scope"
+
+// CodeTokenScope is the BetCode error code (PERMISSION_DENIED) of a call a
+// scoped token may not make.
+const CodeTokenScope = "TOKEN_SCOPE"
 
 const (
-	channelPrefix = "/betcode.v1.ChannelService/"
-	pairMethod    = "/betcode.v1.ChannelService/Pair"
-	healthCheck   = "/grpc.health.v1.Health/Check"
+	channelService = "/betcode.v1.ChannelService/"
+	pairMethod     = "/betcode.v1.ChannelService/Pair"
+	openMethod     = "/betcode.v1.ChannelService/Open"
+	healthCheck    = "/grpc.health.v1.Health/Check"
 )
 
-// admitScoped checks a scoped token's call (method and machine), points it
-// at the token's machine, spends a pairing ticket, or answers the call and
-// reports false.
-func (a *Authenticator) admitScoped(w http.ResponseWriter, r *http.Request, tok store.Token) bool {
-	path := r.URL.Path
-	allowed := path == healthCheck
-	switch tok.Scope {
+// ScopeAllows reports whether a token of scope may call path: an ordinary
+// token ("") anything; a device token ChannelService's Open and Pair; a
+// pairing ticket Pair only. Both may call the standard health check.
+func ScopeAllows(scope, path string) bool {
+	switch scope {
+	case "":
+		return true
 	case store.ScopeDevice:
-		allowed = allowed || strings.HasPrefix(path, channelPrefix)
+		return path == openMethod || path == pairMethod || path == healthCheck
 	case store.ScopePair:
-		allowed = allowed || path == pairMethod
+		return path == pairMethod || path == healthCheck
 	}
-	if !allowed {
-		a.Audit(store.AuditEvent{Actor: tok.UserID, Action: "access.denied", Target: "token:" + tok.ID, Remote: r.RemoteAddr,
-			Outcome: "denied", Detail: "scoped token (" + tok.Scope + ", machine " + tok.MachineID + ") used for " + path})
-		grpcerr.Write(w, codes.PermissionDenied, "TOKEN_SCOPE",
-			"this token is scoped to machine "+tok.MachineID+": it opens end-to-end channels to that machine only", nil)
+	return false // a scope this relay does not know reaches nothing
+}
+
+// scopeHeader is the ScopeHeader value of id ("" for an ordinary token).
+func scopeHeader(id Identity) string {
+	if id.Scope == "" {
+		return ""
+	}
+	return id.Scope + ":" + id.ScopeMachine
+}
+
+// ForwardHeaders returns the headers that carry id's scope to the replica
+// a call is forwarded to (nil for an ordinary token).
+func ForwardHeaders(id Identity) http.Header {
+	if v := scopeHeader(id); v != "" {
+		return http.Header{ScopeHeader: {v}}
+	}
+	return nil
+}
+
+// admitScope answers a call id's scope does not allow (PERMISSION_DENIED /
+// TOKEN_SCOPE, audited) and reports false.
+func (a *Authenticator) admitScope(w http.ResponseWriter, r *http.Request, id Identity) bool {
+	if ScopeAllows(id.Scope, r.URL.Path) {
+		return true
+	}
+	target := "token:" + id.TokenID
+	if id.TokenID == "" {
+		target = "user:" + id.UserID
+	}
+	a.Audit(store.AuditEvent{Actor: id.UserID, Action: "access.denied", Target: target, Remote: id.Remote, Outcome: "denied",
+		Detail: "token scoped to " + id.Scope + " on machine " + id.ScopeMachine + " used for " + r.URL.Path + forwardedDetail(id)})
+	grpcerr.Write(w, codes.PermissionDenied, CodeTokenScope,
+		"this token is scoped to machine "+id.ScopeMachine+": it opens end-to-end channels to that machine only", nil)
+	return false
+}
+
+func forwardedDetail(id Identity) string {
+	if id.ForwardedBy == "" {
+		return ""
+	}
+	return " (forwarded by " + id.ForwardedBy + ")"
+}
+
+// forwardedScope parses a forwarded call's ScopeHeader into id; false if
+// it is malformed (the call is then refused).
+func forwardedScope(r *http.Request, id *Identity) bool {
+	v := r.Header.Get(ScopeHeader)
+	if v == "" {
+		return true
+	}
+	scope, machine, ok := strings.Cut(v, ":")
+	if !ok || machine == "" || (scope != store.ScopeDevice && scope != store.ScopePair) {
 		return false
 	}
-	switch m := r.Header.Get(machineHeader); {
-	case m == "":
-		r.Header.Set(machineHeader, tok.MachineID)
-	case m != tok.MachineID:
-		// Answered as the router answers a machine the caller cannot see.
-		a.Audit(store.AuditEvent{Actor: tok.UserID, Action: "access.denied", Target: "machine:" + m, Remote: r.RemoteAddr,
-			Outcome: "denied", Detail: "token " + tok.ID + " is scoped to machine " + tok.MachineID})
-		grpcerr.Write(w, codes.NotFound, "MACHINE_NOT_FOUND", `no machine "`+m+`"`, nil)
-		return false
-	}
-	if tok.Scope == store.ScopePair && path == pairMethod {
-		// Single use: the first call spends it on every replica.
-		now := a.opt.Now()
-		got, err := a.store.RevokeToken(r.Context(), tok.ID, now)
-		if err != nil {
-			a.opt.Log.Error("auth: spend a pairing ticket", "err", err)
-			grpcerr.Write(w, codes.Unavailable, "", "cannot check the pairing code now; retry", nil)
-			return false
-		}
-		if d := got.RevokedAt.Sub(now); d > time.Microsecond || d < -time.Microsecond {
-			a.Audit(store.AuditEvent{Actor: tok.UserID, Action: "auth.refused", Target: "token:" + tok.ID, Remote: r.RemoteAddr,
-				Outcome: "denied", Detail: "pairing ticket used twice"})
-			grpcerr.Write(w, codes.Unauthenticated, "", "this pairing code was already used: make a new one (betcode-agent pair)", nil)
-			return false
-		}
-		a.Audit(store.AuditEvent{Actor: tok.UserID, Action: "pairing.ticket_used", Target: "machine:" + tok.MachineID,
-			Remote: r.RemoteAddr, Outcome: "ok", Detail: "token:" + tok.ID})
-	}
+	id.Scope, id.ScopeMachine = scope, machine
 	return true
 }
+
+// spendTicket spends the pairing ticket that admitted a Pair call, on every
+// replica at once (store.SpendToken): a second call with it, anywhere, is
+// refused. It answers the call and reports false when the ticket was spent
+// before (or expired, or was revoked, since it was read).
+func (a *Authenticator) spendTicket(ctx context.Context, w http.ResponseWriter, id Identity) bool {
+	_, err := a.store.SpendToken(ctx, id.TokenID, a.opt.Now())
+	switch {
+	case err == nil:
+		a.Audit(store.AuditEvent{Actor: id.UserID, Action: "pairing.ticket_used", Target: "machine:" + id.ScopeMachine,
+			Remote: id.Remote, Outcome: "ok", Detail: "token:" + id.TokenID})
+		return true
+	case errors.Is(err, store.ErrTokenSpent), errors.Is(err, store.ErrExpired), errors.Is(err, store.ErrNotFound):
+		a.Audit(store.AuditEvent{Actor: id.UserID, Action: "auth.refused", Target: "token:" + id.TokenID, Remote: id.Remote,
+			Outcome: "denied", Detail: "pairing ticket used again: " + err.Error()})
+		grpcerr.Write(w, codes.Unauthenticated, "", ticketRefusal, nil)
+		return false
+	default:
+		a.opt.Log.Error("auth: spend a pairing ticket", "token_id", id.TokenID, "err", err)
+		grpcerr.Write(w, codes.Unavailable, "", "cannot check the pairing code now; retry", nil)
+		return false
+	}
+}
+
+// ticketRefusal answers a spent or expired pairing ticket.
+const ticketRefusal = "this pairing code was already used, or expired: make a new one on the machine (betcode-agent pair)"

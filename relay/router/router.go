@@ -207,6 +207,17 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the buffer.
 func (rt *Router) route(ctx context.Context, w http.ResponseWriter, r *http.Request, id auth.Identity, bufferOnly bool) {
 	machineID := r.Header.Get(MachineHeader)
+	if id.ScopeMachine != "" {
+		// A scoped token (auth/scope.go) reaches its own machine, by
+		// default too; any other does not exist for it.
+		if machineID == "" {
+			machineID = id.ScopeMachine
+		}
+		if machineID != id.ScopeMachine {
+			rt.notFound(w, r, id, machineID, "the token is scoped to machine "+id.ScopeMachine)
+			return
+		}
+	}
 	if machineID == "" {
 		cur, err := rt.currentMachine(ctx, id.UserID)
 		if err != nil {
@@ -364,6 +375,12 @@ func (rt *Router) toPeer(ctx context.Context, w http.ResponseWriter, r *http.Req
 		return true
 	}
 	headers := http.Header{auth.UserHeader: {userID}, auth.ForwardedByHeader: {rt.Self}, MachineHeader: {machineID}}
+	if id, _ := auth.FromContext(ctx); id.Scope != "" {
+		// The replica holding the machine checks the scope again.
+		for k, v := range auth.ForwardHeaders(id) {
+			headers[k] = v
+		}
+	}
 	ctx, span := rt.startSpan(ctx, r, machineID, headers)
 	err := rt.Peers.Forward(ctx, addr, w, r, headers, unreached)
 	span.end(w.Header())
