@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -31,9 +32,26 @@ const (
 	maxLiveDevices = 100
 )
 
+// BetCode error codes of the limits (RESOURCE_EXHAUSTED).
+const (
+	CodePairingLimit = "PAIRING_LIMIT"
+	CodeDeviceLimit  = "DEVICE_LIMIT"
+)
+
+// lockMachine serialises the calls of one machine that count its tokens
+// before issuing one, so that concurrent calls cannot pass a limit
+// together (on this replica; a machine has one connection, so one replica,
+// at a time).
+func (s *Service) lockMachine(id string) func() {
+	mu, _ := s.issuing.LoadOrStore(id, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	return mu.(*sync.Mutex).Unlock
+}
+
 // tokenUser is whose name a machine's scoped tokens carry: the machine's
-// owner, or for a team machine without one, the team's owner.
-func (s *Service) tokenUser(ctx context.Context, id string) (string, error) {
+// owner, or for a team machine without one, the team's owner. A revoked
+// machine gets nothing (nor would its tokens work: auth refuses them).
+func (s *Service) tokenUser(ctx context.Context, id, action string) (string, error) {
 	m, err := s.Store.GetMachine(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return "", statusErr(codes.FailedPrecondition, "", "machine "+id+" is not registered: connect its tunnel first")
@@ -41,7 +59,8 @@ func (s *Service) tokenUser(ctx context.Context, id string) (string, error) {
 	if err != nil {
 		return "", statusErr(codes.Internal, "", "look up machine: "+err.Error())
 	}
-	if !m.RevokedAt.IsZero() {
+	if !m.RevokedAt.IsZero() || s.Revoked != nil && s.Revoked(id) {
+		s.audit(ctx, id, action, "denied", "revoked machine")
 		return "", statusErr(codes.PermissionDenied, "", "machine "+id+" was revoked")
 	}
 	if m.OwnerID != "" {
@@ -95,17 +114,18 @@ func (s *Service) IssuePairingTicket(ctx context.Context, _ *pb.IssuePairingTick
 	if err != nil {
 		return nil, err
 	}
-	user, err := s.tokenUser(ctx, id)
+	user, err := s.tokenUser(ctx, id, "pairing.ticket")
 	if err != nil {
 		return nil, err
 	}
+	defer s.lockMachine(id)()
 	n, err := s.scopedTokens(ctx, user, id, store.ScopePair)
 	if err != nil {
 		return nil, err
 	}
 	if n >= maxLiveTickets {
 		s.audit(ctx, id, "pairing.ticket", "denied", "limit")
-		return nil, statusErr(codes.ResourceExhausted, "PAIRING_LIMIT",
+		return nil, statusErr(codes.ResourceExhausted, CodePairingLimit,
 			fmt.Sprintf("machine %s has %d unused pairing codes: use one, or wait up to %s for them to expire", id, n, PairingTicketTTL))
 	}
 	now := s.now()
@@ -128,17 +148,18 @@ func (s *Service) IssueDeviceToken(ctx context.Context, req *pb.IssueDeviceToken
 	if !validDeviceName(req.DeviceName) {
 		return nil, statusErr(codes.InvalidArgument, "INVALID_ARGUMENT", "a device name is 1 to 64 printable characters")
 	}
-	user, err := s.tokenUser(ctx, id)
+	user, err := s.tokenUser(ctx, id, "device_token.issue")
 	if err != nil {
 		return nil, err
 	}
+	defer s.lockMachine(id)()
 	n, err := s.scopedTokens(ctx, user, id, store.ScopeDevice)
 	if err != nil {
 		return nil, err
 	}
 	if n >= maxLiveDevices {
 		s.audit(ctx, id, "device_token.issue", "denied", "limit")
-		return nil, statusErr(codes.ResourceExhausted, "DEVICE_LIMIT",
+		return nil, statusErr(codes.ResourceExhausted, CodeDeviceLimit,
 			fmt.Sprintf("machine %s has %d paired devices' tokens: revoke one (betcode-agent devices revoke ID)", id, n))
 	}
 	secret, t, err := s.issue(ctx, store.Token{UserID: user, Name: "device:" + req.DeviceName, MachineID: id,
@@ -156,7 +177,7 @@ func (s *Service) RevokeDeviceToken(ctx context.Context, req *pb.RevokeDeviceTok
 	if err != nil {
 		return nil, err
 	}
-	user, err := s.tokenUser(ctx, id)
+	user, err := s.tokenUser(ctx, id, "device_token.revoke")
 	if err != nil {
 		return nil, err
 	}

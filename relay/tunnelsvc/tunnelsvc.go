@@ -52,6 +52,7 @@ type Service struct {
 	Engine bool
 
 	heartbeatDeliveries sync.Map // machine id -> struct{}: a delivery started by a heartbeat runs
+	issuing             sync.Map // machine id -> *sync.Mutex: pairing.go's limits, one machine's calls at a time
 }
 
 func (s *Service) now() time.Time {
