@@ -298,17 +298,18 @@ func (a *adminCLI) tokenCmd() *cobra.Command {
 					out = append(out, tokenJSON{
 						ID: t.ID, UserID: t.UserID, Name: t.Name, State: tokenState(&t, now), CreatedAt: tp(t.CreatedAt), ExpiresAt: tp(t.ExpiresAt),
 						LastUsedAt: tp(t.LastUsedAt), LastUsedAddr: t.LastUsedAddr, RevokedAt: tp(t.RevokedAt),
+						Scope: t.Scope, MachineID: t.MachineID,
 					})
 				}
 				return writeJSON(cmd.OutOrStdout(), out)
 			}
-			return table(cmd.OutOrStdout(), []string{"ID", "USER", "NAME", "STATE", "CREATED", "EXPIRES", "LAST USED"}, func(row func(...any)) {
+			return table(cmd.OutOrStdout(), []string{"ID", "USER", "NAME", "SCOPE", "STATE", "CREATED", "EXPIRES", "LAST USED"}, func(row func(...any)) {
 				for _, t := range toks {
 					used := when(t.LastUsedAt)
 					if t.LastUsedAddr != "" {
 						used += " from " + t.LastUsedAddr
 					}
-					row(t.ID, t.UserID, dash(t.Name), tokenState(&t, now), when(t.CreatedAt), when(t.ExpiresAt), used)
+					row(t.ID, t.UserID, dash(t.Name), tokenScope(&t), tokenState(&t, now), when(t.CreatedAt), when(t.ExpiresAt), used)
 				}
 			})
 		}),
@@ -524,6 +525,16 @@ func tokenState(t *store.Token, now time.Time) string {
 	return "live"
 }
 
+// tokenScope describes t's scope for a table: "-" for an ordinary token,
+// "device on m-1" for a paired device's, "pair on m-1" for a pairing
+// ticket.
+func tokenScope(t *store.Token) string {
+	if t.Scope == "" && t.MachineID == "" {
+		return "-"
+	}
+	return t.Scope + " on " + t.MachineID
+}
+
 // when formats t for a table: UTC to the second, "-" for never.
 func when(t time.Time) string {
 	if t.IsZero() {
@@ -591,6 +602,10 @@ type (
 		LastUsedAt   *time.Time `json:"last_used_at,omitempty"`
 		LastUsedAddr string     `json:"last_used_addr,omitempty"`
 		RevokedAt    *time.Time `json:"revoked_at,omitempty"`
+		// Scope and MachineID: a paired device's token ("device") or a
+		// pairing ticket ("pair"), for that machine only.
+		Scope     string `json:"scope,omitempty"`
+		MachineID string `json:"machine_id,omitempty"`
 	}
 	machineJSON struct {
 		ID           string     `json:"id"`

@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/betcode-dev/betcode/relay/server"
+	"github.com/betcode-dev/betcode/relay/store"
 	"github.com/betcode-dev/betcode/shared/authtoken"
 )
 
@@ -97,6 +100,34 @@ func TestAdminWorkflow(t *testing.T) {
 	}
 	if strings.Contains(out, secret) {
 		t.Error("token list shows the secret")
+	}
+
+	// A paired device's token (a machine asks for it, TunnelService) shows
+	// its scope and machine.
+	st, err := server.OpenStore(t.Context(), "", dir, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	devHash := authtoken.Hash("bct_device")
+	err = st.CreateToken(t.Context(), store.Token{ID: authtoken.ID(devHash), UserID: "bob", Name: "device:phone", Hash: devHash,
+		MachineID: "m-1", Scope: store.ScopeDevice})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scoped []struct {
+		ID, Name, Scope string
+		MachineID       string `json:"machine_id"`
+	}
+	out, _ = mustRun(t, dir, "token", "list", "--user", "bob", "--json")
+	if err := json.Unmarshal([]byte(out), &scoped); err != nil {
+		t.Fatalf("token list --json: %v\n%s", err, out)
+	}
+	if len(scoped) != 2 || scoped[0].Scope != store.ScopeDevice || scoped[0].MachineID != "m-1" || scoped[1].Scope != "" || scoped[1].MachineID != "" {
+		t.Errorf("token list --json with a device token: %+v", scoped)
+	}
+	if out, _ = mustRun(t, dir, "token", "list"); !strings.Contains(out, "SCOPE") || !strings.Contains(out, "device on m-1") {
+		t.Errorf("token list with a device token:\n%s", out)
 	}
 
 	if out, _ = mustRun(t, dir, "token", "revoke", id); !strings.Contains(out, "revoked token "+id) {
