@@ -126,7 +126,22 @@ func startFakeMachine(t *testing.T, w *world, id string) *fakeMachine {
 		defer close(done)
 		_ = (&tunnel.Server{Handler: srv, Native: srv, Remote: "relay"}).ServeConn(sctx, conn)
 	}()
-	t.Cleanup(func() { stop(); <-done; srv.Stop() })
+	// Heartbeats keep the machine's presence live for other replicas.
+	beats := make(chan struct{})
+	go func() {
+		defer close(beats)
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-tick.C:
+				_, _ = f.tunnel.Heartbeat(sctx, &pb.HeartbeatRequest{})
+			}
+		}
+	}()
+	t.Cleanup(func() { stop(); <-done; <-beats; srv.Stop() })
 	select {
 	case <-confirmed:
 	case <-done:
@@ -376,5 +391,86 @@ func TestRevokedMachineScopedTokens(t *testing.T) {
 	}
 	if calls := m.callLog(); len(calls) != 0 {
 		t.Errorf("a revoked machine's tokens reached it: %q", calls)
+	}
+}
+
+// TestScopedTokensAcrossReplicas: the machine's tunnel is on replica A,
+// the device talks to replica B only. B checks the scope, hands the call
+// to A with it, and A checks it again: the channel and the pairing work
+// through the hop, nothing else does, a ticket spent through one replica
+// is spent on the other, and revoking the device ends its channel through
+// B within a second.
+func TestScopedTokensAcrossReplicas(t *testing.T) {
+	w := newWorldOf(t, &world{t: t, pki: t.TempDir(), dataDir: t.TempDir(), dbURL: pgURL(t), advertise: true})
+	bAddr, _ := w.startReplica("relay B")
+	m := startFakeMachine(t, w, "scoped-r") // on A
+	startFakeMachine(t, w, "scoped-r2")     // alice's too, also on A
+	ctx := ctxT(t, time.Minute)
+
+	ticket, err := m.tunnel.IssuePairingTicket(ctx, &pb.IssuePairingTicketRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := echoPair(ctx, w.dial(bAddr, ticket.Ticket), "through B"); err != nil || got != "through B" {
+		t.Fatalf("Pair through B: %q, %v", got, err)
+	}
+	if _, err := echoPair(ctx, w.dial(w.addr, ticket.Ticket), "again at A"); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("the ticket spent through B, used at A: %v", err)
+	}
+	if calls := m.callLog(); len(calls) != 1 || calls[0] != "Pair scoped-r alice " {
+		t.Fatalf("the machine saw %q; want one Pair", calls)
+	}
+
+	dev, err := m.tunnel.IssueDeviceToken(ctx, &pb.IssueDeviceTokenRequest{DeviceName: "phone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	device := w.dial(bAddr, dev.Token)
+	open, err := pb.NewChannelServiceClient(device).Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := open.Send(&pb.OpenRequest{Data: []byte("hi")}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := open.Recv(); err != nil || string(resp.Data) != "hi" {
+		t.Fatalf("Open through B: %v, %v", resp, err)
+	}
+	if _, err := pb.NewAgentServiceClient(device).ListSessions(ctx, &pb.ListSessionsRequest{}); status.Code(err) != codes.PermissionDenied || reason(err) != "TOKEN_SCOPE" {
+		t.Errorf("AgentService through B with the device token: %v", err)
+	}
+	s, err := pb.NewChannelServiceClient(device).Open(onMachine(ctx, "scoped-r2"))
+	if err == nil {
+		_, err = s.Recv()
+	}
+	if status.Code(err) != codes.NotFound || reason(err) != "MACHINE_NOT_FOUND" {
+		t.Errorf("Open on another machine through B: %v", err)
+	}
+
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := open.Recv(); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	revoked := time.Now()
+	if _, err := m.tunnel.RevokeDeviceToken(ctx, &pb.RevokeDeviceTokenRequest{TokenId: dev.TokenId}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ended:
+		if d := time.Since(revoked); d > time.Second || status.Code(err) != codes.Unauthenticated {
+			t.Errorf("the channel through B ended after %v with %v; want UNAUTHENTICATED within 1s", d, err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the revoked device's channel through B is still open 5s after the revocation")
+	}
+	for _, c := range m.callLog() {
+		if strings.Contains(c, "ListSessions") {
+			t.Errorf("a refused call reached the machine: %q", c)
+		}
 	}
 }
