@@ -117,7 +117,7 @@ func DialChannel(ctx context.Context, ch Channel) (net.Conn, error) {
 		if errors.As(err, &refused) {
 			return nil, fmt.Errorf("machine %s refused this device: %s", p.MachineName, refused.Reason)
 		}
-		return nil, fmt.Errorf("end-to-end channel to machine %s: %w", p.MachineName, err)
+		return nil, err // e2ee names the channel and the machine
 	}
 	return c, nil
 }

@@ -4,14 +4,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/betcode-dev/betcode/agent/internal/atomicfile"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 	"github.com/betcode-dev/betcode/shared/e2ee"
 )
 
@@ -140,4 +143,22 @@ func LoadDevice() (e2ee.KeyPair, *Pairings, error) {
 	}
 	p, err := LoadPairings(pp)
 	return key, p, err
+}
+
+// PrintDevices prints a machine's paired devices as a table (betcode
+// devices list and betcode-agent devices list).
+func PrintDevices(out io.Writer, devices []*pb.Device) {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tNAME\tPAIRED\tLAST SEEN\tSTATUS\tKEY FINGERPRINT")
+	for _, d := range devices {
+		seen, status := "-", "active"
+		if d.LastSeen != nil {
+			seen = d.LastSeen.AsTime().Local().Format(time.DateTime)
+		}
+		if d.RevokedAt != nil {
+			status = "revoked " + d.RevokedAt.AsTime().Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Id, d.Name, d.PairedAt.AsTime().Local().Format(time.DateTime), seen, status, d.Fingerprint)
+	}
+	w.Flush()
 }

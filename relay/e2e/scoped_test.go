@@ -316,7 +316,8 @@ func TestScopedTokensEndToEnd(t *testing.T) {
 	// Audited as the machine, with no secret.
 	var events []store.AuditEvent
 	want := []string{"pairing.ticket", "pairing.ticket_used", "device_token.issue", "device_token.revoke"}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	// The relay writes its audit in the background: poll the store.
+	audited := eventually(10*time.Second, 100*time.Millisecond, func() bool {
 		events, err = w.store().ListAudit(ctx, store.AuditFilter{})
 		if err != nil {
 			t.Fatal(err)
@@ -327,18 +328,15 @@ func TestScopedTokensEndToEnd(t *testing.T) {
 				seen[e.Action] = true
 			}
 		}
-		missing := 0
 		for _, a := range want {
 			if !seen[a] {
-				missing++
+				return false
 			}
 		}
-		if missing == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("audit lacks some of %v: %+v", want, events)
-		}
+		return true
+	})
+	if !audited {
+		t.Fatalf("audit lacks some of %v: %+v", want, events)
 	}
 	for _, e := range events {
 		if strings.HasPrefix(e.Action, "device_token.") || e.Action == "pairing.ticket" {
@@ -380,11 +378,12 @@ func TestRevokedMachineScopedTokens(t *testing.T) {
 	for _, c := range []struct{ name, tok string }{{"device token", dev.Token}, {"ticket", ticket.Ticket}} {
 		cc := w.dial(w.addr, c.tok)
 		var err error
-		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			if _, err = echoPair(ctx, cc, "x"); status.Code(err) == codes.Unauthenticated {
-				break
-			}
-		}
+		// The replica follows the revocation through the store's change
+		// feed: poll until it refuses.
+		eventually(2*time.Second, 50*time.Millisecond, func() bool {
+			_, err = echoPair(ctx, cc, "x")
+			return status.Code(err) == codes.Unauthenticated
+		})
 		if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "machine scoped-gone was revoked") {
 			t.Errorf("%s of a revoked machine: %v; want UNAUTHENTICATED, machine revoked", c.name, err)
 		}
@@ -471,6 +470,28 @@ func TestScopedTokensAcrossReplicas(t *testing.T) {
 	for _, c := range m.callLog() {
 		if strings.Contains(c, "ListSessions") {
 			t.Errorf("a refused call reached the machine: %q", c)
+		}
+	}
+}
+
+// eventually checks cond at once and then every interval until it holds
+// or d has passed, and reports whether it held.
+func eventually(d, every time.Duration, cond func() bool) bool {
+	if cond() {
+		return true
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if cond() {
+				return true
+			}
+		case <-deadline.C:
+			return cond()
 		}
 	}
 }

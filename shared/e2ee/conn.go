@@ -65,8 +65,7 @@ type Conn struct {
 	closeOnce     sync.Once
 	rdl, wdl      *deadline
 	kick          chan struct{} // wakes the sender (capacity 1)
-	senderDone    chan struct{}
-	wmu           sync.Mutex // guards the fields below it up to rmu
+	wmu           sync.Mutex    // guards the fields below it up to rmu
 	send          *noise.CipherState
 	pending       []byte        // written, not yet taken by the sender
 	spare         []byte        // the sender's last buffer, for reuse
@@ -96,7 +95,7 @@ func newConn(t Transport, rx *receiver, send, recv *noise.CipherState, local, re
 		local: local, remote: remote, peer: peer,
 		closed: make(chan struct{}),
 		rdl:    newDeadline(), wdl: newDeadline(),
-		kick: make(chan struct{}, 1), senderDone: make(chan struct{}), changed: make(chan struct{}),
+		kick: make(chan struct{}, 1), changed: make(chan struct{}),
 	}
 	go c.sender()
 	return c
@@ -199,7 +198,6 @@ func (c *Conn) notifyLocked() {
 // sender sends what Writes leave, as few messages as it can, until the Conn
 // closes or a send fails.
 func (c *Conn) sender() {
-	defer close(c.senderDone)
 	for {
 		select {
 		case <-c.kick:

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/mdp/qrterminal/v3"
@@ -108,19 +107,8 @@ func newDevicesCmd() *cobra.Command {
 		if err != nil {
 			return fmt.Errorf("list devices: %w", err)
 		}
-		w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "ID\tNAME\tPAIRED\tLAST SEEN\tSTATUS\tFINGERPRINT")
-		for _, d := range resp.Devices {
-			seen, status := "-", "active"
-			if d.LastSeen != nil {
-				seen = d.LastSeen.AsTime().Local().Format(time.DateTime)
-			}
-			if d.RevokedAt != nil {
-				status = "revoked"
-			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Id, d.Name, d.PairedAt.AsTime().Local().Format(time.DateTime), seen, status, d.Fingerprint)
-		}
-		return w.Flush()
+		client.PrintDevices(cmd.OutOrStdout(), resp.Devices)
+		return nil
 	}
 	rename := &cobra.Command{Use: "rename ID NAME", Short: "Rename a paired device", Args: cobra.ExactArgs(2)}
 	renameAgent := agentFlag(rename)

@@ -186,7 +186,7 @@ and it can open none again.`,
 			if err != nil {
 				return fmt.Errorf("list devices: %w", err)
 			}
-			printDevices(cmd.OutOrStdout(), resp.Devices)
+			client.PrintDevices(cmd.OutOrStdout(), resp.Devices)
 			return nil
 		},
 	}
@@ -224,24 +224,6 @@ and it can open none again.`,
 	}
 	cmd.AddCommand(list, rename, revoke)
 	return cmd
-}
-
-// printDevices prints a device table.
-func printDevices(out io.Writer, devices []*pb.Device) {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tNAME\tPAIRED\tLAST SEEN\tSTATUS\tKEY")
-	for _, d := range devices {
-		seen, status := "-", "active"
-		if d.LastSeen != nil {
-			seen = d.LastSeen.AsTime().Local().Format(time.DateTime)
-		}
-		if d.RevokedAt != nil {
-			status = "revoked " + d.RevokedAt.AsTime().Local().Format(time.DateTime)
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Id, d.Name, d.PairedAt.AsTime().Local().Format(time.DateTime), seen, status,
-			shortFingerprint(d.Fingerprint))
-	}
-	w.Flush()
 }
 
 func newForwardCmd(g *globals) *cobra.Command {
