@@ -14,6 +14,7 @@ import { delay, pollSSO, type DevicePoll } from '../src/sso';
 import { DEFAULT_PROVIDER, PROVIDERS, providerBadge, providerLabel } from '../src/providers';
 import { MIN_GAP, refreshTeam, statusLabel, taskRows, team, touchesTeam, watchTeam } from '../src/team';
 import type { Teammate } from '../src/types';
+import './e2ee.test'; // web/src/e2ee against Go's vectors
 
 test('markdown escapes raw HTML', () => {
   const h = renderMarkdown('hi <script>alert(1)</script> <img src=x onerror=alert(1)>\n\n<div onclick="x()">block</div>');
