@@ -1,9 +1,11 @@
 // App state: auth, machine, sessions, and one conversation model per subscribed session, fed by
-// the one WebSocket (/api/ws). Rendering is batched: every change marks the state dirty and one
+// the one WebSocket (/api/ws), or, for a machine this device paired with, by the event socket
+// inside its end-to-end channel (docs/e2ee-wire.md §2). Rendering is batched: every change marks the state dirty and one
 // requestAnimationFrame re-renders, so a flood of text deltas costs one render per frame.
 
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, del, get, newKey, patch, post, setAuth, setUnauthorizedHandler } from './api';
+import { ApiError, del, get, newKey, patch, post, setAuth, setChannel, setUnauthorizedHandler } from './api';
+import { getCurrentMachine, listPairings, loadOrCreateDeviceKey, openChannel, removePairing, setCurrentMachine, type EventSocket, type Pairing, type WebChannel } from './e2ee';
 import { frameBegin, retryNextFrame, takeRetries } from './frame';
 import { idbDel, idbGet, idbSet } from './idb';
 import { addAsk, type Ask } from './questions';
@@ -52,6 +54,8 @@ export interface Conv {
 
 export type Theme = 'system' | 'light' | 'dark';
 export type Conn = 'idle' | 'connecting' | 'open' | 'retrying';
+/** The current machine's end-to-end channel: none (not a paired machine), or its state. */
+export type Chan = 'none' | 'opening' | 'open' | 'reconnecting' | 'failed';
 
 export const state = {
   booted: false,
@@ -69,6 +73,10 @@ export const state = {
   theme: 'system' as Theme,
   toast: '',
   convs: new Map<string, Conv>(),
+  /** The machines this device paired with (IndexedDB, src/e2ee). */
+  pairings: [] as Pairing[],
+  chan: 'none' as Chan,
+  chanError: '',
 };
 
 let version = 0;
@@ -153,26 +161,169 @@ export async function boot() {
   }
   applyTheme(t);
   setUnauthorizedHandler(() => void logout('Your token was refused: log in again'));
+  const info = get<Info>('/info', { machine: null }).then(
+    (i) => {
+      state.info = i;
+      changed();
+    },
+    () => {},
+  );
   try {
     state.token = (await idbGet<string>('token')) || '';
-    state.machineId = (await idbGet<string>('machine')) || '';
+    state.machineId = (await idbGet<string>('machine')) || (await getCurrentMachine()) || '';
+    state.pairings = await listPairings();
   } catch {
     /* no IndexedDB: the user logs in each time */
   }
+  // Whether the app is served by a relay (paired machines go end to end) or by the agent itself
+  // (nothing changes) is in /api/info: wait for it a little before the first machine call.
+  if (state.pairings.length) await Promise.race([info, new Promise((r) => setTimeout(r, 3000))]);
   setAuth(state.token, state.machineId);
+  if (state.machineId) routeMachine(state.machineId);
   state.booted = true;
   changed();
-  get<Info>('/info')
-    .then((i) => {
-      state.info = i;
-      changed();
-    })
-    .catch(() => {});
   if (state.token) {
     loadMachines().catch(() => {});
     get<Me>('/me').then((m) => ((state.me = m), changed()), () => {});
-    connect();
   }
+  if (state.token || paired(state.machineId)) connect();
+}
+
+// ---------------------------------------------------------------- paired machines, channels
+
+/** The pairing of machine id, when calls to it go end to end (a relay serves the app). */
+export function paired(id: string): Pairing | undefined {
+  if (!id || state.info?.role === 'agent') return undefined;
+  return state.pairings.find((p) => p.machineId === id);
+}
+
+/** Whether the app can drive a machine: logged in to the relay (or agent), or paired with one. */
+export const hasAccess = () => !!state.token || (state.info?.role !== 'agent' && state.pairings.length > 0);
+
+/** The name this device gives itself in channels and pairings. */
+export function deviceName(): string {
+  try {
+    const n = localStorage.getItem('betcode.deviceName');
+    if (n) return n;
+  } catch {
+    /* private mode */
+  }
+  const ua = navigator.userAgent;
+  const os = /Android|iPhone|iPad|Windows|Mac OS X|CrOS|Linux/.exec(ua)?.[0]?.replace('Mac OS X', 'Mac').replace('CrOS', 'ChromeOS') || 'Browser';
+  const br = /Edg\//.test(ua) ? 'Edge' : /Firefox\//.test(ua) ? 'Firefox' : /Chrome\/|Chromium\//.test(ua) ? 'Chrome' : /Safari\//.test(ua) ? 'Safari' : '';
+  return br ? `${os} (${br})` : os;
+}
+
+export function setDeviceName(n: string) {
+  try {
+    localStorage.setItem('betcode.deviceName', n);
+  } catch {
+    /* private mode */
+  }
+}
+
+/** One channel per paired machine, opened on first use and again after it ends. */
+const channels = new Map<string, { ch?: WebChannel; opening?: Promise<WebChannel> }>();
+
+function setChan(mid: string, c: Chan, err = '') {
+  if (mid !== state.machineId) return;
+  state.chan = c;
+  state.chanError = err;
+  changed();
+}
+
+/** The open channel to machine mid, or a new one. */
+export function channelFor(mid: string): Promise<WebChannel> {
+  const p = paired(mid);
+  if (!p) return Promise.reject(new ApiError(0, 'NOT_PAIRED', 'This device is not paired with that machine'));
+  const have = channels.get(mid);
+  if (have?.ch && !have.ch.closed) return Promise.resolve(have.ch);
+  if (have?.opening) return have.opening;
+  const entry: { ch?: WebChannel; opening?: Promise<WebChannel> } = {};
+  channels.set(mid, entry);
+  setChan(mid, state.chan === 'open' || state.chan === 'reconnecting' || state.chan === 'failed' ? 'reconnecting' : 'opening');
+  entry.opening = (async () => {
+    const deviceKey = await loadOrCreateDeviceKey();
+    return openChannel({
+      machineId: mid, machineKey: p.machineKey, token: p.token, deviceKey,
+      hello: { name: deviceName(), version: 'web ' + (state.info?.version || '') },
+    });
+  })().then(
+    (ch) => {
+      if (channels.get(mid) !== entry) {
+        ch.close();
+        throw new ApiError(0, 'CLOSED', 'The channel was closed');
+      }
+      entry.ch = ch;
+      entry.opening = undefined;
+      ch.onclose = (err) => {
+        if (channels.get(mid) === entry) channels.delete(mid);
+        setChan(mid, 'reconnecting', err?.message || '');
+      };
+      setChan(mid, 'open');
+      return ch;
+    },
+    (err) => {
+      if (channels.get(mid) === entry) channels.delete(mid);
+      setChan(mid, finalChannelError(err) ? 'failed' : 'reconnecting', (err as Error)?.message || String(err));
+      throw err;
+    },
+  );
+  return entry.opening;
+}
+
+/** An error that retrying will not mend: the machine refused this device, or the relay its token. */
+function finalChannelError(err: unknown): boolean {
+  const e = err as { code?: string; wsCode?: number };
+  return e?.code === 'REFUSED' || e?.wsCode === 4401 || e?.wsCode === 4403 || e?.code === 'HANDSHAKE' || e?.code === 'NO_ANSWER';
+}
+
+/** Closes every channel but the current machine's. */
+function closeOtherChannels() {
+  for (const [mid, e] of channels) {
+    if (mid === state.machineId) continue;
+    channels.delete(mid);
+    e.ch?.close();
+  }
+}
+
+/** Routes machine calls through mid's channel when it is a paired machine, else over plain HTTPS. */
+function routeMachine(mid: string) {
+  closeOtherChannels();
+  if (paired(mid)) {
+    setChannel((method, path, body, signal) => channelFor(mid).then((ch) => ch.request(method, path, body, signal)));
+    if (state.chan === 'none') state.chan = 'opening';
+  } else {
+    setChannel(undefined);
+    state.chan = 'none';
+    state.chanError = '';
+  }
+}
+
+/** Re-reads the pairings (after pairing or forgetting one). */
+export async function reloadPairings() {
+  state.pairings = await listPairings();
+  routeMachine(state.machineId);
+  changed();
+}
+
+/** Forgets a paired machine on this device (the machine still lists the device until revoked there). */
+export async function forgetPairing(mid: string) {
+  await removePairing(mid);
+  const e = channels.get(mid);
+  channels.delete(mid);
+  e?.ch?.close();
+  if (mid === state.machineId) {
+    disconnect();
+    state.machineId = '';
+    state.machine = undefined;
+    state.sessions.clear();
+    state.sessionsLoaded = false;
+    state.convs.clear();
+    idbDel('machine').catch(() => {});
+    setCurrentMachine(undefined).catch(() => {});
+  }
+  await reloadPairings();
 }
 
 /** Validates a token with GET /api/me and stores it in IndexedDB. */
@@ -192,27 +343,35 @@ export async function login(token: string) {
 }
 
 export async function logout(reason?: string) {
-  disconnect();
+  // Paired machines stay: they need no relay login.
+  const keep = !!paired(state.machineId);
+  if (!keep) disconnect();
   state.token = '';
   state.me = undefined;
-  state.sessions.clear();
-  state.sessionsLoaded = false;
-  state.convs.clear();
+  state.machines = [];
+  if (!keep) {
+    state.sessions.clear();
+    state.sessionsLoaded = false;
+    state.convs.clear();
+  }
   try {
     await idbDel('token');
-    await idbDel('machine');
-    sessionStorage.clear();
+    if (!keep) {
+      await idbDel('machine');
+      sessionStorage.clear();
+    }
   } catch {
     /* ignore */
   }
-  state.machineId = '';
-  setAuth('', '');
+  if (!keep) state.machineId = '';
+  setAuth('', state.machineId);
   if (reason) toast(reason);
-  location.hash = '#/login';
+  location.hash = hasAccess() ? '#/machines' : '#/login';
   changed();
 }
 
 export async function loadMachines() {
+  if (!state.token) return;
   const ms = await get<Machine[]>('/machines');
   state.machines = ms || [];
   if (!state.machineId) {
@@ -223,29 +382,37 @@ export async function loadMachines() {
         : state.machines.find((m) => m.current);
     if (only) await useMachine(only.id, false);
   }
-  state.machine = state.machines.find((m) => m.id === state.machineId) ?? state.machine;
+  state.machine = machineOf(state.machineId) ?? state.machine;
   changed();
+}
+
+/** What the app knows of machine id: the relay's record, or the pairing's. */
+function machineOf(id: string): Machine | undefined {
+  const p = paired(id);
+  const m = state.machines.find((x) => x.id === id);
+  if (p) return { online: true, current: false, ...m, id, name: m?.name || p.machineName };
+  return m;
 }
 
 /** Makes id the machine of every call and of the WebSocket; switch also tells the relay. */
 export async function useMachine(id: string, doSwitch: boolean) {
-  if (doSwitch) {
+  if (doSwitch && !paired(id)) {
     const m = await post<Machine>(`/machines/${encodeURIComponent(id)}/switch`, {}, { machine: null });
     if (m) state.machine = m;
   }
   if (id === state.machineId) return;
+  disconnect();
   state.machineId = id;
-  state.machine = state.machines.find((m) => m.id === id) ?? state.machine;
+  state.machine = machineOf(id) ?? state.machine;
   setAuth(state.token, id);
+  routeMachine(id);
   idbSet('machine', id).catch(() => {});
+  if (paired(id)) setCurrentMachine(id).catch(() => {});
   state.sessions.clear();
   state.sessionsLoaded = false;
   state.convs.clear();
   changed();
-  if (state.token) {
-    disconnect();
-    connect();
-  }
+  if (state.token || paired(id)) connect();
 }
 
 export async function loadSessions() {
@@ -303,7 +470,13 @@ export function putSession(s: Session) {
 
 // ---------------------------------------------------------------- WebSocket
 
-let ws: WebSocket | undefined;
+/** The event stream: the WebSocket /api/ws, or the event socket inside a channel (a look-alike). */
+type Sock = WebSocket | EventSocket;
+const OPEN = 1; // WebSocket.OPEN, for both
+
+let ws: Sock | undefined;
+let opening = 0; // a channel's event socket is being set up (its generation), 0: none
+let generation = 0;
 let attempt = 0;
 let retryTimer: ReturnType<typeof setTimeout> | undefined;
 let pingTimer: ReturnType<typeof setInterval> | undefined;
@@ -315,13 +488,30 @@ function wsURL() {
   return (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/api/ws';
 }
 
+/** The subscriptions a new event stream starts with: every wanted conversation, after its last seq. */
+function helloSubscriptions() {
+  const subscriptions = [...state.convs.values()]
+    .filter((c) => c.want)
+    .map((c) => ({ sessionId: c.sessionId, afterSequence: c.lastSeq }));
+  helloSubs = new Set(subscriptions.map((x) => x.sessionId));
+  for (const c of state.convs.values()) if (c.want) c.replayed = false;
+  return subscriptions;
+}
+
+/** Whether the current machine can be connected to: a relay (or agent) login, or a pairing. */
+const canConnect = () => !!state.machineId && (!!state.token || !!paired(state.machineId));
+
 export function connect() {
   // No machine yet (a relay user with several and none current): the
   // machine picker comes first; choosing one connects.
-  if (!state.token || ws || !state.machineId) return;
+  if (!canConnect() || ws || opening) return;
   clearTimeout(retryTimer);
   state.conn = attempt ? 'retrying' : 'connecting';
   changed();
+  if (paired(state.machineId)) {
+    void connectChannel();
+    return;
+  }
   let sock: WebSocket;
   try {
     sock = new WebSocket(wsURL());
@@ -331,15 +521,43 @@ export function connect() {
   }
   ws = sock;
   sock.onopen = () => {
-    const subscriptions = [...state.convs.values()]
-      .filter((c) => c.want)
-      .map((c) => ({ sessionId: c.sessionId, afterSequence: c.lastSeq }));
-    helloSubs = new Set(subscriptions.map((x) => x.sessionId));
-    for (const c of state.convs.values()) if (c.want) c.replayed = false;
-    sock.send(JSON.stringify({ type: 'hello', token: state.token, machine: state.machineId || undefined, subscriptions }));
+    sock.send(JSON.stringify({ type: 'hello', token: state.token, machine: state.machineId || undefined, subscriptions: helloSubscriptions() }));
     lastMessageAt = Date.now();
   };
-  sock.onmessage = (ev) => {
+  handle(sock);
+}
+
+/** Opens the event socket inside the current machine's channel (the channel first if needed). */
+async function connectChannel() {
+  const mid = state.machineId;
+  const gen = ++generation;
+  opening = gen;
+  let ch: WebChannel;
+  try {
+    ch = await channelFor(mid);
+  } catch (e) {
+    if (opening !== gen) return;
+    opening = 0;
+    if (finalChannelError(e)) {
+      state.conn = 'idle';
+      changed();
+      return; // shown by the banner; wake() or a new machine tries again
+    }
+    scheduleRetry();
+    return;
+  }
+  if (opening !== gen || state.machineId !== mid) return;
+  opening = 0;
+  const sock = ch.openEvents(helloSubscriptions());
+  ws = sock;
+  sock.onopen = () => {
+    lastMessageAt = Date.now();
+  };
+  handle(sock);
+}
+
+function handle(sock: Sock) {
+  sock.onmessage = (ev: { data: unknown }) => {
     if (ws !== sock) return;
     lastMessageAt = Date.now();
     let m: StreamEvent;
@@ -350,7 +568,7 @@ export function connect() {
     }
     onMessage(m);
   };
-  sock.onclose = (ev) => {
+  sock.onclose = (ev: { code: number }) => {
     if (ws !== sock) return;
     ws = undefined;
     clearInterval(pingTimer);
@@ -359,7 +577,7 @@ export function connect() {
       w.reject(new Error('The connection closed'));
     }
     waiting.clear();
-    if (ev.code === 4401) {
+    if (ev.code === 4401 && !paired(state.machineId)) {
       void logout('Your token was refused: log in again');
       return;
     }
@@ -368,7 +586,7 @@ export function connect() {
 }
 
 function scheduleRetry() {
-  if (!state.token) return;
+  if (!canConnect()) return;
   state.conn = 'retrying';
   changed();
   const delay = Math.min(30000, 500 * 2 ** Math.min(attempt, 6)) * (0.75 + Math.random() * 0.5);
@@ -380,6 +598,7 @@ function scheduleRetry() {
 export function disconnect() {
   clearTimeout(retryTimer);
   clearInterval(pingTimer);
+  opening = 0;
   const s = ws;
   ws = undefined;
   s?.close(1000);
@@ -389,21 +608,26 @@ export function disconnect() {
 
 /** On phone wake or network return: reconnect now, or check that the open socket still lives. */
 export function wake() {
-  if (!state.token) return;
+  if (!canConnect()) return;
   if (!ws) {
     attempt = 0;
     connect();
     return;
   }
-  if (ws.readyState !== WebSocket.OPEN) return;
+  if (ws.readyState !== OPEN) return;
   const sock = ws;
   const before = lastMessageAt;
   sock.send(JSON.stringify({ type: 'ping' }));
   setTimeout(() => {
     if (ws === sock && lastMessageAt === before) {
-      // Half-open after a sleep: drop it and reconnect at once.
+      // Half-open after a sleep: drop it (and its channel) and reconnect at once.
       ws = undefined;
       sock.close();
+      const e = channels.get(state.machineId);
+      if (e?.ch) {
+        channels.delete(state.machineId);
+        e.ch.close();
+      }
       attempt = 0;
       clearInterval(pingTimer);
       connect();
@@ -414,7 +638,7 @@ export function wake() {
 function startPing() {
   clearInterval(pingTimer);
   pingTimer = setInterval(() => {
-    if (ws?.readyState === WebSocket.OPEN) {
+    if (ws?.readyState === OPEN) {
       if (Date.now() - lastMessageAt > 60000) {
         wake();
         return;
@@ -427,7 +651,7 @@ function startPing() {
 /** Sends a client message with an id; resolves on its ack, rejects on its error. */
 export function wsSend(msg: Record<string, unknown>): Promise<void> {
   return new Promise((resolve, reject) => {
-    if (!ws || ws.readyState !== WebSocket.OPEN || state.conn !== 'open') {
+    if (!ws || ws.readyState !== OPEN || state.conn !== 'open') {
       reject(new Error('Not connected'));
       return;
     }
@@ -442,7 +666,7 @@ export function wsSend(msg: Record<string, unknown>): Promise<void> {
 }
 
 function sendRaw(msg: Record<string, unknown>) {
-  if (ws?.readyState === WebSocket.OPEN && state.conn === 'open') ws.send(JSON.stringify(msg));
+  if (ws?.readyState === OPEN && state.conn === 'open') ws.send(JSON.stringify(msg));
 }
 
 function onMessage(m: StreamEvent) {
