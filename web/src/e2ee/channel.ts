@@ -303,11 +303,21 @@ class Events implements EventSocket {
     this.ended(code, reason, true);
   }
 
+  /** Messages that came before onopen could run (a quick machine): delivered after it. */
+  private early: string[] = [];
+
   /** Opened by the channel (the ws.open frame left). */
   opened(): void {
     if (this.readyState !== CONNECTING) return;
     this.readyState = OPEN;
     this.onopen?.({ type: 'open' });
+    for (const data of this.early.splice(0)) if (this.readyState === OPEN) this.onmessage?.({ data });
+  }
+
+  /** A server message of this socket. */
+  message(data: string): void {
+    if (this.readyState === CONNECTING) this.early.push(data);
+    else if (this.readyState === OPEN) this.onmessage?.({ data });
   }
 
   ended(code: number, reason: string, wasClean: boolean): void {
@@ -474,7 +484,7 @@ export class Channel implements WebChannel {
         return;
       }
       case 'ws':
-        if (this.events?.readyState === OPEN && typeof f.data === 'string') this.events.onmessage?.({ data: f.data });
+        if (typeof f.data === 'string') this.events?.message(f.data);
         return;
       case 'ws.close': {
         if (this.closingEvents !== undefined) {
