@@ -6,12 +6,12 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import v from './testdata/e2ee-vectors.json';
 import { base64, fingerprint, fingerprintId, formatPairingCode, parsePairingCode, PairingCodeError, splitHostPort, unbase64 } from '../src/e2ee/code';
-import { closeError, dial, encodeFrame, FrameReader, Inbox, pairingPSK, pairOver, parseAnswer, type Carrier } from '../src/e2ee/channel';
+import { closeError, dial, encodeFrame, FrameReader, Inbox, openChannel, pair, pairingPSK, pairOver, parseAnswer, type Carrier } from '../src/e2ee/channel';
 import { BytesKey, HandshakeState, IK, WebCryptoKey, X, XXpsk3, concat } from '../src/e2ee/noise';
 import { seal } from '../src/e2ee/seal';
 import { sealedPayload } from '../src/e2ee/payload';
 import { ChannelError, type WebChannel } from '../src/e2ee/types';
-import type { DeviceKey } from '../src/e2ee/keys';
+import { getCurrentMachine, getPairing, listPairings, loadOrCreateDeviceKey, removePairing, savePairing, setCurrentMachine, useStore, type DeviceKey } from '../src/e2ee/keys';
 
 const unhex = (s: string) => Uint8Array.from(s.match(/../g) ?? [], (x) => parseInt(x, 16));
 const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
@@ -422,4 +422,88 @@ test('e2ee: XXpsk3 from both TS sides agrees (and the pattern table is the spec\
   const r3 = await r.readMessage(m3.message);
   assert.equal(text(r3.payload), 'c');
   assert.equal(text(r3.done!.recv.decrypt(m3.done!.send.encrypt(utf8('z')))), 'z');
+});
+
+test('e2ee: the device key is created once and kept; pairings are replaced by machine', async () => {
+  const m = new Map<string, unknown>();
+  useStore({ get: async <T,>(k: string) => m.get(k) as T | undefined, set: async (k, x) => void m.set(k, x), del: async (k) => void m.delete(k) });
+  const [k1, k2] = await Promise.all([loadOrCreateDeviceKey(), loadOrCreateDeviceKey()]);
+  const k3 = await loadOrCreateDeviceKey();
+  assert.equal(k3, m.get('device-key'));
+  assert.equal(k3.publicKey.length, 32);
+  assert.ok(k3.privateKey || k3.private);
+  if (k3.privateKey) assert.equal(k3.privateKey.extractable, false);
+  assert.ok(k1.publicKey.length === 32 && k2.publicKey.length === 32);
+  const p = { machineId: 'm-1', machineName: 'a', relay: 'r:443', machineKey: base64(machinePub), fingerprint: v.fingerprint.fingerprint, token: 't', deviceId: 'd', pairedAt: '2026-12-05T00:00:00Z' };
+  await savePairing(p);
+  await savePairing({ ...p, machineId: 'm-2' });
+  await savePairing({ ...p, machineName: 'b' });
+  assert.deepEqual((await listPairings()).map((x) => [x.machineId, x.machineName]), [['m-2', 'a'], ['m-1', 'b']]);
+  assert.equal((await getPairing('m-1'))?.machineName, 'b');
+  await removePairing('m-2');
+  assert.deepEqual((await listPairings()).map((x) => x.machineId), ['m-1']);
+  await setCurrentMachine('m-1');
+  assert.equal(await getCurrentMachine(), 'm-1');
+  await setCurrentMachine(undefined);
+  assert.equal(await getCurrentMachine(), undefined);
+});
+
+/** A WebSocket stand-in: the test plays the relay. */
+class FakeWS {
+  static last: FakeWS;
+  binaryType = 'blob';
+  sent: (string | Uint8Array)[] = [];
+  closedWith: number | undefined;
+  onopen: (() => void) | null = null;
+  onmessage: ((ev: { data: unknown }) => void) | null = null;
+  onclose: ((ev: { code: number; reason: string }) => void) | null = null;
+  constructor(readonly url: string) {
+    FakeWS.last = this;
+  }
+  send(d: string | Uint8Array) {
+    this.sent.push(typeof d === 'string' ? d : d.slice());
+  }
+  close(code = 1005) {
+    this.closedWith ??= code;
+  }
+}
+
+test('e2ee: over a WebSocket: the hello, then one binary message per Noise message; close codes become errors', async () => {
+  const WS = FakeWS as unknown as new (url: string) => WebSocket;
+  const p = openChannel({ machineId, machineKey: machinePub, token: 'bct_dev', deviceKey: device, hello, wsUrl: 'wss://relay/api/channel' }, WS);
+  const ws = FakeWS.last;
+  assert.equal(ws.url, 'wss://relay/api/channel');
+  ws.onopen!();
+  await tick();
+  assert.equal(ws.binaryType, 'arraybuffer');
+  assert.deepEqual(JSON.parse(ws.sent[0] as string), { type: 'hello', token: 'bct_dev', machine: machineId });
+  assert.ok(ws.sent[1] instanceof Uint8Array && ws.sent[1].length > 32 + 48);
+  ws.onclose!({ code: 4503, reason: 'MACHINE_OFFLINE: machine m-vectors01 is not connected' });
+  await assert.rejects(p, (e: unknown) => e instanceof ChannelError && e.code === 'MACHINE_OFFLINE' && e.wsCode === 4503);
+
+  // a text message after the hello is a protocol error
+  const p2 = openChannel({ machineId, machineKey: machinePub, token: 't', deviceKey: device, hello, wsUrl: 'ws://x' }, WS);
+  FakeWS.last.onopen!();
+  await tick();
+  FakeWS.last.onmessage!({ data: 'hi' });
+  await assert.rejects(p2, (e: unknown) => e instanceof ChannelError && e.code === 'PROTOCOL');
+  assert.equal(FakeWS.last.closedWith, 1002);
+
+  // refused before it opened; and an abort
+  const p3 = openChannel({ machineId, machineKey: machinePub, token: 't', deviceKey: device, hello, wsUrl: 'ws://x' }, WS);
+  FakeWS.last.onclose!({ code: 1006, reason: '' });
+  await assert.rejects(p3, (e: unknown) => e instanceof ChannelError && e.code === 'UNAVAILABLE');
+  const ac = new AbortController();
+  const p4 = openChannel({ machineId, machineKey: machinePub, token: 't', deviceKey: device, hello, wsUrl: 'ws://x', signal: ac.signal }, WS);
+  ac.abort();
+  await assert.rejects(p4, (e: unknown) => (e as Error).name === 'AbortError');
+
+  // pairing goes to /api/pair with the code's ticket
+  const p5 = pair({ code: v.pair.code, deviceKey: device, name: 'x', wsUrl: 'ws://relay/api/pair' }, WS);
+  FakeWS.last.onopen!();
+  await tick();
+  assert.deepEqual(JSON.parse(FakeWS.last.sent[0] as string), { type: 'hello', token: v.pair.ticket, machine: v.pair.machine_id });
+  FakeWS.last.onclose!({ code: 4403, reason: 'PERMISSION_DENIED: the ticket was spent' });
+  await assert.rejects(p5, (e: unknown) => e instanceof ChannelError && e.code === 'PERMISSION_DENIED');
+  assert.throws(() => parsePairingCode('nope'));
 });
