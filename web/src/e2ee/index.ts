@@ -34,9 +34,23 @@
 //       so handlers set right after openEvents() see it. The store's hello (token) is not needed inside
 //       a channel: subscriptions go in openEvents(subscriptions); a {"type":"hello"} sent through
 //       send() is passed on as it is.
-//   ChannelError (extends Error): code (BetCode code, e.g. "UNAUTHENTICATED", "MACHINE_OFFLINE",
-//       "REFUSED" for a machine's refusal, "INTEGRITY", "PROTOCOL", "CLOSED"), wsCode (the WebSocket
-//       close code, e.g. 4401, 4503; 0 when none), message (for people).
+//   ChannelError (extends Error): code, wsCode (the WebSocket close code, e.g. 4401, 4503; 0 when
+//       none), message (for people). code is the relay's BetCode code from a 4xxx close
+//       ("UNAUTHENTICATED", "MACHINE_OFFLINE" …; "HTTP_<status>" when it sent none), or this library's:
+//         REFUSED        the machine refused this device (message ends with its authenticated reason)
+//         HANDSHAKE      the machine's answer did not authenticate (another key or machine id: pair again)
+//         NO_ANSWER      the machine ended the channel without answering (stale pairing?)
+//         KEY_MISMATCH   pairing: the machine's key is not the code's fingerprint (substituted)
+//         PAIRING_FAILED pairing: wrong, expired or used code, or the machine's own failure (Welcome.error)
+//         INTEGRITY      a channel message did not authenticate (the relay altered one): the channel ended
+//         PROTOCOL       a malformed message or frame;  TOO_LARGE  over a limit (1009)
+//         UNAVAILABLE    the WebSocket failed or closed abnormally (1006 …);  CLOSED  closed locally
+//         INVALID        bad arguments (machine key not 32 bytes, hello too long)
+//   Event socket closes: the machine's ws.close {code, reason}; the app's close(); the channel's end
+//       (its wsCode, e.g. 4401, or 1006 when it failed, 1000 when it ended normally). After the app
+//       closes one, the next openEvents() sends its ws.open only once the machine's ws.close confirmed
+//       the end (or after 5 s), so that no message of the old socket reaches the new one: the machine
+//       answers every ws.close with a ws.close.
 //
 //   seal(deviceKey, machineId, machineKey, payload): Promise<Uint8Array>   Noise_X one-shot (§3)
 //   sealedPayload(kind, fields): {v:1, id, at, kind, ...fields}            id: 128 random bits in hex
