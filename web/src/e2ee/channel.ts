@@ -211,13 +211,23 @@ export async function dial(c: Carrier, opts: ChannelOptions, ephemeral?: Uint8Ar
   }
 }
 
+/** How long a handshake waits for the peer's next message. */
+export const HANDSHAKE_TIMEOUT = 30000;
+
+/** p, or an AbortError when signal aborts, or a TIMEOUT ChannelError after HANDSHAKE_TIMEOUT. */
 function withAbort<T>(p: Promise<T>, signal?: AbortSignal): Promise<T> {
-  if (!signal) return p;
   return new Promise((resolve, reject) => {
-    if (signal.aborted) reject(abortError());
+    if (signal?.aborted) reject(abortError());
     const onAbort = () => reject(abortError());
-    signal.addEventListener('abort', onAbort, { once: true });
-    p.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const timer = setTimeout(
+      () => reject(new ChannelError('TIMEOUT', 'the machine did not answer in time: is it running and connected to its relay?')),
+      HANDSHAKE_TIMEOUT,
+    );
+    p.then(resolve, reject).finally(() => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    });
   });
 }
 
@@ -236,37 +246,53 @@ export function encodeFrame(f: Frame): Uint8Array {
 
 /** Reassembles frames from a byte stream split anyhow. */
 export class FrameReader {
-  private buf: Uint8Array = new Uint8Array(0);
+  private chunks: Uint8Array[] = [];
+  private size = 0;
 
   /** Adds bytes and returns the frames they complete; throws a ChannelError for a malformed stream. */
   push(b: Uint8Array): Frame[] {
-    if (this.buf.length) {
-      const n = new Uint8Array(this.buf.length + b.length);
-      n.set(this.buf);
-      n.set(b, this.buf.length);
-      this.buf = n;
-    } else {
-      this.buf = b;
+    if (b.length) {
+      this.chunks.push(b);
+      this.size += b.length;
     }
     const out: Frame[] = [];
-    for (;;) {
-      if (this.buf.length < 4) break;
-      const n = new DataView(this.buf.buffer, this.buf.byteOffset, 4).getUint32(0);
+    while (this.size >= 4) {
+      const head = this.peek(4);
+      const n = new DataView(head.buffer, head.byteOffset, 4).getUint32(0);
       if (n > MAX_FRAME) throw new ChannelError('PROTOCOL', `a frame of ${n} bytes is over the limit of ${MAX_FRAME}`);
-      if (this.buf.length < 4 + n) break;
+      if (this.size < 4 + n) break; // a big frame's chunks are joined once, when the last one came
+      const body = this.peek(4 + n).subarray(4);
+      this.skip(4 + n);
       let f: unknown;
       try {
-        f = JSON.parse(fromUtf8(this.buf.subarray(4, 4 + n)));
+        f = JSON.parse(fromUtf8(body));
       } catch {
         throw new ChannelError('PROTOCOL', 'a frame is not JSON');
       }
       if (!f || typeof f !== 'object' || typeof (f as Frame).t !== 'string') throw new ChannelError('PROTOCOL', 'a frame is not an object with a type');
       out.push(f as Frame);
-      this.buf = this.buf.subarray(4 + n);
     }
-    if (!this.buf.length) this.buf = new Uint8Array(0);
-    else if (this.buf.byteOffset > 0 && this.buf.length < 4096) this.buf = this.buf.slice();
     return out;
+  }
+
+  /** The first n buffered bytes, joining chunks as needed (n <= size). */
+  private peek(n: number): Uint8Array {
+    if (this.chunks[0].length < n) {
+      const j = new Uint8Array(this.size);
+      let i = 0;
+      for (const c of this.chunks) {
+        j.set(c, i);
+        i += c.length;
+      }
+      this.chunks = [j];
+    }
+    return this.chunks[0].subarray(0, n);
+  }
+
+  private skip(n: number): void {
+    this.chunks[0] = this.chunks[0].subarray(n);
+    this.size -= n;
+    if (!this.chunks[0].length) this.chunks.shift();
   }
 }
 
