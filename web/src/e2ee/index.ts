@@ -46,6 +46,7 @@
 //         PROTOCOL       a malformed message or frame;  TOO_LARGE  over a limit (1009)
 //         UNAVAILABLE    the WebSocket failed or closed abnormally (1006 …);  CLOSED  closed locally
 //         INVALID        bad arguments (machine key not 32 bytes, hello too long)
+//         TIMEOUT        no answer within 30 s during a handshake
 //   Event socket closes: the machine's ws.close {code, reason}; the app's close(); the channel's end
 //       (its wsCode, e.g. 4401, or 1006 when it failed, 1000 when it ended normally). After the app
 //       closes one, the next openEvents() sends its ws.open only once the machine's ws.close confirmed
