@@ -6,6 +6,7 @@ import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
+import { rolldown } from 'rolldown';
 import { defineConfig, type Plugin } from 'vite';
 
 const root = fileURLToPath(new URL('.', import.meta.url));
@@ -22,13 +23,27 @@ function walk(dir: string): string[] {
     });
 }
 
-/** Emits sw.js (unhashed) from sw/sw.js with the app shell to precache. */
+/**
+ * sw/sw.js and what it imports (the seal code of src/e2ee and @noble/*) as one classic script:
+ * an IIFE with no chunks (minified: @noble's X25519 and SHA-256 are most of it).
+ */
+async function bundleServiceWorker(): Promise<string> {
+  const b = await rolldown({ input: join(root, 'sw/sw.js'), platform: 'browser', logLevel: 'warn' });
+  try {
+    const { output } = await b.generate({ format: 'iife', codeSplitting: false, minify: true, comments: { legal: false } });
+    return output[0].code;
+  } finally {
+    await b.close();
+  }
+}
+
+/** Emits sw.js (unhashed) from sw/sw.js, bundled, with the app shell to precache. */
 function serviceWorker(): Plugin {
   return {
     name: 'betcode-sw',
     apply: (_c, env) => env.command === 'build' && !env.isSsrBuild,
     enforce: 'post',
-    generateBundle(_opts, bundle) {
+    async generateBundle(_opts, bundle) {
       const files = [
         ...Object.keys(bundle).filter((f) => !f.endsWith('.map')),
         ...walk(publicDir).map((p) => relative(publicDir, p).split(sep).join('/')),
@@ -42,9 +57,14 @@ function serviceWorker(): Plugin {
         if (b && b.type === 'asset') h.update(typeof b.source === 'string' ? b.source : Buffer.from(b.source));
       }
       const precache = ['/', ...files.map((f) => '/' + f)];
-      const source = readFileSync(join(root, 'sw/sw.js'), 'utf8')
-        .replace("'__VERSION__'", JSON.stringify(h.digest('hex').slice(0, 16)))
-        .replace('__PRECACHE__', JSON.stringify(precache));
+      const code = await bundleServiceWorker();
+      h.update('sw.js\0' + code);
+      const version = h.digest('hex').slice(0, 16);
+      // The bundler may fold the version into the strings that use it: fill in every place.
+      const source = code
+        .replaceAll('__VERSION__', () => version)
+        .replace('__PRECACHE__', () => JSON.stringify(precache));
+      if (source.includes('__VERSION__') || source.includes('__PRECACHE__')) throw new Error('sw.js: a placeholder was not filled in');
       this.emitFile({ type: 'asset', fileName: 'sw.js', source });
     },
   };

@@ -90,7 +90,7 @@ await main(async () => {
     })());
   };
   page.on('response', onResponse);
-  await page.goto(baseURL, { waitUntil: 'load' });
+  await page.goto(new URL('#/login', baseURL).href, { waitUntil: 'load' });
   await page.locator(tid('login-token')).waitFor();
   page.off('response', onResponse);
   const files = await Promise.all(loads);

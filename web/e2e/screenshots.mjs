@@ -48,7 +48,7 @@ await main(async () => {
     }
   };
 
-  await page.goto(baseURL, { waitUntil: 'load' });
+  await page.goto(new URL('#/login', baseURL).href, { waitUntil: 'load' });
   await page.locator(tid('login-token')).waitFor();
   // The server line under the form says what the app talks to.
   await page.locator('.server-info', { hasNotText: 'Contacting' }).waitFor();

@@ -1,4 +1,4 @@
-// Hash routes: #/login, #/machines, #/settings, #/m/{machine}, #/m/{machine}/new,
+// Hash routes: #/login, #/pair, #/machines, #/settings, #/m/{machine}, #/m/{machine}/new,
 // #/m/{machine}/local, #/m/{machine}/s/{session}, #/m/{machine}/s/{session}/changes.
 // (Push notifications open "/#/m/{machine}/s/{session}".)
 
@@ -10,6 +10,7 @@ export function parse(hash: string): Route {
   const p = hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
   if (p[0] === 'login') return { name: 'login' };
   if (p[0] === 'machines') return { name: 'machines' };
+  if (p[0] === 'pair') return { name: 'pair' };
   if (p[0] === 'settings') return { name: 'settings' };
   if (p[0] === 'm' && p[1]) {
     const machine = p[1];
@@ -23,6 +24,8 @@ export function parse(hash: string): Route {
 
 export const href = {
   machines: () => '#/machines',
+  pair: () => '#/pair',
+  login: () => '#/login',
   settings: () => '#/settings',
   sessions: (m: string) => `#/m/${encodeURIComponent(m)}`,
   newSession: (m: string) => `#/m/${encodeURIComponent(m)}/new`,

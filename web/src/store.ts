@@ -175,9 +175,9 @@ export async function boot() {
   } catch {
     /* no IndexedDB: the user logs in each time */
   }
-  // Whether the app is served by a relay (paired machines go end to end) or by the agent itself
-  // (nothing changes) is in /api/info: wait for it a little before the first machine call.
-  if (state.pairings.length) await Promise.race([info, new Promise((r) => setTimeout(r, 3000))]);
+  // Whether the app is served by a relay (paired machines go end to end, pairing is the home) or
+  // by the agent itself (nothing changes) is in /api/info: wait for it a little.
+  await Promise.race([info, new Promise((r) => setTimeout(r, 3000))]);
   setAuth(state.token, state.machineId);
   if (state.machineId) routeMachine(state.machineId);
   state.booted = true;

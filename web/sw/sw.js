@@ -1,10 +1,16 @@
-// BetCode service worker (built into shared/webui/dist/sw.js by vite.config.ts, which fills in
-// the precache list and the version; served unhashed with no-cache).
+// BetCode service worker (bundled into one classic script, shared/webui/dist/sw.js, by
+// vite.config.ts, which fills in the precache list and the version; served unhashed with no-cache).
 // - precaches the app shell; navigations fall back to it offline (the app shows
 //   "Offline, reconnecting…"); /api is never cached or intercepted;
 // - shows push notifications (payload of docs/web-api.md) and answers permission requests
-//   from their Allow / Deny actions without opening a window.
+//   from their Allow / Deny actions without opening a window: for a machine this device paired
+//   with, as a sealed envelope (docs/e2ee-wire.md §3, the seal code of src/e2ee bundled in);
+//   else (the relay's own watcher, a machine reached through the relay login) as before.
 /* eslint-env serviceworker */
+import { base64 } from '../src/e2ee/code';
+import { sealedPayload } from '../src/e2ee/payload';
+import { seal } from '../src/e2ee/seal';
+
 const VERSION = '__VERSION__';
 const PRECACHE = __PRECACHE__;
 const CACHE = 'betcode-shell-' + VERSION;
@@ -86,7 +92,57 @@ self.addEventListener('push', (e) => {
   e.waitUntil(self.registration.showNotification(d.title || 'BetCode', opts));
 });
 
+/** waitUntil, which an event dispatched by script (a test's notificationclick) does not allow. */
+function wait(e, p) {
+  try {
+    e.waitUntil(p);
+  } catch {
+    /* not a trusted event: p runs all the same */
+  }
+  return p;
+}
+
+function randomHex() {
+  return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+/** Answers as a paired device: a sealed permission envelope to POST /api/sealed with the device token. */
+async function answerSealed(p, d, behavior) {
+  const key = await idbGet('device-key').catch(() => undefined);
+  if (!key || !key.publicKey) return 'This device has lost its key: open the app and pair again';
+  let sealed;
+  try {
+    const payload = sealedPayload('permission', { session_id: d.sessionId, request_id: d.requestId, behavior });
+    sealed = await seal(key, p.machineId, p.machineKey, payload);
+  } catch {
+    return 'Could not encrypt the answer: open the app to answer';
+  }
+  let res;
+  try {
+    res = await fetch('/api/sealed', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Authorization: 'Bearer ' + p.token },
+      body: JSON.stringify({ machine: p.machineId, sealed: base64(sealed), idempotency_key: randomHex() }),
+      credentials: 'omit',
+      cache: 'no-store',
+    });
+  } catch {
+    return 'Could not reach BetCode: open the app to answer';
+  }
+  if (res.ok) {
+    const a = await res.json().catch(() => ({}));
+    if (a.buffered) return 'The machine is offline: it gets the answer when it is back';
+    return a.accepted === false ? 'The machine did not take the answer: open the app' : '';
+  }
+  if (res.status === 401 || res.status === 403) return 'This device may no longer reach the machine: open the app';
+  if (res.status === 503) return 'The machine is offline';
+  return 'Could not answer (' + res.status + ')';
+}
+
 async function answer(d, behavior) {
+  const pairings = d.machineId ? await idbGet('pairings').catch(() => undefined) : undefined;
+  const p = Array.isArray(pairings) ? pairings.find((x) => x && x.machineId === d.machineId) : undefined;
+  if (p) return answerSealed(p, d, behavior);
   const token = await idbGet('token').catch(() => undefined);
   if (!token) return 'Log in to BetCode to answer';
   const headers = { 'Content-Type': 'application/json', Authorization: 'Bearer ' + token };
@@ -125,7 +181,8 @@ self.addEventListener('notificationclick', (e) => {
   const d = n.data || {};
   n.close();
   if (e.action === 'allow' || e.action === 'deny') {
-    e.waitUntil(
+    wait(
+      e,
       answer(d, e.action).then((err) => {
         if (!err) return;
         return self.registration.showNotification(d.title || 'BetCode', {
@@ -138,5 +195,5 @@ self.addEventListener('notificationclick', (e) => {
     );
     return;
   }
-  e.waitUntil(focusOrOpen(d.url));
+  wait(e, focusOrOpen(d.url));
 });

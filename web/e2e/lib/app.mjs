@@ -11,7 +11,8 @@ export const norm = (s) => String(s ?? '').replace(/\s+/g, ' ').trim();
  * screen (here "login", once the server info is in), to check it.
  */
 export async function login(page, token, { onScreen } = {}) {
-  await page.goto(baseURL, { waitUntil: 'domcontentloaded' });
+  // On a relay with nothing paired the app's home is "Pair a machine": the login has its route.
+  await page.goto(new URL('#/login', baseURL).href, { waitUntil: 'domcontentloaded' });
   const input = page.locator(tid('login-token'));
   await input.waitFor();
   log('login screen');

@@ -137,6 +137,11 @@ export function Login() {
           </button>
         </form>
         {i?.oidc && <SingleSignOn />}
+        {i?.role === 'relay' && (
+          <p class="small">
+            Reach a machine end to end, with no relay login: <a href="#/pair" data-testid="login-pair">pair a machine</a>.
+          </p>
+        )}
         <p class="muted small server-info">
           {i ? `${i.role === 'relay' ? 'Relay' : 'Agent'} ${i.version}${i.push ? ' · push notifications' : ''}` : 'Contacting the server…'}
         </p>

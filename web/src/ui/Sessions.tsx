@@ -4,7 +4,7 @@ import { deleteSession, errText, loadSessions, putSession, renameSession, sorted
 import { go, href } from '../router';
 import { providerBadge } from '../providers';
 import type { LocalSession, Session } from '../types';
-import { ago, ErrorBox, money, Spinner, StatusChip, TopBar } from './common';
+import { ago, E2EBadge, ErrorBox, money, Spinner, StatusChip, TopBar } from './common';
 
 export function Sessions({ machine }: { machine: string }) {
   const s = useAppState();
@@ -18,6 +18,7 @@ export function Sessions({ machine }: { machine: string }) {
     <>
       <TopBar title={s.machine?.name || 'Sessions'} back={multi ? href.machines() : undefined} backLabel="Machines" />
       <main class="page" id="main">
+        <E2EBadge />
         <div class="toolbar">
           <a class="btn primary" href={href.newSession(machine)} data-testid="new-session">New session</a>
           <a class="btn" href={href.local(machine)}>Resume a terminal session</a>

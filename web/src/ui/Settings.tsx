@@ -1,10 +1,10 @@
 import { useEffect, useState } from 'preact/hooks';
 import { del, get, post, q } from '../api';
 import { idbGet, idbSet } from '../idb';
-import { applyTheme, changed, errText, logout, state, toast, useAppState, type Theme } from '../store';
+import { applyTheme, changed, deviceName, errText, logout, paired, state, toast, useAppState, type Theme } from '../store';
 import { href } from '../router';
 import type { PermissionRule, PushState, UsageReport } from '../types';
-import { ago, ErrorBox, money, Spinner, TopBar } from './common';
+import { ago, ChanState, ErrorBox, money, Spinner, TopBar } from './common';
 import { Specs } from './Specs';
 
 export function Settings() {
@@ -16,15 +16,20 @@ export function Settings() {
         <section class="card stack" aria-labelledby="acct-h">
           <h2 id="acct-h">Account</h2>
           <p>
-            {s.me ? `${s.me.displayName || s.me.userId}` : '…'}
+            {s.token ? (s.me ? `${s.me.displayName || s.me.userId}` : '…') : `Not logged in to the relay: this device (${deviceName()}) uses its pairings`}
             {s.info && <span class="muted small"> · {s.info.role} {s.info.version}</span>}
           </p>
           {s.info?.role === 'relay' && (
             <p class="small">
-              Machine: {s.machine?.name || s.machineId || 'none'} · <a href={href.machines()}>change</a>
+              Machine: {s.machine?.name || s.machineId || 'none'}
+              {paired(s.machineId) && <> (<ChanState />)</>} · <a href={href.machines()}>change</a>
             </p>
           )}
-          <button type="button" class="btn danger" onClick={() => logout()}>Log out</button>
+          {s.token ? (
+            <button type="button" class="btn danger" onClick={() => logout()}>Log out</button>
+          ) : (
+            <a class="btn" href={href.login()}>Log in to the relay</a>
+          )}
         </section>
         <section class="card stack" aria-labelledby="theme-h">
           <h2 id="theme-h">Theme</h2>
@@ -59,14 +64,23 @@ function Push() {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState('');
   const supported = 'serviceWorker' in navigator && 'PushManager' in window && 'Notification' in window;
-  const load = () =>
-    get<PushState>('/push').then(setPs, (e) => setError(errText(e)));
+  // A paired machine keeps this device's subscription itself (docs/e2ee-wire.md §4): it is given
+  // inside the channel, and the relay's list (its login's subscriptions) is not this machine's.
+  const e2e = !!paired(s.machineId);
+  const subKey = e2e ? `pushSubscriptionId:${s.machineId}` : 'pushSubscriptionId';
+  const load = async () => {
+    if (e2e) {
+      setPs({ enabled: true, vapidPublicKey: s.info?.vapidPublicKey || '', subscriptions: [] });
+      return;
+    }
+    await get<PushState>('/push').then(setPs, (e) => setError(errText(e)));
+  };
   useEffect(() => {
     if (!s.info?.push) return;
     load();
     if (supported)
       navigator.serviceWorker.getRegistration().then(async (r) => setOn(!!(await r?.pushManager.getSubscription())));
-  }, [s.info?.push]);
+  }, [s.info?.push, e2e, s.machineId]);
   if (!s.info?.push) {
     return (
       <section class="card stack" aria-labelledby="push-h">
@@ -82,7 +96,7 @@ function Push() {
       const reg = await navigator.serviceWorker.ready;
       const cur = await reg.pushManager.getSubscription();
       if (on) {
-        const id = await idbGet<string>('pushSubscriptionId');
+        const id = await idbGet<string>(subKey);
         if (id) await del(`/push/subscriptions/${q(id)}`).catch(() => {});
         await cur?.unsubscribe();
         setOn(false);
@@ -90,9 +104,10 @@ function Push() {
         if ((await Notification.requestPermission()) !== 'granted') throw new Error('Notifications are blocked in this browser');
         const key = ps?.vapidPublicKey || s.info?.vapidPublicKey || '';
         const sub = cur || (await reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: b64url(key) }));
-        const name = /Android|iPhone|iPad/.exec(navigator.userAgent)?.[0] || (navigator.platform || 'Browser');
+        const name = e2e ? deviceName() : /Android|iPhone|iPad/.exec(navigator.userAgent)?.[0] || (navigator.platform || 'Browser');
+        // Through the channel for a paired machine (api.ts routes it), else to the relay.
         const created = await post<{ id: string }>('/push/subscriptions', { ...sub.toJSON(), name });
-        await idbSet('pushSubscriptionId', created.id);
+        await idbSet(subKey, created?.id);
         setOn(true);
       }
       await load();
@@ -114,6 +129,7 @@ function Push() {
           Notify this device when Claude waits for me or finishes
         </label>
       )}
+      {e2e && <p class="muted small">Notifications of {s.machine?.name || s.machineId} are encrypted by the machine for this device; the relay only carries them.</p>}
       <ErrorBox error={error} />
       {ps && ps.subscriptions.length > 0 && (
         <ul class="list compact" aria-label="Subscribed devices">
@@ -133,7 +149,7 @@ function Push() {
           ))}
         </ul>
       )}
-      <button type="button" class="btn" onClick={test} disabled={!ps?.subscriptions.length}>Send a test notification</button>
+      {!e2e && <button type="button" class="btn" onClick={test} disabled={!ps?.subscriptions.length}>Send a test notification</button>}
     </section>
   );
 }

@@ -1,5 +1,5 @@
 import type { ComponentChildren } from 'preact';
-import { applyTheme, state, useAppState, type Theme } from '../store';
+import { applyTheme, hasAccess, paired, useAppState, type Theme } from '../store';
 import { href } from '../router';
 import type { Session } from '../types';
 
@@ -17,7 +17,7 @@ export function TopBar(p: { title: string; back?: string; backLabel?: string; ch
       <div class="actions">
         {p.children}
         <ThemeToggle />
-        {state.token && (
+        {hasAccess() && (
           <a class="icon-btn" href={href.settings()} aria-label="Settings" data-testid="settings">
             <svg viewBox="0 0 24 24" aria-hidden="true">
               <circle cx="12" cy="12" r="3" />
@@ -58,12 +58,45 @@ export function ThemeToggle() {
 
 export function ConnBanner() {
   const s = useAppState();
-  if (!s.token) return <div class="sr-only" role="status" aria-live="polite" />;
-  const msg = !s.online ? 'Offline, reconnecting…' : s.conn === 'retrying' ? 'Connection lost, reconnecting…' : '';
+  if (!hasAccess()) return <div class="sr-only" role="status" aria-live="polite" />;
+  const e2e = !!paired(s.machineId);
+  const msg = !s.online
+    ? 'Offline, reconnecting…'
+    : e2e && s.chan === 'failed'
+      ? `No end-to-end channel to ${s.machine?.name || s.machineId}: ${s.chanError}`
+      : s.conn === 'retrying' || (e2e && s.chan === 'reconnecting')
+        ? e2e ? 'End-to-end channel lost, reconnecting…' : 'Connection lost, reconnecting…'
+        : '';
   return (
-    <div class={msg ? 'banner' : 'sr-only'} role="status" aria-live="polite">
+    <div class={msg ? 'banner' : 'sr-only'} role="status" aria-live="polite" data-testid="conn-banner">
       {msg}
+      {e2e && s.chan === 'failed' && <> · <a href="#/pair">Pair again</a></>}
     </div>
+  );
+}
+
+/** The current paired machine's channel, in words: "end-to-end encrypted" only while it is. */
+export function ChanState() {
+  const s = useAppState();
+  const p = paired(s.machineId);
+  if (!p) return null;
+  const words: Record<string, string> = {
+    none: 'not connected', opening: 'connecting end to end…', open: 'end-to-end encrypted',
+    reconnecting: 'reconnecting…', failed: 'no channel' + (s.chanError ? ': ' + s.chanError : ''),
+  };
+  return <span data-testid="chan-state" data-state={s.chan}>{words[s.chan]}</span>;
+}
+
+/** Under a paired machine's title: the channel's state and the machine key's fingerprint. */
+export function E2EBadge() {
+  const s = useAppState();
+  const p = paired(s.machineId);
+  if (!p) return null;
+  return (
+    <p class={'e2e small' + (s.chan === 'open' ? ' on' : '')} data-testid="e2e-badge">
+      <span aria-hidden="true">{s.chan === 'open' ? '🔒 ' : '… '}</span>
+      <ChanState /> · key <code title={p.fingerprint}>{p.fingerprint.slice(0, 19)}…</code> · <a href={href.machines()}>details</a>
+    </p>
   );
 }
 
