@@ -207,7 +207,8 @@ test('e2ee: WebSocket close codes as BetCode errors', () => {
   assert.equal(closeError(1000, ''), undefined);
   const e = closeError(4401, 'UNAUTHENTICATED: the token was revoked')!;
   assert.deepEqual([e.code, e.wsCode, e.message], ['UNAUTHENTICATED', 4401, 'the token was revoked']);
-  assert.deepEqual([closeError(4404, 'NotFound: x')!.code, closeError(4404, 'NotFound: x')!.message], ['HTTP_404', 'NotFound: x']);
+  assert.deepEqual([closeError(4404, 'NotFound: x')!.code, closeError(4404, 'NotFound: x')!.message], ['NotFound', 'x']);
+  assert.deepEqual([closeError(4429, 'slow down')!.code, closeError(4429, 'slow down')!.message], ['HTTP_429', 'slow down']);
   assert.equal(closeError(4503, 'UNAVAILABLE: down')!.code, 'UNAVAILABLE');
   assert.equal(closeError(1009, '')!.code, 'TOO_LARGE');
   assert.equal(closeError(1006, '')!.code, 'UNAVAILABLE');

@@ -37,7 +37,7 @@ export interface Carrier {
 export function closeError(code: number, reason: string): ChannelError | undefined {
   if (code === 1000) return undefined;
   if (code >= 4000 && code < 5000) {
-    const m = /^([A-Z][A-Z0-9_]*): ?([\s\S]*)$/.exec(reason);
+    const m = /^([A-Za-z][A-Za-z0-9_]*): ?([\s\S]*)$/.exec(reason); // "<BETCODE_CODE>: …" or "<GrpcCode>: …"
     if (m) return new ChannelError(m[1], m[2] || m[1], code);
     return new ChannelError(`HTTP_${code - 4000}`, reason || `the relay ended the connection (${code})`, code);
   }
