@@ -488,7 +488,7 @@ test('e2ee: over a WebSocket: the hello, then one binary message per Noise messa
   await tick();
   FakeWS.last.onmessage!({ data: 'hi' });
   await assert.rejects(p2, (e: unknown) => e instanceof ChannelError && e.code === 'PROTOCOL');
-  assert.equal(FakeWS.last.closedWith, 1002);
+  assert.equal(FakeWS.last.closedWith, 1000);
 
   // refused before it opened; and an abort
   const p3 = openChannel({ machineId, machineKey: machinePub, token: 't', deviceKey: device, hello, wsUrl: 'ws://x' }, WS);

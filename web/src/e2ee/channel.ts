@@ -120,7 +120,7 @@ export function wsCarrier(url: string, token: string, machine: string, signal?: 
     ws.onmessage = (ev: MessageEvent) => {
       if (typeof ev.data === 'string') {
         inbox.end(new ChannelError('PROTOCOL', 'the relay sent a text message inside a channel'));
-        ws.close(1002);
+        ws.close(1000); // script may close with 1000 or 3000-4999 only
         return;
       }
       inbox.push(new Uint8Array(ev.data as ArrayBuffer));
