@@ -299,6 +299,148 @@ func (*RevokeDeviceTokenResponse) Descriptor() ([]byte, []int) {
 	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{5}
 }
 
+// SendPushRequest is one push message to deliver.
+type SendPushRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The subscription's push service endpoint (an https URL of a public
+	// push service).
+	Endpoint string `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	// The aes128gcm body (RFC 8188 header and one record), at most 4096
+	// bytes, opaque to the relay.
+	Payload []byte `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	// How long the push service keeps the message for an offline browser
+	// (RFC 8030 TTL; 0 means deliver now or never).
+	TtlSeconds int32 `protobuf:"varint,3,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	// RFC 8030 Urgency: "very-low", "low", "normal" or "high"; empty is
+	// "normal".
+	Urgency string `protobuf:"bytes,4,opt,name=urgency,proto3" json:"urgency,omitempty"`
+	// RFC 8030 Topic (at most 32 base64url characters): a newer message with
+	// the same topic replaces one still held; empty for none.
+	Topic         string `protobuf:"bytes,5,opt,name=topic,proto3" json:"topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendPushRequest) Reset() {
+	*x = SendPushRequest{}
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendPushRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendPushRequest) ProtoMessage() {}
+
+func (x *SendPushRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendPushRequest.ProtoReflect.Descriptor instead.
+func (*SendPushRequest) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SendPushRequest) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *SendPushRequest) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *SendPushRequest) GetTtlSeconds() int32 {
+	if x != nil {
+		return x.TtlSeconds
+	}
+	return 0
+}
+
+func (x *SendPushRequest) GetUrgency() string {
+	if x != nil {
+		return x.Urgency
+	}
+	return ""
+}
+
+func (x *SendPushRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+// SendPushResponse is the push service's answer.
+type SendPushResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The push service's HTTP status (201 when accepted).
+	Status int32 `protobuf:"varint,1,opt,name=status,proto3" json:"status,omitempty"`
+	// True when the subscription is gone (404 or 410): drop it.
+	Gone          bool `protobuf:"varint,2,opt,name=gone,proto3" json:"gone,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendPushResponse) Reset() {
+	*x = SendPushResponse{}
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendPushResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendPushResponse) ProtoMessage() {}
+
+func (x *SendPushResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendPushResponse.ProtoReflect.Descriptor instead.
+func (*SendPushResponse) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SendPushResponse) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *SendPushResponse) GetGone() bool {
+	if x != nil {
+		return x.Gone
+	}
+	return false
+}
+
 // TunnelFrame is one frame on the tunnel stream. Frames of one forwarded
 // RPC share a request_id and carry increasing sequence numbers.
 type TunnelFrame struct {
@@ -329,7 +471,7 @@ type TunnelFrame struct {
 
 func (x *TunnelFrame) Reset() {
 	*x = TunnelFrame{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[6]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -341,7 +483,7 @@ func (x *TunnelFrame) String() string {
 func (*TunnelFrame) ProtoMessage() {}
 
 func (x *TunnelFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[6]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -354,7 +496,7 @@ func (x *TunnelFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelFrame.ProtoReflect.Descriptor instead.
 func (*TunnelFrame) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{6}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TunnelFrame) GetRequestId() string {
@@ -527,7 +669,7 @@ type DirectOffer struct {
 
 func (x *DirectOffer) Reset() {
 	*x = DirectOffer{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[7]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -539,7 +681,7 @@ func (x *DirectOffer) String() string {
 func (*DirectOffer) ProtoMessage() {}
 
 func (x *DirectOffer) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[7]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -552,7 +694,7 @@ func (x *DirectOffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DirectOffer.ProtoReflect.Descriptor instead.
 func (*DirectOffer) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{7}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DirectOffer) GetToken() []byte {
@@ -577,7 +719,7 @@ type TunnelMetadata struct {
 
 func (x *TunnelMetadata) Reset() {
 	*x = TunnelMetadata{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[8]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -589,7 +731,7 @@ func (x *TunnelMetadata) String() string {
 func (*TunnelMetadata) ProtoMessage() {}
 
 func (x *TunnelMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[8]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -602,7 +744,7 @@ func (x *TunnelMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelMetadata.ProtoReflect.Descriptor instead.
 func (*TunnelMetadata) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{8}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TunnelMetadata) GetEntries() []*MetadataEntry {
@@ -632,7 +774,7 @@ type MetadataEntry struct {
 
 func (x *MetadataEntry) Reset() {
 	*x = MetadataEntry{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[9]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -644,7 +786,7 @@ func (x *MetadataEntry) String() string {
 func (*MetadataEntry) ProtoMessage() {}
 
 func (x *MetadataEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[9]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -657,7 +799,7 @@ func (x *MetadataEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataEntry.ProtoReflect.Descriptor instead.
 func (*MetadataEntry) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{9}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MetadataEntry) GetKey() string {
@@ -687,7 +829,7 @@ type StreamFrame struct {
 
 func (x *StreamFrame) Reset() {
 	*x = StreamFrame{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[10]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -699,7 +841,7 @@ func (x *StreamFrame) String() string {
 func (*StreamFrame) ProtoMessage() {}
 
 func (x *StreamFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[10]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -712,7 +854,7 @@ func (x *StreamFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamFrame.ProtoReflect.Descriptor instead.
 func (*StreamFrame) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{10}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StreamFrame) GetData() []byte {
@@ -742,7 +884,7 @@ type ErrorFrame struct {
 
 func (x *ErrorFrame) Reset() {
 	*x = ErrorFrame{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[11]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -754,7 +896,7 @@ func (x *ErrorFrame) String() string {
 func (*ErrorFrame) ProtoMessage() {}
 
 func (x *ErrorFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[11]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -767,7 +909,7 @@ func (x *ErrorFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorFrame.ProtoReflect.Descriptor instead.
 func (*ErrorFrame) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{11}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ErrorFrame) GetCode() string {
@@ -795,7 +937,7 @@ type TunnelHeartbeat struct {
 
 func (x *TunnelHeartbeat) Reset() {
 	*x = TunnelHeartbeat{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[12]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +949,7 @@ func (x *TunnelHeartbeat) String() string {
 func (*TunnelHeartbeat) ProtoMessage() {}
 
 func (x *TunnelHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[12]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +962,7 @@ func (x *TunnelHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelHeartbeat.ProtoReflect.Descriptor instead.
 func (*TunnelHeartbeat) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{12}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TunnelHeartbeat) GetSentAt() *timestamppb.Timestamp {
@@ -847,7 +989,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[13]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -859,7 +1001,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[13]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -872,7 +1014,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{13}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RegisterRequest) GetMachineId() string {
@@ -922,7 +1064,7 @@ type MachineInfo struct {
 
 func (x *MachineInfo) Reset() {
 	*x = MachineInfo{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[14]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +1076,7 @@ func (x *MachineInfo) String() string {
 func (*MachineInfo) ProtoMessage() {}
 
 func (x *MachineInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[14]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1089,7 @@ func (x *MachineInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineInfo.ProtoReflect.Descriptor instead.
 func (*MachineInfo) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{14}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MachineInfo) GetOs() string {
@@ -1000,7 +1142,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[15]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1154,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[15]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1167,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{15}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RegisterResponse) GetAccepted() bool {
@@ -1064,7 +1206,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[16]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1218,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[16]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1231,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{16}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HeartbeatRequest) GetMachineId() string {
@@ -1128,7 +1270,7 @@ type MachineMetrics struct {
 
 func (x *MachineMetrics) Reset() {
 	*x = MachineMetrics{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[17]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1282,7 @@ func (x *MachineMetrics) String() string {
 func (*MachineMetrics) ProtoMessage() {}
 
 func (x *MachineMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[17]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1295,7 @@ func (x *MachineMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineMetrics.ProtoReflect.Descriptor instead.
 func (*MachineMetrics) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{17}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MachineMetrics) GetCpuUsagePercent() float32 {
@@ -1190,7 +1332,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[18]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1344,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_tunnel_proto_msgTypes[18]
+	mi := &file_betcode_v1_tunnel_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1357,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{18}
+	return file_betcode_v1_tunnel_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HeartbeatResponse) GetReceivedAt() *timestamppb.Timestamp {
@@ -1251,7 +1393,17 @@ const file_betcode_v1_tunnel_proto_rawDesc = "" +
 	"\btoken_id\x18\x02 \x01(\tR\atokenId\"5\n" +
 	"\x18RevokeDeviceTokenRequest\x12\x19\n" +
 	"\btoken_id\x18\x01 \x01(\tR\atokenId\"\x1b\n" +
-	"\x19RevokeDeviceTokenResponse\"\xfb\x03\n" +
+	"\x19RevokeDeviceTokenResponse\"\x98\x01\n" +
+	"\x0fSendPushRequest\x12\x1a\n" +
+	"\bendpoint\x18\x01 \x01(\tR\bendpoint\x12\x18\n" +
+	"\apayload\x18\x02 \x01(\fR\apayload\x12\x1f\n" +
+	"\vttl_seconds\x18\x03 \x01(\x05R\n" +
+	"ttlSeconds\x12\x18\n" +
+	"\aurgency\x18\x04 \x01(\tR\aurgency\x12\x14\n" +
+	"\x05topic\x18\x05 \x01(\tR\x05topic\">\n" +
+	"\x10SendPushResponse\x12\x16\n" +
+	"\x06status\x18\x01 \x01(\x05R\x06status\x12\x12\n" +
+	"\x04gone\x18\x02 \x01(\bR\x04gone\"\xfb\x03\n" +
 	"\vTunnelFrame\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1a\n" +
@@ -1313,7 +1465,7 @@ const file_betcode_v1_tunnel_proto_rawDesc = "" +
 	"\x11HeartbeatResponse\x12;\n" +
 	"\vreceived_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"receivedAt\x12+\n" +
-	"\x11buffered_messages\x18\x02 \x01(\rR\x10bufferedMessages2\x8a\x04\n" +
+	"\x11buffered_messages\x18\x02 \x01(\rR\x10bufferedMessages2\xd1\x04\n" +
 	"\rTunnelService\x12B\n" +
 	"\n" +
 	"OpenTunnel\x12\x17.betcode.v1.TunnelFrame\x1a\x17.betcode.v1.TunnelFrame(\x010\x01\x12E\n" +
@@ -1321,7 +1473,8 @@ const file_betcode_v1_tunnel_proto_rawDesc = "" +
 	"\tHeartbeat\x12\x1c.betcode.v1.HeartbeatRequest\x1a\x1d.betcode.v1.HeartbeatResponse\x12c\n" +
 	"\x12IssuePairingTicket\x12%.betcode.v1.IssuePairingTicketRequest\x1a&.betcode.v1.IssuePairingTicketResponse\x12]\n" +
 	"\x10IssueDeviceToken\x12#.betcode.v1.IssueDeviceTokenRequest\x1a$.betcode.v1.IssueDeviceTokenResponse\x12`\n" +
-	"\x11RevokeDeviceToken\x12$.betcode.v1.RevokeDeviceTokenRequest\x1a%.betcode.v1.RevokeDeviceTokenResponseB;Z9github.com/betcode-dev/betcode/shared/betcodepb;betcodepbb\x06proto3"
+	"\x11RevokeDeviceToken\x12$.betcode.v1.RevokeDeviceTokenRequest\x1a%.betcode.v1.RevokeDeviceTokenResponse\x12E\n" +
+	"\bSendPush\x12\x1b.betcode.v1.SendPushRequest\x1a\x1c.betcode.v1.SendPushResponseB;Z9github.com/betcode-dev/betcode/shared/betcodepb;betcodepbb\x06proto3"
 
 var (
 	file_betcode_v1_tunnel_proto_rawDescOnce sync.Once
@@ -1335,7 +1488,7 @@ func file_betcode_v1_tunnel_proto_rawDescGZIP() []byte {
 	return file_betcode_v1_tunnel_proto_rawDescData
 }
 
-var file_betcode_v1_tunnel_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_betcode_v1_tunnel_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_betcode_v1_tunnel_proto_goTypes = []any{
 	(*IssuePairingTicketRequest)(nil),  // 0: betcode.v1.IssuePairingTicketRequest
 	(*IssuePairingTicketResponse)(nil), // 1: betcode.v1.IssuePairingTicketResponse
@@ -1343,48 +1496,52 @@ var file_betcode_v1_tunnel_proto_goTypes = []any{
 	(*IssueDeviceTokenResponse)(nil),   // 3: betcode.v1.IssueDeviceTokenResponse
 	(*RevokeDeviceTokenRequest)(nil),   // 4: betcode.v1.RevokeDeviceTokenRequest
 	(*RevokeDeviceTokenResponse)(nil),  // 5: betcode.v1.RevokeDeviceTokenResponse
-	(*TunnelFrame)(nil),                // 6: betcode.v1.TunnelFrame
-	(*DirectOffer)(nil),                // 7: betcode.v1.DirectOffer
-	(*TunnelMetadata)(nil),             // 8: betcode.v1.TunnelMetadata
-	(*MetadataEntry)(nil),              // 9: betcode.v1.MetadataEntry
-	(*StreamFrame)(nil),                // 10: betcode.v1.StreamFrame
-	(*ErrorFrame)(nil),                 // 11: betcode.v1.ErrorFrame
-	(*TunnelHeartbeat)(nil),            // 12: betcode.v1.TunnelHeartbeat
-	(*RegisterRequest)(nil),            // 13: betcode.v1.RegisterRequest
-	(*MachineInfo)(nil),                // 14: betcode.v1.MachineInfo
-	(*RegisterResponse)(nil),           // 15: betcode.v1.RegisterResponse
-	(*HeartbeatRequest)(nil),           // 16: betcode.v1.HeartbeatRequest
-	(*MachineMetrics)(nil),             // 17: betcode.v1.MachineMetrics
-	(*HeartbeatResponse)(nil),          // 18: betcode.v1.HeartbeatResponse
-	(*timestamppb.Timestamp)(nil),      // 19: google.protobuf.Timestamp
+	(*SendPushRequest)(nil),            // 6: betcode.v1.SendPushRequest
+	(*SendPushResponse)(nil),           // 7: betcode.v1.SendPushResponse
+	(*TunnelFrame)(nil),                // 8: betcode.v1.TunnelFrame
+	(*DirectOffer)(nil),                // 9: betcode.v1.DirectOffer
+	(*TunnelMetadata)(nil),             // 10: betcode.v1.TunnelMetadata
+	(*MetadataEntry)(nil),              // 11: betcode.v1.MetadataEntry
+	(*StreamFrame)(nil),                // 12: betcode.v1.StreamFrame
+	(*ErrorFrame)(nil),                 // 13: betcode.v1.ErrorFrame
+	(*TunnelHeartbeat)(nil),            // 14: betcode.v1.TunnelHeartbeat
+	(*RegisterRequest)(nil),            // 15: betcode.v1.RegisterRequest
+	(*MachineInfo)(nil),                // 16: betcode.v1.MachineInfo
+	(*RegisterResponse)(nil),           // 17: betcode.v1.RegisterResponse
+	(*HeartbeatRequest)(nil),           // 18: betcode.v1.HeartbeatRequest
+	(*MachineMetrics)(nil),             // 19: betcode.v1.MachineMetrics
+	(*HeartbeatResponse)(nil),          // 20: betcode.v1.HeartbeatResponse
+	(*timestamppb.Timestamp)(nil),      // 21: google.protobuf.Timestamp
 }
 var file_betcode_v1_tunnel_proto_depIdxs = []int32{
-	19, // 0: betcode.v1.IssuePairingTicketResponse.expires_at:type_name -> google.protobuf.Timestamp
-	12, // 1: betcode.v1.TunnelFrame.heartbeat:type_name -> betcode.v1.TunnelHeartbeat
-	11, // 2: betcode.v1.TunnelFrame.error:type_name -> betcode.v1.ErrorFrame
-	10, // 3: betcode.v1.TunnelFrame.stream:type_name -> betcode.v1.StreamFrame
-	8,  // 4: betcode.v1.TunnelFrame.metadata:type_name -> betcode.v1.TunnelMetadata
-	7,  // 5: betcode.v1.TunnelFrame.direct_offer:type_name -> betcode.v1.DirectOffer
-	9,  // 6: betcode.v1.TunnelMetadata.entries:type_name -> betcode.v1.MetadataEntry
-	19, // 7: betcode.v1.TunnelHeartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	14, // 8: betcode.v1.RegisterRequest.info:type_name -> betcode.v1.MachineInfo
-	19, // 9: betcode.v1.HeartbeatRequest.sent_at:type_name -> google.protobuf.Timestamp
-	17, // 10: betcode.v1.HeartbeatRequest.metrics:type_name -> betcode.v1.MachineMetrics
-	19, // 11: betcode.v1.HeartbeatResponse.received_at:type_name -> google.protobuf.Timestamp
-	6,  // 12: betcode.v1.TunnelService.OpenTunnel:input_type -> betcode.v1.TunnelFrame
-	13, // 13: betcode.v1.TunnelService.Register:input_type -> betcode.v1.RegisterRequest
-	16, // 14: betcode.v1.TunnelService.Heartbeat:input_type -> betcode.v1.HeartbeatRequest
+	21, // 0: betcode.v1.IssuePairingTicketResponse.expires_at:type_name -> google.protobuf.Timestamp
+	14, // 1: betcode.v1.TunnelFrame.heartbeat:type_name -> betcode.v1.TunnelHeartbeat
+	13, // 2: betcode.v1.TunnelFrame.error:type_name -> betcode.v1.ErrorFrame
+	12, // 3: betcode.v1.TunnelFrame.stream:type_name -> betcode.v1.StreamFrame
+	10, // 4: betcode.v1.TunnelFrame.metadata:type_name -> betcode.v1.TunnelMetadata
+	9,  // 5: betcode.v1.TunnelFrame.direct_offer:type_name -> betcode.v1.DirectOffer
+	11, // 6: betcode.v1.TunnelMetadata.entries:type_name -> betcode.v1.MetadataEntry
+	21, // 7: betcode.v1.TunnelHeartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	16, // 8: betcode.v1.RegisterRequest.info:type_name -> betcode.v1.MachineInfo
+	21, // 9: betcode.v1.HeartbeatRequest.sent_at:type_name -> google.protobuf.Timestamp
+	19, // 10: betcode.v1.HeartbeatRequest.metrics:type_name -> betcode.v1.MachineMetrics
+	21, // 11: betcode.v1.HeartbeatResponse.received_at:type_name -> google.protobuf.Timestamp
+	8,  // 12: betcode.v1.TunnelService.OpenTunnel:input_type -> betcode.v1.TunnelFrame
+	15, // 13: betcode.v1.TunnelService.Register:input_type -> betcode.v1.RegisterRequest
+	18, // 14: betcode.v1.TunnelService.Heartbeat:input_type -> betcode.v1.HeartbeatRequest
 	0,  // 15: betcode.v1.TunnelService.IssuePairingTicket:input_type -> betcode.v1.IssuePairingTicketRequest
 	2,  // 16: betcode.v1.TunnelService.IssueDeviceToken:input_type -> betcode.v1.IssueDeviceTokenRequest
 	4,  // 17: betcode.v1.TunnelService.RevokeDeviceToken:input_type -> betcode.v1.RevokeDeviceTokenRequest
-	6,  // 18: betcode.v1.TunnelService.OpenTunnel:output_type -> betcode.v1.TunnelFrame
-	15, // 19: betcode.v1.TunnelService.Register:output_type -> betcode.v1.RegisterResponse
-	18, // 20: betcode.v1.TunnelService.Heartbeat:output_type -> betcode.v1.HeartbeatResponse
-	1,  // 21: betcode.v1.TunnelService.IssuePairingTicket:output_type -> betcode.v1.IssuePairingTicketResponse
-	3,  // 22: betcode.v1.TunnelService.IssueDeviceToken:output_type -> betcode.v1.IssueDeviceTokenResponse
-	5,  // 23: betcode.v1.TunnelService.RevokeDeviceToken:output_type -> betcode.v1.RevokeDeviceTokenResponse
-	18, // [18:24] is the sub-list for method output_type
-	12, // [12:18] is the sub-list for method input_type
+	6,  // 18: betcode.v1.TunnelService.SendPush:input_type -> betcode.v1.SendPushRequest
+	8,  // 19: betcode.v1.TunnelService.OpenTunnel:output_type -> betcode.v1.TunnelFrame
+	17, // 20: betcode.v1.TunnelService.Register:output_type -> betcode.v1.RegisterResponse
+	20, // 21: betcode.v1.TunnelService.Heartbeat:output_type -> betcode.v1.HeartbeatResponse
+	1,  // 22: betcode.v1.TunnelService.IssuePairingTicket:output_type -> betcode.v1.IssuePairingTicketResponse
+	3,  // 23: betcode.v1.TunnelService.IssueDeviceToken:output_type -> betcode.v1.IssueDeviceTokenResponse
+	5,  // 24: betcode.v1.TunnelService.RevokeDeviceToken:output_type -> betcode.v1.RevokeDeviceTokenResponse
+	7,  // 25: betcode.v1.TunnelService.SendPush:output_type -> betcode.v1.SendPushResponse
+	19, // [19:26] is the sub-list for method output_type
+	12, // [12:19] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
 	12, // [12:12] is the sub-list for extension extendee
 	0,  // [0:12] is the sub-list for field type_name
@@ -1395,7 +1552,7 @@ func file_betcode_v1_tunnel_proto_init() {
 	if File_betcode_v1_tunnel_proto != nil {
 		return
 	}
-	file_betcode_v1_tunnel_proto_msgTypes[6].OneofWrappers = []any{
+	file_betcode_v1_tunnel_proto_msgTypes[8].OneofWrappers = []any{
 		(*TunnelFrame_GrpcRequest)(nil),
 		(*TunnelFrame_GrpcResponse)(nil),
 		(*TunnelFrame_Heartbeat)(nil),
@@ -1410,7 +1567,7 @@ func file_betcode_v1_tunnel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_betcode_v1_tunnel_proto_rawDesc), len(file_betcode_v1_tunnel_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

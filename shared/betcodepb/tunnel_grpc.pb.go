@@ -25,6 +25,7 @@ const (
 	TunnelService_IssuePairingTicket_FullMethodName = "/betcode.v1.TunnelService/IssuePairingTicket"
 	TunnelService_IssueDeviceToken_FullMethodName   = "/betcode.v1.TunnelService/IssueDeviceToken"
 	TunnelService_RevokeDeviceToken_FullMethodName  = "/betcode.v1.TunnelService/RevokeDeviceToken"
+	TunnelService_SendPush_FullMethodName           = "/betcode.v1.TunnelService/SendPush"
 )
 
 // TunnelServiceClient is the client API for TunnelService service.
@@ -51,6 +52,11 @@ type TunnelServiceClient interface {
 	IssueDeviceToken(ctx context.Context, in *IssueDeviceTokenRequest, opts ...grpc.CallOption) (*IssueDeviceTokenResponse, error)
 	// RevokeDeviceToken revokes a token IssueDeviceToken gave this machine.
 	RevokeDeviceToken(ctx context.Context, in *RevokeDeviceTokenRequest, opts ...grpc.CallOption) (*RevokeDeviceTokenResponse, error)
+	// SendPush delivers one Web Push message the calling machine wrote and
+	// encrypted for a browser's subscription (RFC 8291): the relay checks the
+	// endpoint, signs the VAPID header with its key and POSTs the payload as
+	// it is (docs/e2ee-wire.md, "Push, encrypted by the machine").
+	SendPush(ctx context.Context, in *SendPushRequest, opts ...grpc.CallOption) (*SendPushResponse, error)
 }
 
 type tunnelServiceClient struct {
@@ -124,6 +130,16 @@ func (c *tunnelServiceClient) RevokeDeviceToken(ctx context.Context, in *RevokeD
 	return out, nil
 }
 
+func (c *tunnelServiceClient) SendPush(ctx context.Context, in *SendPushRequest, opts ...grpc.CallOption) (*SendPushResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SendPushResponse)
+	err := c.cc.Invoke(ctx, TunnelService_SendPush_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TunnelServiceServer is the server API for TunnelService service.
 // All implementations must embed UnimplementedTunnelServiceServer
 // for forward compatibility.
@@ -148,6 +164,11 @@ type TunnelServiceServer interface {
 	IssueDeviceToken(context.Context, *IssueDeviceTokenRequest) (*IssueDeviceTokenResponse, error)
 	// RevokeDeviceToken revokes a token IssueDeviceToken gave this machine.
 	RevokeDeviceToken(context.Context, *RevokeDeviceTokenRequest) (*RevokeDeviceTokenResponse, error)
+	// SendPush delivers one Web Push message the calling machine wrote and
+	// encrypted for a browser's subscription (RFC 8291): the relay checks the
+	// endpoint, signs the VAPID header with its key and POSTs the payload as
+	// it is (docs/e2ee-wire.md, "Push, encrypted by the machine").
+	SendPush(context.Context, *SendPushRequest) (*SendPushResponse, error)
 	mustEmbedUnimplementedTunnelServiceServer()
 }
 
@@ -175,6 +196,9 @@ func (UnimplementedTunnelServiceServer) IssueDeviceToken(context.Context, *Issue
 }
 func (UnimplementedTunnelServiceServer) RevokeDeviceToken(context.Context, *RevokeDeviceTokenRequest) (*RevokeDeviceTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeDeviceToken not implemented")
+}
+func (UnimplementedTunnelServiceServer) SendPush(context.Context, *SendPushRequest) (*SendPushResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SendPush not implemented")
 }
 func (UnimplementedTunnelServiceServer) mustEmbedUnimplementedTunnelServiceServer() {}
 func (UnimplementedTunnelServiceServer) testEmbeddedByValue()                       {}
@@ -294,6 +318,24 @@ func _TunnelService_RevokeDeviceToken_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TunnelService_SendPush_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SendPushRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TunnelServiceServer).SendPush(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TunnelService_SendPush_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TunnelServiceServer).SendPush(ctx, req.(*SendPushRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TunnelService_ServiceDesc is the grpc.ServiceDesc for TunnelService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -320,6 +362,10 @@ var TunnelService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeDeviceToken",
 			Handler:    _TunnelService_RevokeDeviceToken_Handler,
+		},
+		{
+			MethodName: "SendPush",
+			Handler:    _TunnelService_SendPush_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
