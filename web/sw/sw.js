@@ -89,7 +89,7 @@ self.addEventListener('push', (e) => {
       { action: 'deny', title: 'Deny' },
     ];
   }
-  e.waitUntil(self.registration.showNotification(d.title || 'BetCode', opts));
+  wait(e, self.registration.showNotification(d.title || 'BetCode', opts));
 });
 
 /** waitUntil, which an event dispatched by script (a test's notificationclick) does not allow. */

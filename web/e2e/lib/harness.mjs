@@ -87,13 +87,14 @@ const open = new Set();
 /**
  * launch starts chromium with a fresh --user-data-dir (a persistent context
  * on a new temporary directory, removed by close) and returns the context.
+ * args are more browser flags (pair.mjs: the fake camera).
  */
-export async function launch({ viewport = phone, colorScheme = 'light', ignoreHTTPSErrors = true } = {}) {
+export async function launch({ viewport = phone, colorScheme = 'light', ignoreHTTPSErrors = true, args = [] } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'betcode-chromium-'));
   const ctx = await chromium.launchPersistentContext(dir, {
     executablePath: process.env.BETCODE_CHROMIUM || '/usr/bin/chromium',
     headless: true,
-    args: [...browserArgs, ...(process.env.BETCODE_CHROMIUM_ARGS || '').split('\n').filter(Boolean)],
+    args: [...browserArgs, ...(process.env.BETCODE_CHROMIUM_ARGS || '').split('\n').filter(Boolean), ...args],
     viewport,
     colorScheme,
     ignoreHTTPSErrors,

@@ -328,7 +328,7 @@ function Permission({ it, c, open }: { it: PermItem; c: Conv; open: boolean }) {
   const answered = c.answered.get(it.requestId);
   const id = 'perm-' + it.requestId;
   return (
-    <section class={'card prompt' + (open ? ' open' : '')} data-testid="permission-prompt" aria-labelledby={id + '-h'}>
+    <section class={'card prompt' + (open ? ' open' : '')} data-testid="permission-prompt" data-request-id={it.requestId} aria-labelledby={id + '-h'}>
       <h2 id={id + '-h'} class="prompt-title">
         <span class="tool-name">{it.toolName}</span> wants permission
       </h2>

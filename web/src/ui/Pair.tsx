@@ -68,6 +68,8 @@ export function Pair() {
       code = parsePairingCode(raw.trim());
     } catch (e) {
       setError((e as Error).message);
+      setStatus('');
+      setPhase('');
       return;
     }
     busy.current = true;
