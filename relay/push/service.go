@@ -15,6 +15,9 @@
 //     watchers send each notification once), encrypts and POSTs, with
 //     bounded concurrency and timeouts, off the tunnel's goroutines.
 //   - Handler (handler.go) serves /api/push: the caller's subscriptions.
+//   - SendRelayed (relayed.go) delivers the messages machines write and
+//     encrypt themselves for their paired devices (TunnelService.SendPush):
+//     the relay signs VAPID and carries the opaque body.
 //
 // docs/push.md describes the flags, metrics and how to debug silent
 // failures.
@@ -123,6 +126,10 @@ type Options struct {
 	// HTTPClient posts to push services (default: a client with
 	// SendTimeout and no redirects).
 	HTTPClient *http.Client
+	// AllowPrivateEndpoints lets machines' own messages (SendRelayed) go
+	// to http endpoints and non-public addresses: tests' loopback push
+	// services only. Off, the relay connects only to public addresses.
+	AllowPrivateEndpoints bool
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -183,11 +190,12 @@ func (o Options) withDefaults() Options {
 // Service sends Web Push notifications, watches machines for what to
 // notify, and serves /api/push. Close stops it.
 type Service struct {
-	opt     Options
-	key     store.VAPIDKey // zero when disabled
-	metrics *metrics
-	sem     chan struct{} // send slots
-	pending atomic.Int64  // notifications queued or being delivered
+	opt         Options
+	key         store.VAPIDKey // zero when disabled
+	relayClient *http.Client   // machines' own messages (relayed.go)
+	metrics     *metrics
+	sem         chan struct{} // send slots
+	pending     atomic.Int64  // notifications queued or being delivered
 
 	ctx         context.Context // watches and pruning: ends when Close starts
 	cancel      context.CancelFunc
@@ -212,7 +220,8 @@ func New(ctx context.Context, opt Options) (*Service, error) {
 		return nil, err
 	}
 	opt = opt.withDefaults()
-	s := &Service{opt: opt, metrics: newMetrics(opt.Registerer), sem: make(chan struct{}, opt.Concurrency), watching: map[string]*watcher{}}
+	s := &Service{opt: opt, metrics: newMetrics(opt.Registerer), sem: make(chan struct{}, opt.Concurrency), watching: map[string]*watcher{},
+		relayClient: newRelayClient(opt.SendTimeout, opt.AllowPrivateEndpoints)}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	s.sendCtx, s.cancelSends = context.WithCancel(context.WithoutCancel(ctx))
 	if opt.Subject == "" {

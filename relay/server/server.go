@@ -330,7 +330,7 @@ func Run(ctx context.Context, cfg Config) error {
 			rt.Deliver(ctx, t)
 		},
 		Replica: cfg.AdvertiseAddr, Revoked: func(id string) bool { return authn.MachineRevoked(id, "") }, Audit: authn.Audit,
-		Metrics: tunnelsvc.NewMetrics(reg),
+		Metrics: tunnelsvc.NewMetrics(reg), Push: pushSvc,
 	}
 	pb.RegisterTunnelServiceServer(gs, drainTunnels{tsvc, drain})
 	// Enroll answers clients (a join token authenticates them); renewals

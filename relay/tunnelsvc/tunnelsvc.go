@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -50,9 +51,16 @@ type Service struct {
 	// Engine makes agents' direct connections carry calls on the relay's
 	// own HTTP/2 client (tunnel.Client.UseEngine; --front=engine).
 	Engine bool
+	// Push, if set, delivers machines' own encrypted push messages
+	// (SendPush); PushRate and PushBurst bound them per machine (defaults
+	// DefaultPushRate, DefaultPushBurst).
+	Push      Pusher
+	PushRate  rate.Limit
+	PushBurst int
 
 	heartbeatDeliveries sync.Map // machine id -> struct{}: a delivery started by a heartbeat runs
 	issuing             sync.Map // machine id -> *sync.Mutex: pairing.go's limits, one machine's calls at a time
+	pushLimits          sync.Map // machine id -> *rate.Limiter: push.go's SendPush rate
 }
 
 func (s *Service) now() time.Time {
