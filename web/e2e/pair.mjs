@@ -98,6 +98,7 @@ await main(async () => {
     // The notification, as the machine's push shows it (docs/web-api.md's payload): a push
     // event in the service worker (headless chromium has no push service to receive one from),
     // then a tap on its Allow action (dispatched: there is no notification UI to tap).
+    await page.evaluate(() => navigator.serviceWorker.ready.then(() => true)); // active: it may show notifications
     const sw = ctx.serviceWorkers()[0] ?? (await ctx.waitForEvent('serviceworker', { timeout: 30000 }));
     const tag = `${params.machineId}/${sessionId}/${requestId}`;
     const payload = {
