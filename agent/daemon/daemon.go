@@ -36,6 +36,7 @@ import (
 	"github.com/betcode-dev/betcode/agent/pairing"
 	"github.com/betcode-dev/betcode/agent/permission"
 	"github.com/betcode-dev/betcode/agent/provider"
+	"github.com/betcode-dev/betcode/agent/push"
 	"github.com/betcode-dev/betcode/agent/relaylink"
 	"github.com/betcode-dev/betcode/agent/server"
 	"github.com/betcode-dev/betcode/agent/session"
@@ -429,6 +430,26 @@ func Run(ctx context.Context, cfg Config) error {
 			return down < time.Minute, fmt.Sprintf("relay tunnel not connected for %s; retrying", down.Round(time.Second))
 		}})
 	}
+	// Push notifications the machine writes and encrypts itself for its
+	// paired devices' browsers, delivered through the relay (agent/push).
+	pushSubs, err := push.OpenStore(cfg.DataDir)
+	if err != nil {
+		closeAll()
+		mgr.Close(context.Background())
+		return err
+	}
+	var notifier *push.Notifier
+	if link != nil {
+		notifier, err = push.New(push.Options{MachineID: door.MachineID, Store: pushSubs, Devices: devices, Sender: link, Log: log,
+			Watch: func(ctx context.Context, send func(*pb.SessionUpdate) error) error {
+				return mgr.Watch(ctx, session.WatchOptions{}, send)
+			}})
+		if err != nil {
+			closeAll()
+			mgr.Close(context.Background())
+			return err
+		}
+	}
 	reg.MustRegister(mgr.Collector())
 	registerTunnel(reg, link)
 	web, err := startWeb(cfg, srv, reg, log)
@@ -453,6 +474,13 @@ func Run(ctx context.Context, cfg Config) error {
 		defer close(linkDone)
 		if link != nil {
 			_ = link.Run(linkCtx)
+		}
+	}()
+	notifyDone := make(chan struct{})
+	go func() {
+		defer close(notifyDone)
+		if notifier != nil {
+			_ = notifier.Run(linkCtx)
 		}
 	}()
 
@@ -491,6 +519,7 @@ func Run(ctx context.Context, cfg Config) error {
 	log.Info("agent shutting down")
 	stopLink()
 	<-linkDone
+	<-notifyDone
 	web.close(cfg.ShutdownTimeout)
 	stopped := make(chan struct{})
 	go func() {
