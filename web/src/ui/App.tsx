@@ -49,7 +49,8 @@ export function App() {
   useEffect(() => {
     if (!s.booted) return;
     if (!access && r.name !== 'login' && r.name !== 'pair') go(relay && s.info ? href.pair() : href.login());
-    else if (access && (r.name === 'home' || (r.name === 'login' && s.token))) go(s.machineId ? href.sessions(s.machineId) : href.machines());
+    else if (access && (r.name === 'home' || (r.name === 'login' && s.token) || (r.name === 'pair' && !relay)))
+      go(s.machineId ? href.sessions(s.machineId) : href.machines());
   }, [s.booted, access, s.token, r.name, relay, !!s.info]);
 
   let page;
