@@ -53,6 +53,20 @@
 // fails to open and ends the channel (ErrIntegrity). The relay can still end a
 // channel early, at a message boundary: the reader then sees io.EOF, and the
 // protocol above (HTTP/2) notices the unfinished exchange.
+//
+// # Sealed envelopes: Noise_X_25519_ChaChaPoly_SHA256
+//
+// A device that cannot open a channel (its machine is offline) seals one
+// message instead (Seal, OpenSealed; docs/e2ee-wire.md §3):
+//
+//	prologue  "betcode e2ee v1 seal\x00" + machineID
+//	<- s                      (pre-message: the machine's key from pairing)
+//	-> e, es, s, ss           payload: a Sealed (JSON)
+//
+// The relay stores and forwards it; only the machine opens it, and the ss
+// term proves which device sealed it. It is not forward secret, and it
+// replays: the machine refuses a payload whose id it has taken or whose
+// time is too old.
 package e2ee
 
 import "github.com/flynn/noise"
@@ -66,6 +80,9 @@ const (
 	openPrologue = "betcode e2ee v1 open\x00"
 	// pairPrologue does the same for a pairing.
 	pairPrologue = "betcode e2ee v1 pair\x00"
+	// sealPrologue, followed by the machine id, binds a sealed envelope
+	// (Noise_X, seal.go) to the machine it is for.
+	sealPrologue = "betcode e2ee v1 seal\x00"
 	// pskSalt is the HKDF salt of the pairing PSK.
 	pskSalt = "betcode pairing v1"
 	// pskPlacement is the 3 of XXpsk3: the PSK enters with message 3.
