@@ -206,6 +206,117 @@ func (x *PairResponse) GetData() []byte {
 	return nil
 }
 
+// DeliverRequest is one sealed envelope.
+type DeliverRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One Noise_X handshake message: only the machine can open it.
+	Sealed []byte `protobuf:"bytes,1,opt,name=sealed,proto3" json:"sealed,omitempty"`
+	// A fresh random key with which the relay's buffer drops a duplicate; it
+	// is not the envelope's inner id, so the relay cannot link the two.
+	IdempotencyKey string `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeliverRequest) Reset() {
+	*x = DeliverRequest{}
+	mi := &file_betcode_v1_channel_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliverRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliverRequest) ProtoMessage() {}
+
+func (x *DeliverRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_channel_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliverRequest.ProtoReflect.Descriptor instead.
+func (*DeliverRequest) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_channel_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *DeliverRequest) GetSealed() []byte {
+	if x != nil {
+		return x.Sealed
+	}
+	return nil
+}
+
+func (x *DeliverRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+// DeliverResponse says what became of an envelope.
+type DeliverResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The machine opened the envelope and acted on it.
+	Accepted bool `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	// The relay stored the envelope because the machine is offline.
+	Buffered      bool `protobuf:"varint,2,opt,name=buffered,proto3" json:"buffered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliverResponse) Reset() {
+	*x = DeliverResponse{}
+	mi := &file_betcode_v1_channel_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliverResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliverResponse) ProtoMessage() {}
+
+func (x *DeliverResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_betcode_v1_channel_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliverResponse.ProtoReflect.Descriptor instead.
+func (*DeliverResponse) Descriptor() ([]byte, []int) {
+	return file_betcode_v1_channel_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DeliverResponse) GetAccepted() bool {
+	if x != nil {
+		return x.Accepted
+	}
+	return false
+}
+
+func (x *DeliverResponse) GetBuffered() bool {
+	if x != nil {
+		return x.Buffered
+	}
+	return false
+}
+
 // Device is one paired device.
 type Device struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -227,7 +338,7 @@ type Device struct {
 
 func (x *Device) Reset() {
 	*x = Device{}
-	mi := &file_betcode_v1_channel_proto_msgTypes[4]
+	mi := &file_betcode_v1_channel_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -239,7 +350,7 @@ func (x *Device) String() string {
 func (*Device) ProtoMessage() {}
 
 func (x *Device) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_channel_proto_msgTypes[4]
+	mi := &file_betcode_v1_channel_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -252,7 +363,7 @@ func (x *Device) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Device.ProtoReflect.Descriptor instead.
 func (*Device) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_channel_proto_rawDescGZIP(), []int{4}
+	return file_betcode_v1_channel_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Device) GetId() string {
@@ -306,7 +417,7 @@ type ListDevicesRequest struct {
 
 func (x *ListDevicesRequest) Reset() {
 	*x = ListDevicesRequest{}
-	mi := &file_betcode_v1_channel_proto_msgTypes[5]
+	mi := &file_betcode_v1_channel_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -318,7 +429,7 @@ func (x *ListDevicesRequest) String() string {
 func (*ListDevicesRequest) ProtoMessage() {}
 
 func (x *ListDevicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_channel_proto_msgTypes[5]
+	mi := &file_betcode_v1_channel_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -331,7 +442,7 @@ func (x *ListDevicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDevicesRequest.ProtoReflect.Descriptor instead.
 func (*ListDevicesRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_channel_proto_rawDescGZIP(), []int{5}
+	return file_betcode_v1_channel_proto_rawDescGZIP(), []int{7}
 }
 
 // ListDevicesResponse lists the paired devices.
@@ -345,7 +456,7 @@ type ListDevicesResponse struct {
 
 func (x *ListDevicesResponse) Reset() {
 	*x = ListDevicesResponse{}
-	mi := &file_betcode_v1_channel_proto_msgTypes[6]
+	mi := &file_betcode_v1_channel_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -357,7 +468,7 @@ func (x *ListDevicesResponse) String() string {
 func (*ListDevicesResponse) ProtoMessage() {}
 
 func (x *ListDevicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_channel_proto_msgTypes[6]
+	mi := &file_betcode_v1_channel_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -370,7 +481,7 @@ func (x *ListDevicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDevicesResponse.ProtoReflect.Descriptor instead.
 func (*ListDevicesResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_channel_proto_rawDescGZIP(), []int{6}
+	return file_betcode_v1_channel_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListDevicesResponse) GetDevices() []*Device {
@@ -393,7 +504,7 @@ type RenameDeviceRequest struct {
 
 func (x *RenameDeviceRequest) Reset() {
 	*x = RenameDeviceRequest{}
-	mi := &file_betcode_v1_channel_proto_msgTypes[7]
+	mi := &file_betcode_v1_channel_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +516,7 @@ func (x *RenameDeviceRequest) String() string {
 func (*RenameDeviceRequest) ProtoMessage() {}
 
 func (x *RenameDeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_channel_proto_msgTypes[7]
+	mi := &file_betcode_v1_channel_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +529,7 @@ func (x *RenameDeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameDeviceRequest.ProtoReflect.Descriptor instead.
 func (*RenameDeviceRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_channel_proto_rawDescGZIP(), []int{7}
+	return file_betcode_v1_channel_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RenameDeviceRequest) GetDeviceId() string {
@@ -446,7 +557,7 @@ type RenameDeviceResponse struct {
 
 func (x *RenameDeviceResponse) Reset() {
 	*x = RenameDeviceResponse{}
-	mi := &file_betcode_v1_channel_proto_msgTypes[8]
+	mi := &file_betcode_v1_channel_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -458,7 +569,7 @@ func (x *RenameDeviceResponse) String() string {
 func (*RenameDeviceResponse) ProtoMessage() {}
 
 func (x *RenameDeviceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_channel_proto_msgTypes[8]
+	mi := &file_betcode_v1_channel_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -471,7 +582,7 @@ func (x *RenameDeviceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameDeviceResponse.ProtoReflect.Descriptor instead.
 func (*RenameDeviceResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_channel_proto_rawDescGZIP(), []int{8}
+	return file_betcode_v1_channel_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RenameDeviceResponse) GetDevice() *Device {
@@ -492,7 +603,7 @@ type RevokeDeviceRequest struct {
 
 func (x *RevokeDeviceRequest) Reset() {
 	*x = RevokeDeviceRequest{}
-	mi := &file_betcode_v1_channel_proto_msgTypes[9]
+	mi := &file_betcode_v1_channel_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -504,7 +615,7 @@ func (x *RevokeDeviceRequest) String() string {
 func (*RevokeDeviceRequest) ProtoMessage() {}
 
 func (x *RevokeDeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_channel_proto_msgTypes[9]
+	mi := &file_betcode_v1_channel_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +628,7 @@ func (x *RevokeDeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeDeviceRequest.ProtoReflect.Descriptor instead.
 func (*RevokeDeviceRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_channel_proto_rawDescGZIP(), []int{9}
+	return file_betcode_v1_channel_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RevokeDeviceRequest) GetDeviceId() string {
@@ -540,7 +651,7 @@ type RevokeDeviceResponse struct {
 
 func (x *RevokeDeviceResponse) Reset() {
 	*x = RevokeDeviceResponse{}
-	mi := &file_betcode_v1_channel_proto_msgTypes[10]
+	mi := &file_betcode_v1_channel_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -552,7 +663,7 @@ func (x *RevokeDeviceResponse) String() string {
 func (*RevokeDeviceResponse) ProtoMessage() {}
 
 func (x *RevokeDeviceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_channel_proto_msgTypes[10]
+	mi := &file_betcode_v1_channel_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -565,7 +676,7 @@ func (x *RevokeDeviceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeDeviceResponse.ProtoReflect.Descriptor instead.
 func (*RevokeDeviceResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_channel_proto_rawDescGZIP(), []int{10}
+	return file_betcode_v1_channel_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RevokeDeviceResponse) GetDevice() *Device {
@@ -591,7 +702,7 @@ type StartPairingRequest struct {
 
 func (x *StartPairingRequest) Reset() {
 	*x = StartPairingRequest{}
-	mi := &file_betcode_v1_channel_proto_msgTypes[11]
+	mi := &file_betcode_v1_channel_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +714,7 @@ func (x *StartPairingRequest) String() string {
 func (*StartPairingRequest) ProtoMessage() {}
 
 func (x *StartPairingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_channel_proto_msgTypes[11]
+	mi := &file_betcode_v1_channel_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +727,7 @@ func (x *StartPairingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartPairingRequest.ProtoReflect.Descriptor instead.
 func (*StartPairingRequest) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_channel_proto_rawDescGZIP(), []int{11}
+	return file_betcode_v1_channel_proto_rawDescGZIP(), []int{13}
 }
 
 // StartPairingResponse is a step of one pairing.
@@ -635,7 +746,7 @@ type StartPairingResponse struct {
 
 func (x *StartPairingResponse) Reset() {
 	*x = StartPairingResponse{}
-	mi := &file_betcode_v1_channel_proto_msgTypes[12]
+	mi := &file_betcode_v1_channel_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -647,7 +758,7 @@ func (x *StartPairingResponse) String() string {
 func (*StartPairingResponse) ProtoMessage() {}
 
 func (x *StartPairingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_channel_proto_msgTypes[12]
+	mi := &file_betcode_v1_channel_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -660,7 +771,7 @@ func (x *StartPairingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartPairingResponse.ProtoReflect.Descriptor instead.
 func (*StartPairingResponse) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_channel_proto_rawDescGZIP(), []int{12}
+	return file_betcode_v1_channel_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StartPairingResponse) GetStep() isStartPairingResponse_Step {
@@ -721,7 +832,7 @@ type PairingCode struct {
 
 func (x *PairingCode) Reset() {
 	*x = PairingCode{}
-	mi := &file_betcode_v1_channel_proto_msgTypes[13]
+	mi := &file_betcode_v1_channel_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +844,7 @@ func (x *PairingCode) String() string {
 func (*PairingCode) ProtoMessage() {}
 
 func (x *PairingCode) ProtoReflect() protoreflect.Message {
-	mi := &file_betcode_v1_channel_proto_msgTypes[13]
+	mi := &file_betcode_v1_channel_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +857,7 @@ func (x *PairingCode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PairingCode.ProtoReflect.Descriptor instead.
 func (*PairingCode) Descriptor() ([]byte, []int) {
-	return file_betcode_v1_channel_proto_rawDescGZIP(), []int{13}
+	return file_betcode_v1_channel_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PairingCode) GetText() string {
@@ -783,7 +894,13 @@ const file_betcode_v1_channel_proto_rawDesc = "" +
 	"\vPairRequest\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\"\n" +
 	"\fPairResponse\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"\xfb\x01\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"Q\n" +
+	"\x0eDeliverRequest\x12\x16\n" +
+	"\x06sealed\x18\x01 \x01(\fR\x06sealed\x12'\n" +
+	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\"I\n" +
+	"\x0fDeliverResponse\x12\x1a\n" +
+	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x1a\n" +
+	"\bbuffered\x18\x02 \x01(\bR\bbuffered\"\xfb\x01\n" +
 	"\x06Device\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -814,10 +931,11 @@ const file_betcode_v1_channel_proto_rawDesc = "" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x129\n" +
 	"\n" +
 	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12/\n" +
-	"\x13machine_fingerprint\x18\x03 \x01(\tR\x12machineFingerprint2\x8e\x01\n" +
+	"\x13machine_fingerprint\x18\x03 \x01(\tR\x12machineFingerprint2\xd2\x01\n" +
 	"\x0eChannelService\x12=\n" +
 	"\x04Open\x12\x17.betcode.v1.OpenRequest\x1a\x18.betcode.v1.OpenResponse(\x010\x01\x12=\n" +
-	"\x04Pair\x12\x17.betcode.v1.PairRequest\x1a\x18.betcode.v1.PairResponse(\x010\x012\xda\x02\n" +
+	"\x04Pair\x12\x17.betcode.v1.PairRequest\x1a\x18.betcode.v1.PairResponse(\x010\x01\x12B\n" +
+	"\aDeliver\x12\x1a.betcode.v1.DeliverRequest\x1a\x1b.betcode.v1.DeliverResponse2\xda\x02\n" +
 	"\rDeviceService\x12N\n" +
 	"\vListDevices\x12\x1e.betcode.v1.ListDevicesRequest\x1a\x1f.betcode.v1.ListDevicesResponse\x12Q\n" +
 	"\fRenameDevice\x12\x1f.betcode.v1.RenameDeviceRequest\x1a .betcode.v1.RenameDeviceResponse\x12Q\n" +
@@ -836,48 +954,52 @@ func file_betcode_v1_channel_proto_rawDescGZIP() []byte {
 	return file_betcode_v1_channel_proto_rawDescData
 }
 
-var file_betcode_v1_channel_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_betcode_v1_channel_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_betcode_v1_channel_proto_goTypes = []any{
 	(*OpenRequest)(nil),           // 0: betcode.v1.OpenRequest
 	(*OpenResponse)(nil),          // 1: betcode.v1.OpenResponse
 	(*PairRequest)(nil),           // 2: betcode.v1.PairRequest
 	(*PairResponse)(nil),          // 3: betcode.v1.PairResponse
-	(*Device)(nil),                // 4: betcode.v1.Device
-	(*ListDevicesRequest)(nil),    // 5: betcode.v1.ListDevicesRequest
-	(*ListDevicesResponse)(nil),   // 6: betcode.v1.ListDevicesResponse
-	(*RenameDeviceRequest)(nil),   // 7: betcode.v1.RenameDeviceRequest
-	(*RenameDeviceResponse)(nil),  // 8: betcode.v1.RenameDeviceResponse
-	(*RevokeDeviceRequest)(nil),   // 9: betcode.v1.RevokeDeviceRequest
-	(*RevokeDeviceResponse)(nil),  // 10: betcode.v1.RevokeDeviceResponse
-	(*StartPairingRequest)(nil),   // 11: betcode.v1.StartPairingRequest
-	(*StartPairingResponse)(nil),  // 12: betcode.v1.StartPairingResponse
-	(*PairingCode)(nil),           // 13: betcode.v1.PairingCode
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(*DeliverRequest)(nil),        // 4: betcode.v1.DeliverRequest
+	(*DeliverResponse)(nil),       // 5: betcode.v1.DeliverResponse
+	(*Device)(nil),                // 6: betcode.v1.Device
+	(*ListDevicesRequest)(nil),    // 7: betcode.v1.ListDevicesRequest
+	(*ListDevicesResponse)(nil),   // 8: betcode.v1.ListDevicesResponse
+	(*RenameDeviceRequest)(nil),   // 9: betcode.v1.RenameDeviceRequest
+	(*RenameDeviceResponse)(nil),  // 10: betcode.v1.RenameDeviceResponse
+	(*RevokeDeviceRequest)(nil),   // 11: betcode.v1.RevokeDeviceRequest
+	(*RevokeDeviceResponse)(nil),  // 12: betcode.v1.RevokeDeviceResponse
+	(*StartPairingRequest)(nil),   // 13: betcode.v1.StartPairingRequest
+	(*StartPairingResponse)(nil),  // 14: betcode.v1.StartPairingResponse
+	(*PairingCode)(nil),           // 15: betcode.v1.PairingCode
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
 }
 var file_betcode_v1_channel_proto_depIdxs = []int32{
-	14, // 0: betcode.v1.Device.paired_at:type_name -> google.protobuf.Timestamp
-	14, // 1: betcode.v1.Device.last_seen:type_name -> google.protobuf.Timestamp
-	14, // 2: betcode.v1.Device.revoked_at:type_name -> google.protobuf.Timestamp
-	4,  // 3: betcode.v1.ListDevicesResponse.devices:type_name -> betcode.v1.Device
-	4,  // 4: betcode.v1.RenameDeviceResponse.device:type_name -> betcode.v1.Device
-	4,  // 5: betcode.v1.RevokeDeviceResponse.device:type_name -> betcode.v1.Device
-	13, // 6: betcode.v1.StartPairingResponse.code:type_name -> betcode.v1.PairingCode
-	4,  // 7: betcode.v1.StartPairingResponse.paired:type_name -> betcode.v1.Device
-	14, // 8: betcode.v1.PairingCode.expires_at:type_name -> google.protobuf.Timestamp
+	16, // 0: betcode.v1.Device.paired_at:type_name -> google.protobuf.Timestamp
+	16, // 1: betcode.v1.Device.last_seen:type_name -> google.protobuf.Timestamp
+	16, // 2: betcode.v1.Device.revoked_at:type_name -> google.protobuf.Timestamp
+	6,  // 3: betcode.v1.ListDevicesResponse.devices:type_name -> betcode.v1.Device
+	6,  // 4: betcode.v1.RenameDeviceResponse.device:type_name -> betcode.v1.Device
+	6,  // 5: betcode.v1.RevokeDeviceResponse.device:type_name -> betcode.v1.Device
+	15, // 6: betcode.v1.StartPairingResponse.code:type_name -> betcode.v1.PairingCode
+	6,  // 7: betcode.v1.StartPairingResponse.paired:type_name -> betcode.v1.Device
+	16, // 8: betcode.v1.PairingCode.expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 9: betcode.v1.ChannelService.Open:input_type -> betcode.v1.OpenRequest
 	2,  // 10: betcode.v1.ChannelService.Pair:input_type -> betcode.v1.PairRequest
-	5,  // 11: betcode.v1.DeviceService.ListDevices:input_type -> betcode.v1.ListDevicesRequest
-	7,  // 12: betcode.v1.DeviceService.RenameDevice:input_type -> betcode.v1.RenameDeviceRequest
-	9,  // 13: betcode.v1.DeviceService.RevokeDevice:input_type -> betcode.v1.RevokeDeviceRequest
-	11, // 14: betcode.v1.DeviceService.StartPairing:input_type -> betcode.v1.StartPairingRequest
-	1,  // 15: betcode.v1.ChannelService.Open:output_type -> betcode.v1.OpenResponse
-	3,  // 16: betcode.v1.ChannelService.Pair:output_type -> betcode.v1.PairResponse
-	6,  // 17: betcode.v1.DeviceService.ListDevices:output_type -> betcode.v1.ListDevicesResponse
-	8,  // 18: betcode.v1.DeviceService.RenameDevice:output_type -> betcode.v1.RenameDeviceResponse
-	10, // 19: betcode.v1.DeviceService.RevokeDevice:output_type -> betcode.v1.RevokeDeviceResponse
-	12, // 20: betcode.v1.DeviceService.StartPairing:output_type -> betcode.v1.StartPairingResponse
-	15, // [15:21] is the sub-list for method output_type
-	9,  // [9:15] is the sub-list for method input_type
+	4,  // 11: betcode.v1.ChannelService.Deliver:input_type -> betcode.v1.DeliverRequest
+	7,  // 12: betcode.v1.DeviceService.ListDevices:input_type -> betcode.v1.ListDevicesRequest
+	9,  // 13: betcode.v1.DeviceService.RenameDevice:input_type -> betcode.v1.RenameDeviceRequest
+	11, // 14: betcode.v1.DeviceService.RevokeDevice:input_type -> betcode.v1.RevokeDeviceRequest
+	13, // 15: betcode.v1.DeviceService.StartPairing:input_type -> betcode.v1.StartPairingRequest
+	1,  // 16: betcode.v1.ChannelService.Open:output_type -> betcode.v1.OpenResponse
+	3,  // 17: betcode.v1.ChannelService.Pair:output_type -> betcode.v1.PairResponse
+	5,  // 18: betcode.v1.ChannelService.Deliver:output_type -> betcode.v1.DeliverResponse
+	8,  // 19: betcode.v1.DeviceService.ListDevices:output_type -> betcode.v1.ListDevicesResponse
+	10, // 20: betcode.v1.DeviceService.RenameDevice:output_type -> betcode.v1.RenameDeviceResponse
+	12, // 21: betcode.v1.DeviceService.RevokeDevice:output_type -> betcode.v1.RevokeDeviceResponse
+	14, // 22: betcode.v1.DeviceService.StartPairing:output_type -> betcode.v1.StartPairingResponse
+	16, // [16:23] is the sub-list for method output_type
+	9,  // [9:16] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -888,7 +1010,7 @@ func file_betcode_v1_channel_proto_init() {
 	if File_betcode_v1_channel_proto != nil {
 		return
 	}
-	file_betcode_v1_channel_proto_msgTypes[12].OneofWrappers = []any{
+	file_betcode_v1_channel_proto_msgTypes[14].OneofWrappers = []any{
 		(*StartPairingResponse_Code)(nil),
 		(*StartPairingResponse_Paired)(nil),
 	}
@@ -898,7 +1020,7 @@ func file_betcode_v1_channel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_betcode_v1_channel_proto_rawDesc), len(file_betcode_v1_channel_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

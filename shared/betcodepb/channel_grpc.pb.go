@@ -19,8 +19,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ChannelService_Open_FullMethodName = "/betcode.v1.ChannelService/Open"
-	ChannelService_Pair_FullMethodName = "/betcode.v1.ChannelService/Pair"
+	ChannelService_Open_FullMethodName    = "/betcode.v1.ChannelService/Open"
+	ChannelService_Pair_FullMethodName    = "/betcode.v1.ChannelService/Pair"
+	ChannelService_Deliver_FullMethodName = "/betcode.v1.ChannelService/Deliver"
 )
 
 // ChannelServiceClient is the client API for ChannelService service.
@@ -41,6 +42,11 @@ type ChannelServiceClient interface {
 	// code (betcode-agent pair): both sides prove the secret and pin each
 	// other's key; the machine then hands the device its relay credential.
 	Pair(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PairRequest, PairResponse], error)
+	// Deliver hands the machine one sealed envelope (Noise_X from a paired
+	// device, docs/e2ee-wire.md §3): a queued message or a permission answer
+	// from a device that cannot open a channel. It is bufferable: for an
+	// offline machine the relay stores the request and answers buffered.
+	Deliver(ctx context.Context, in *DeliverRequest, opts ...grpc.CallOption) (*DeliverResponse, error)
 }
 
 type channelServiceClient struct {
@@ -77,6 +83,16 @@ func (c *channelServiceClient) Pair(ctx context.Context, opts ...grpc.CallOption
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ChannelService_PairClient = grpc.BidiStreamingClient[PairRequest, PairResponse]
 
+func (c *channelServiceClient) Deliver(ctx context.Context, in *DeliverRequest, opts ...grpc.CallOption) (*DeliverResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeliverResponse)
+	err := c.cc.Invoke(ctx, ChannelService_Deliver_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ChannelServiceServer is the server API for ChannelService service.
 // All implementations must embed UnimplementedChannelServiceServer
 // for forward compatibility.
@@ -95,6 +111,11 @@ type ChannelServiceServer interface {
 	// code (betcode-agent pair): both sides prove the secret and pin each
 	// other's key; the machine then hands the device its relay credential.
 	Pair(grpc.BidiStreamingServer[PairRequest, PairResponse]) error
+	// Deliver hands the machine one sealed envelope (Noise_X from a paired
+	// device, docs/e2ee-wire.md §3): a queued message or a permission answer
+	// from a device that cannot open a channel. It is bufferable: for an
+	// offline machine the relay stores the request and answers buffered.
+	Deliver(context.Context, *DeliverRequest) (*DeliverResponse, error)
 	mustEmbedUnimplementedChannelServiceServer()
 }
 
@@ -110,6 +131,9 @@ func (UnimplementedChannelServiceServer) Open(grpc.BidiStreamingServer[OpenReque
 }
 func (UnimplementedChannelServiceServer) Pair(grpc.BidiStreamingServer[PairRequest, PairResponse]) error {
 	return status.Error(codes.Unimplemented, "method Pair not implemented")
+}
+func (UnimplementedChannelServiceServer) Deliver(context.Context, *DeliverRequest) (*DeliverResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Deliver not implemented")
 }
 func (UnimplementedChannelServiceServer) mustEmbedUnimplementedChannelServiceServer() {}
 func (UnimplementedChannelServiceServer) testEmbeddedByValue()                        {}
@@ -146,13 +170,36 @@ func _ChannelService_Pair_Handler(srv interface{}, stream grpc.ServerStream) err
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ChannelService_PairServer = grpc.BidiStreamingServer[PairRequest, PairResponse]
 
+func _ChannelService_Deliver_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeliverRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ChannelServiceServer).Deliver(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ChannelService_Deliver_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ChannelServiceServer).Deliver(ctx, req.(*DeliverRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ChannelService_ServiceDesc is the grpc.ServiceDesc for ChannelService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var ChannelService_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "betcode.v1.ChannelService",
 	HandlerType: (*ChannelServiceServer)(nil),
-	Methods:     []grpc.MethodDesc{},
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Deliver",
+			Handler:    _ChannelService_Deliver_Handler,
+		},
+	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Open",
