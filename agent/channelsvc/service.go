@@ -55,6 +55,12 @@ type Service struct {
 	Relay    Relay
 	Listener *Listener
 	Log      *slog.Logger
+	// Sessions and Seen serve Deliver (sealed envelopes, deliver.go):
+	// where their messages go and the ids already taken; Now is the clock
+	// that judges their age (nil: time.Now).
+	Sessions Sessions
+	Seen     *pairing.Seen
+	Now      func() time.Time
 }
 
 // streamTransport carries Noise messages on a server stream; Close marks

@@ -293,7 +293,8 @@ func Run(ctx context.Context, cfg Config) error {
 		grpc.ChainUnaryInterceptor(guard.UnaryInterceptor, server.UnaryRecover(log), ver.UnaryInterceptor),
 		grpc.ChainStreamInterceptor(guard.StreamInterceptor, server.StreamRecover(log), ver.StreamInterceptor),
 	)...)
-	pb.RegisterAgentServiceServer(srv, &server.Agent{Sessions: mgr, Log: log})
+	agentSvc := &server.Agent{Sessions: mgr, Log: log}
+	pb.RegisterAgentServiceServer(srv, agentSvc)
 	// SessionService: managed sessions over the same manager (ends when
 	// the manager closes).
 	sessions, err := sessionsvc.New(ctx, mgr, sessionsvc.Options{Logger: log})
@@ -398,7 +399,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}()
 	guard.RequireChannel(cfg.RelayE2E == "required")
 	channels := channelsvc.NewListener()
-	door := &channelsvc.Service{Store: devices, MachineName: cfg.MachineName, Listener: channels, Log: log}
+	seen, err := pairing.OpenSeen(cfg.DataDir)
+	if err != nil {
+		closeAll()
+		mgr.Close(context.Background())
+		return err
+	}
+	door := &channelsvc.Service{Store: devices, MachineName: cfg.MachineName, Listener: channels, Log: log,
+		Sessions: agentSvc, Seen: seen}
 	pb.RegisterChannelServiceServer(srv, door)
 	pb.RegisterDeviceServiceServer(srv, door)
 
