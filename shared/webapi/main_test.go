@@ -32,7 +32,8 @@ func leakedGoroutines(d time.Duration) string {
 		buf = buf[:runtime.Stack(buf, true)]
 		var leaked []string
 		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "shared/webapi.(*socket)") || strings.Contains(g, "shared/webapi.(*Handler).serveWS") || strings.Contains(g, "shared/webapi.aside") {
+			if strings.Contains(g, "shared/webapi.(*socket)") || strings.Contains(g, "shared/webapi.(*Handler).serveWS") || strings.Contains(g, "shared/webapi.aside") ||
+				strings.Contains(g, "shared/webapi.(*Handler).serveCarrier") || strings.Contains(g, "shared/webapi.(*Handler).runCarrier") {
 				leaked = append(leaked, g)
 			}
 		}
