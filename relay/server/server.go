@@ -92,8 +92,12 @@ type Config struct {
 	Web WebConfig
 	// PushSubject is the VAPID contact of Web Push (mailto: or https:
 	// URL, docs/push.md); empty: no Web Push.
-	PushSubject     string
-	ShutdownTimeout time.Duration
+	PushSubject string
+	// PushPrivateEndpoints lets machines' own push messages (SendPush) go
+	// to http endpoints and non-public addresses: a private push service,
+	// or tests' loopback one.
+	PushPrivateEndpoints bool
+	ShutdownTimeout      time.Duration
 	// DrainGrace bounds the drain that follows ctx's end (SIGTERM): new
 	// calls and tunnels refused, streams ended for clients to resume
 	// elsewhere, agents told to reconnect (drain.go). Default
@@ -318,7 +322,8 @@ func Run(ctx context.Context, cfg Config) error {
 	routerRef.Store(rt)
 	// Web Push: watches each connected machine's sessions and serves
 	// /api/push through the web API.
-	pushSvc, err := push.New(ctx, push.Options{Store: st, Auth: authn, Log: lg, Registerer: reg, Subject: cfg.PushSubject})
+	pushSvc, err := push.New(ctx, push.Options{Store: st, Auth: authn, Log: lg, Registerer: reg, Subject: cfg.PushSubject,
+		AllowPrivateEndpoints: cfg.PushPrivateEndpoints})
 	if err != nil {
 		return fmt.Errorf("relay: web push: %w", err)
 	}

@@ -83,7 +83,7 @@ underscores) or as a key of the --config file.`,
 				Tracing:     tracing,
 				DrainGrace:  v.GetDuration("drain-grace"),
 				Force:       forceStop,
-				Front:       v.GetString("front"),
+				Front:       v.GetString("front"), PushPrivateEndpoints: v.GetBool("push-private-endpoints"),
 			})
 		},
 	}
@@ -119,6 +119,7 @@ underscores) or as a key of the --config file.`,
 	f.String("http-listen", "", "separate HOST:PORT for the web app and its API (TLS with --tls-cert unless loopback, where it is plain HTTP); empty: served on --listen")
 	f.StringSlice("web-origin", nil, "an extra origin (scheme://host[:port]) whose pages may open the web API's WebSocket, besides the relay's own; repeatable")
 	f.String("push-subject", "", "VAPID contact for Web Push notifications to the web app (mailto:ops@example.com or an https URL; docs/push.md); empty: no push")
+	f.Bool("push-private-endpoints", false, "let machines' own push messages go to http endpoints and private addresses (a private push service, tests; docs/push.md)")
 	f.String("front", server.FrontEngine, "HTTP/2 server facing gRPC clients, which also carries calls on agents' direct connections: engine (the relay's own, docs/relay-h2-engine.md), or net/http (Go's, the one before; kept for one release to roll back to). Browsers are served by net/http either way")
 	f.String("config", "", "config file")
 	f.String("log-level", "info", "debug, info, warn or error")
