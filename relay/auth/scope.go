@@ -34,18 +34,19 @@ const (
 	channelService = "/betcode.v1.ChannelService/"
 	pairMethod     = "/betcode.v1.ChannelService/Pair"
 	openMethod     = "/betcode.v1.ChannelService/Open"
+	deliverMethod  = "/betcode.v1.ChannelService/Deliver"
 	healthCheck    = "/grpc.health.v1.Health/Check"
 )
 
 // ScopeAllows reports whether a token of scope may call path: an ordinary
-// token ("") anything; a device token ChannelService's Open and Pair; a
-// pairing ticket Pair only. Both may call the standard health check.
+// token ("") anything; a device token ChannelService's Open, Pair and
+// Deliver (a sealed envelope); a pairing ticket Pair only. Both may call the standard health check.
 func ScopeAllows(scope, path string) bool {
 	switch scope {
 	case "":
 		return true
 	case store.ScopeDevice:
-		return path == openMethod || path == pairMethod || path == healthCheck
+		return path == openMethod || path == pairMethod || path == deliverMethod || path == healthCheck
 	case store.ScopePair:
 		return path == pairMethod || path == healthCheck
 	}

@@ -135,6 +135,7 @@ func TestScopedTokens(t *testing.T) {
 	}{
 		{"device opens a channel", device, "/betcode.v1.ChannelService/Open", answer{}},
 		{"device pairs again", device, "/betcode.v1.ChannelService/Pair", answer{}},
+		{"device delivers a sealed envelope", device, "/betcode.v1.ChannelService/Deliver", answer{}},
 		{"device, health check", device, "/grpc.health.v1.Health/Check", answer{}},
 		{"device, health watch", device, "/grpc.health.v1.Health/Watch", scoped},
 		{"device, another ChannelService method", device, "/betcode.v1.ChannelService/Other", scoped},
@@ -149,6 +150,7 @@ func TestScopedTokens(t *testing.T) {
 		{"device, reflection", device, "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", scoped},
 		{"device, the web API", device, "/api/sessions", scoped},
 		{"ticket, Open", ticket, "/betcode.v1.ChannelService/Open", scoped},
+		{"ticket, Deliver", ticket, "/betcode.v1.ChannelService/Deliver", scoped},
 		{"ticket, an agent service", ticket, "/betcode.v1.AgentService/ListSessions", scoped},
 		{"ticket, health check (does not spend it)", ticket, "/grpc.health.v1.Health/Check", answer{}},
 		{"ticket pairs", ticket, "/betcode.v1.ChannelService/Pair", answer{}},
@@ -177,8 +179,8 @@ func TestScopedTokens(t *testing.T) {
 			t.Errorf("audit event %+v holds a token", e)
 		}
 	}
-	if count["access.denied"] != 14 || count["pairing.ticket_used"] != 1 || count["auth.refused"] != 3 {
-		t.Errorf("audit actions %v; want 14 access.denied, 1 pairing.ticket_used, 3 auth.refused", count)
+	if count["access.denied"] != 15 || count["pairing.ticket_used"] != 1 || count["auth.refused"] != 3 {
+		t.Errorf("audit actions %v; want 15 access.denied, 1 pairing.ticket_used, 3 auth.refused", count)
 	}
 }
 

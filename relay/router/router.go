@@ -39,11 +39,39 @@ const MachineHeader = "X-Betcode-Machine-Id"
 // ErrorDomain is the ErrorInfo domain of BetCode error codes.
 const ErrorDomain = grpcerr.Domain
 
-// Bufferable calls may wait in the relay while their machine is offline.
-// Only QueueMessage is: it is unary, carries an idempotency key and is
-// meaningful later. Streams (Converse, ResumeSession) need a live machine.
+// Bufferable calls may wait in the relay while their machine is offline:
+// unary, carrying an idempotency key and meaningful later. QueueMessage,
+// and ChannelService.Deliver (a sealed envelope, which the relay stores
+// as the ciphertext it is). Streams (Converse, ResumeSession) need a live
+// machine.
 var Bufferable = map[string]bool{
-	"/betcode.v1.AgentService/QueueMessage": true,
+	queueMessagePath: true,
+	deliverPath:      true,
+}
+
+const (
+	queueMessagePath = "/betcode.v1.AgentService/QueueMessage"
+	deliverPath      = "/betcode.v1.ChannelService/Deliver"
+)
+
+// bufferedCall reads what the buffer needs of a bufferable request: its
+// idempotency key, and the answer that says it was buffered.
+func bufferedCall(path string, msg []byte, dup bool) (key string, answer proto.Message, err error) {
+	switch path {
+	case deliverPath:
+		var req pb.DeliverRequest
+		if err := proto.Unmarshal(msg, &req); err != nil {
+			return "", nil, fmt.Errorf("decode DeliverRequest: %w", err)
+		}
+		// The outer key: the envelope's own id is sealed inside it.
+		return req.IdempotencyKey, &pb.DeliverResponse{Buffered: true}, nil
+	default:
+		var req pb.QueueMessageRequest
+		if err := proto.Unmarshal(msg, &req); err != nil {
+			return "", nil, fmt.Errorf("decode QueueMessageRequest: %w", err)
+		}
+		return req.IdempotencyKey, &pb.QueueMessageResponse{Buffered: true, Duplicate: dup}, nil
+	}
 }
 
 // relayServices are served by the relay itself.
@@ -405,18 +433,18 @@ func (rt *Router) offline(w http.ResponseWriter, r *http.Request, userID, machin
 		writeStatus(w, codes.InvalidArgument, "", err.Error())
 		return
 	}
-	var req pb.QueueMessageRequest
-	if err := proto.Unmarshal(msg, &req); err != nil {
-		writeStatus(w, codes.InvalidArgument, "", "decode QueueMessageRequest: "+err.Error())
+	key, _, err := bufferedCall(r.URL.Path, msg, false)
+	if err != nil {
+		writeStatus(w, codes.InvalidArgument, "", err.Error())
 		return
 	}
-	if req.IdempotencyKey == "" {
+	if key == "" {
 		writeStatus(w, codes.InvalidArgument, "", "idempotency_key is required to buffer a message for an offline machine")
 		return
 	}
 	service, method, _ := tunnel.SplitMethod(r.URL.Path)
 	id, dup, err := rt.Store.Enqueue(r.Context(), store.Message{
-		MachineID: machineID, OwnerID: userID, IdempotencyKey: req.IdempotencyKey,
+		MachineID: machineID, OwnerID: userID, IdempotencyKey: key,
 		Service: service, Method: method, Payload: msg,
 	}, rt.Limits)
 	if errors.Is(err, store.ErrBufferFull) {
@@ -433,7 +461,8 @@ func (rt *Router) offline(w http.ResponseWriter, r *http.Request, userID, machin
 		// The machine came back while this was being stored.
 		go rt.Deliver(context.WithoutCancel(r.Context()), t)
 	}
-	resp, _ := proto.Marshal(&pb.QueueMessageResponse{Buffered: true, Duplicate: dup})
+	_, answer, _ := bufferedCall(r.URL.Path, msg, dup)
+	resp, _ := proto.Marshal(answer)
 	w.Header().Set("Content-Type", "application/grpc")
 	w.Header().Set("Trailer", "Grpc-Status")
 	w.WriteHeader(http.StatusOK)
