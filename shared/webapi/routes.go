@@ -39,6 +39,7 @@ func (h *Handler) routes() []route {
 		{get, "/api/info", http.HandlerFunc(h.info)},
 		{get, "/api/openapi.json", http.HandlerFunc(serveOpenAPI)},
 		{get, "/api/ws", http.HandlerFunc(h.serveWS)},
+		{post, "/api/sealed", http.HandlerFunc(h.postSealed)},
 		{get, "/api/channel", http.HandlerFunc(h.serveChannel)},
 		{get, "/api/pair", http.HandlerFunc(h.servePair)},
 		{get, "/api/me", h.authed(h.me)},
