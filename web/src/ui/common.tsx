@@ -65,7 +65,9 @@ export function ConnBanner() {
     : e2e && s.chan === 'failed'
       ? `No end-to-end channel to ${s.machine?.name || s.machineId}: ${s.chanError}`
       : s.conn === 'retrying' || (e2e && s.chan === 'reconnecting')
-        ? e2e ? 'End-to-end channel lost, reconnecting…' : 'Connection lost, reconnecting…'
+        ? e2e
+          ? `Reconnecting to ${s.machine?.name || s.machineId} end to end…${s.chanError ? ` (${s.chanError})` : ''}`
+          : 'Connection lost, reconnecting…'
         : '';
   return (
     <div class={msg ? 'banner' : 'sr-only'} role="status" aria-live="polite" data-testid="conn-banner">
