@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -61,6 +62,12 @@ type Service struct {
 	Sessions Sessions
 	Seen     *pairing.Seen
 	Now      func() time.Time
+	// Version is the agent's version, which a browser channel's web API
+	// sends with its calls (web.go).
+	Version string
+	// PushHandler, if set, serves a browser channel's /push/... requests
+	// (paths without /api); DeviceFromContext names the calling device.
+	PushHandler http.Handler
 }
 
 // streamTransport carries Noise messages on a server stream; Close marks
@@ -99,11 +106,14 @@ func (s *Service) Open(stream grpc.BidiStreamingServer[pb.OpenRequest, pb.OpenRe
 			return m.GetData(), err
 		}}
 	var dev pairing.Device
+	var hello pairing.Hello
 	hctx, cancel := context.WithTimeout(ctx, HandshakeTimeout)
-	c, err := e2ee.Accept(hctx, t, s.Store.Key(), s.MachineID, func(pub, _ []byte) error {
+	c, err := e2ee.Accept(hctx, t, s.Store.Key(), s.MachineID, func(pub, raw []byte) error {
 		var err error
-		dev, err = s.Store.Authorize(pub)
-		return err
+		if dev, err = s.Store.Authorize(pub); err != nil {
+			return err
+		}
+		return checkHello(raw, &hello)
 	})
 	cancel()
 	if err != nil {
@@ -116,6 +126,9 @@ func (s *Service) Open(stream grpc.BidiStreamingServer[pb.OpenRequest, pb.OpenRe
 	forget := s.Store.Track(dev.ID, c)
 	defer forget()
 	s.Log.Debug("end-to-end channel open", "device", dev.ID, "name", dev.Name)
+	if hello.Protocol == pairing.ProtocolWeb {
+		return s.serveWebStatus(ctx, c, dev)
+	}
 	if err := s.Listener.deliver(ctx, c); err != nil {
 		c.Close()
 		return server.Status(codes.Unavailable, "", "the agent is shutting down")

@@ -405,7 +405,7 @@ func Run(ctx context.Context, cfg Config) error {
 		mgr.Close(context.Background())
 		return err
 	}
-	door := &channelsvc.Service{Store: devices, MachineName: cfg.MachineName, Listener: channels, Log: log,
+	door := &channelsvc.Service{Store: devices, MachineName: cfg.MachineName, Listener: channels, Log: log, Version: cfg.Version,
 		Sessions: agentSvc, Seen: seen}
 	pb.RegisterChannelServiceServer(srv, door)
 	pb.RegisterDeviceServiceServer(srv, door)

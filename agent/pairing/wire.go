@@ -6,7 +6,13 @@ package pairing
 type Hello struct {
 	Name    string `json:"name"`
 	Version string `json:"version,omitempty"`
+	// Protocol is what the channel carries: "" (HTTP/2 for the agent's
+	// gRPC server, the CLI) or ProtocolWeb (docs/e2ee-wire.md §2).
+	Protocol string `json:"protocol,omitempty"`
 }
+
+// ProtocolWeb is Hello.Protocol of a browser's channel: web/1 frames.
+const ProtocolWeb = "web/1"
 
 // Welcome is what the machine sends a device it has just paired (JSON,
 // inside the pairing channel).
