@@ -11,8 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/flynn/noise"
 )
 
 // The browser (web/src/e2ee) implements the same handshakes in TypeScript.
@@ -245,26 +243,19 @@ func makeVectors(t *testing.T) vectors {
 	dc.Close()
 	mc.Close()
 
-	// Noise_X: a sealed envelope (docs/e2ee-wire.md §3), with the noise
-	// package directly.
+	// Noise_X: a sealed envelope (docs/e2ee-wire.md §3, seal.go).
 	v.Seal.MachineID = machineID
-	v.Seal.Prologue = "betcode e2ee v1 seal\x00" + machineID
+	v.Seal.Prologue = sealPrologue + machineID
 	v.Seal.DeviceEphemeral = vecBytes("seal device ephemeral", KeyLen)
-	v.Seal.Payload = `{"v":1,"id":"00112233445566778899aabbccddeeff","at":1733400000000,"kind":"queue","session_id":"s-1","text":"hi"}`
-	hs, err := noise.NewHandshakeState(noise.Config{CipherSuite: suite, Random: bytes.NewReader(v.Seal.DeviceEphemeral),
-		Pattern: noise.HandshakeX, Initiator: true, Prologue: []byte(v.Seal.Prologue), StaticKeypair: device.dh(), PeerStatic: machine.Public})
+	payload, err := json.Marshal(Sealed{V: 1, ID: "00112233445566778899aabbccddeeff", At: 1733400000000, Kind: SealedQueue, SessionID: "s-1", Text: "hi"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Seal.Message, _, _, err = hs.WriteMessage(nil, []byte(v.Seal.Payload)); err != nil {
+	v.Seal.Payload = string(payload)
+	if v.Seal.Message, err = seal(device, machineID, machine.Public, payload, bytes.NewReader(v.Seal.DeviceEphemeral)); err != nil {
 		t.Fatal(err)
 	}
-	rhs, err := noise.NewHandshakeState(noise.Config{CipherSuite: suite, Pattern: noise.HandshakeX,
-		Prologue: []byte(v.Seal.Prologue), StaticKeypair: machine.dh()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p, _, _, err := rhs.ReadMessage(nil, v.Seal.Message); err != nil || string(p) != v.Seal.Payload || !bytes.Equal(rhs.PeerStatic(), device.Public) {
+	if pub, p, err := OpenSealed(machine, machineID, v.Seal.Message); err != nil || string(p) != v.Seal.Payload || !bytes.Equal(pub, device.Public) {
 		t.Fatalf("open the sealed vector: %q, %v", p, err)
 	}
 	return v

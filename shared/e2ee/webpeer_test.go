@@ -17,8 +17,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/flynn/noise"
 )
 
 // TestWebPeer runs the browser's e2ee code (web/src/e2ee, built from
@@ -153,7 +151,10 @@ func TestWebPeer(t *testing.T) {
 			t.Fatalf("the sealed envelope: %v (its stderr: %s)", err, p.stderr())
 		}
 		res := p.result(t)
-		payload, pub := openSealedForTest(t, machine, testMachineID, msg)
+		pub, payload, err := OpenSealed(machine, testMachineID, msg)
+		if err != nil {
+			t.Fatalf("open the web peer's envelope: %v", err)
+		}
 		if !bytes.Equal(pub, device.Public) {
 			t.Errorf("sealed by %x, want %x", pub, device.Public)
 		}
@@ -161,33 +162,11 @@ func TestWebPeer(t *testing.T) {
 		if err := json.Unmarshal(payload, &got); err != nil || !reflect.DeepEqual(got, res["payload"]) {
 			t.Errorf("payload %s, the peer sealed %v (%v)", payload, res["payload"], err)
 		}
-		var fields struct {
-			V    int    `json:"v"`
-			ID   string `json:"id"`
-			At   int64  `json:"at"`
-			Kind string `json:"kind"`
-		}
-		if err := json.Unmarshal(payload, &fields); err != nil || fields.V != 1 || len(fields.ID) != 32 || fields.Kind != "queue" ||
-			time.Since(time.UnixMilli(fields.At)).Abs() > time.Minute {
-			t.Errorf("payload fields %+v, %v", fields, err)
+		s, err := ParseSealed(payload)
+		if err != nil || s.Kind != SealedQueue || s.SessionID != "s-1" || s.Text != "hi" || time.Since(time.UnixMilli(s.At)).Abs() > time.Minute {
+			t.Errorf("payload %+v, %v", s, err)
 		}
 	})
-}
-
-// openSealedForTest opens a sealed envelope as docs/e2ee-wire.md §3 defines
-// it, with the noise package directly: the payload and the sender's key.
-func openSealedForTest(t *testing.T, machine KeyPair, machineID string, msg []byte) ([]byte, []byte) {
-	t.Helper()
-	hs, err := noise.NewHandshakeState(noise.Config{CipherSuite: suite, Pattern: noise.HandshakeX,
-		Prologue: []byte("betcode e2ee v1 seal\x00" + machineID), StaticKeypair: machine.dh()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _, _, err := hs.ReadMessage(nil, msg)
-	if err != nil {
-		t.Fatalf("open the sealed envelope: %v", err)
-	}
-	return p, hs.PeerStatic()
 }
 
 func mustJSON(v any) string {
