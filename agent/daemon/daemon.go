@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -446,6 +447,11 @@ func Run(ctx context.Context, cfg Config) error {
 		mgr.Close(context.Background())
 		return err
 	}
+	// A paired browser registers its subscriptions inside its channel.
+	door.PushHandler = push.NewHandler(pushSubs, func(r *http.Request) (string, bool) {
+		d, ok := channelsvc.DeviceFromContext(r.Context())
+		return d.ID, ok
+	}, log)
 	var notifier *push.Notifier
 	if link != nil {
 		notifier, err = push.New(push.Options{MachineID: door.MachineID, Store: pushSubs, Devices: devices, Sender: link, Log: log,
