@@ -3,7 +3,9 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,20 +16,19 @@ import (
 	"github.com/betcode-dev/betcode/relay/internal/pgtest"
 	"github.com/betcode-dev/betcode/relay/internal/pushtest"
 	"github.com/betcode-dev/betcode/relay/pki"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/e2ee"
 	"github.com/betcode-dev/betcode/shared/fakeapi"
 	"github.com/betcode-dev/betcode/shared/promtest"
 )
 
-// TestPushEncryptedByMachine: a machine on --relay-e2e=required notifies
-// its paired device of a permission request itself: the relay delivers a
-// message the test (the browser) decrypts with the subscription's keys,
-// while the relay's log and metrics never hold the prompt, the command or
-// the subscription's keys, and
-// the relay's own watcher is refused (no double notification).
-//
-// The device's subscription is written into the machine's store while it
-// is stopped, as POST /push/subscriptions inside its channel would (the
-// browser's channel client is tested apart).
+// TestPushEncryptedByMachine: a paired device registers its push
+// subscription with its machine (--relay-e2e=required) inside a web/1
+// channel through the relay; a real permission request from the Claude CLI
+// then reaches the fake push service as a message the test (the browser)
+// decrypts with the subscription's keys. The relay's log and metrics never
+// hold the prompt, the command or the subscription's keys, and the relay's
+// own watcher is refused (one message, no double notification).
 func TestPushEncryptedByMachine(t *testing.T) {
 	w := newWorldOf(t, &world{t: t, pki: t.TempDir(), dataDir: t.TempDir(), dbURL: pgtest.URL(t),
 		extraArgs: []string{"--metrics-listen", "127.0.0.1:0", "--push-subject", "mailto:ops@example.com", "--push-private-endpoints"}})
@@ -47,24 +48,15 @@ func TestPushEncryptedByMachine(t *testing.T) {
 	if err := pairCmd.Wait(); err != nil {
 		t.Fatalf("betcode-agent pair: %v\n%s", err, pairOut.String())
 	}
-	var devices []struct {
-		ID string `json:"id"`
-	}
-	b, err := os.ReadFile(filepath.Join(a.data, "paired-devices.json"))
-	if err != nil || json.Unmarshal(b, &devices) != nil || len(devices) != 1 {
-		t.Fatalf("paired devices: %v\n%s", err, b)
-	}
-
 	// The browser subscribes with the push service and gives the
-	// subscription to its machine.
+	// subscription to its machine inside its channel (web/1 frames), with
+	// the device's key and relay token from `betcode pair`.
 	sub := srv.Subscribe(t)
-	a.proc.kill()
-	subs, _ := json.Marshal([]map[string]any{{"id": "s1", "device_id": devices[0].ID, "endpoint": sub.Endpoint,
-		"p256dh": sub.P256dh, "auth": sub.Auth, "kinds": []string{"permission_request"}, "created_at": time.Now().UTC()}})
-	if err := os.WriteFile(filepath.Join(a.data, "push-subscriptions.json"), subs, 0o600); err != nil {
-		t.Fatal(err)
+	status, body := webRequest(ctx, t, w, phone, "pushed", "POST", "/push/subscriptions",
+		`{"endpoint":"`+sub.Endpoint+`","keys":{"p256dh":"`+sub.P256dh+`","auth":"`+sub.Auth+`"},"name":"phone","kinds":["permission_request"]}`)
+	if status != 201 || !strings.Contains(body, `"endpointHost":"127.0.0.1`) {
+		t.Fatalf("POST /push/subscriptions in the channel: %d %s", status, body)
 	}
-	a.start(w, cert, key)
 
 	// A real permission request: the fake model's Bash call (RUNTOOL),
 	// which the device did not allow.
@@ -116,6 +108,71 @@ func TestPushEncryptedByMachine(t *testing.T) {
 		if bytes.Contains(b, []byte(prompt)) || bytes.Contains(b, []byte(command)) || bytes.Contains(b, []byte(sub.Auth)) ||
 			bytes.Contains(b, []byte(sub.P256dh)) {
 			t.Errorf("the %s holds the notification's text or the subscription's keys", where)
+		}
+	}
+}
+
+// webRequest sends one web/1 request in a browser channel of device d to
+// machine (docs/e2ee-wire.md §2), through the relay with the device's
+// token, and returns the answer's status and body.
+func webRequest(ctx context.Context, t *testing.T, w *world, d *device, machine, method, path, body string) (int, string) {
+	t.Helper()
+	var dir string
+	for _, kv := range d.env {
+		if v, ok := strings.CutPrefix(kv, "XDG_CONFIG_HOME="); ok {
+			dir = filepath.Join(v, "betcode")
+		}
+	}
+	key, err := e2ee.LoadOrCreateKey(filepath.Join(dir, "device.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pairings struct {
+		Machines []struct {
+			MachineID  string `json:"machine_id"`
+			MachineKey []byte `json:"machine_key"`
+			Token      string `json:"token"`
+		} `json:"machines"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "pairings.json"))
+	if err != nil || json.Unmarshal(b, &pairings) != nil || len(pairings.Machines) != 1 || pairings.Machines[0].MachineID != machine {
+		t.Fatalf("the device's pairings: %v", err)
+	}
+	p := pairings.Machines[0]
+	stream, err := pb.NewChannelServiceClient(w.dial(w.addr, p.Token)).Open(onMachine(ctx, machine))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello, _ := json.Marshal(map[string]string{"name": "browser", "version": "e2e", "protocol": "web/1"})
+	c, err := e2ee.Dial(ctx, openTransport{stream}, key, machine, p.MachineKey, hello)
+	if err != nil {
+		t.Fatalf("open a web/1 channel: %v", err)
+	}
+	defer c.Close()
+	req, _ := json.Marshal(map[string]any{"t": "req", "id": 1, "method": method, "path": path, "body": body})
+	if _, err := c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(req))), req...)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var hdr [4]byte
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			t.Fatalf("read the answer: %v", err)
+		}
+		f := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+		if _, err := io.ReadFull(c, f); err != nil {
+			t.Fatalf("read the answer: %v", err)
+		}
+		var res struct {
+			T      string `json:"t"`
+			ID     int    `json:"id"`
+			Status int    `json:"status"`
+			Body   string `json:"body"`
+		}
+		if err := json.Unmarshal(f, &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.T == "res" && res.ID == 1 {
+			return res.Status, res.Body
 		}
 	}
 }
