@@ -1,0 +1,11 @@
+package push
+
+import (
+	"testing"
+
+	"github.com/betcode-dev/betcode/agent/internal/leakcheck"
+)
+
+// TestMain fails the run when goroutines of this package (the notifier's
+// watch, a send) outlive the tests.
+func TestMain(m *testing.M) { leakcheck.Main(m, "betcode/agent/push") }
