@@ -42,6 +42,7 @@ await main(async () => {
   const sockets = [];
   const page = await ctx.newPage();
   page.on('websocket', (ws) => sockets.push(new URL(ws.url()).pathname));
+  page.on('framenavigated', (f) => f === page.mainFrame() && log('at', { url: f.url() }));
   watch(page, 'phone');
   const audit = new Audit();
 
@@ -54,16 +55,10 @@ await main(async () => {
     await page.locator(tid('pair-device-name')).fill(params.deviceName);
     const t0 = Date.now();
     await page.locator(tid('pair-scan')).click();
-    const status = page.locator(tid('pair-status'));
-    // Scanned, paired, and the machine's sessions open (through the channel).
-    await Promise.race([
-      page.locator(tid('new-session')).waitFor({ timeout: 60000 }),
-      page.locator(tid('pair-error')).waitFor({ timeout: 60000 }).then(async () => {
-        throw new Error('pairing failed: ' + norm(await page.locator(tid('pair-error')).textContent()));
-      }),
-    ]);
+    // Scanned, paired, and the machine's sessions open (through the channel); or an error.
+    await page.locator(`${tid('new-session')}, ${tid('pair-error')}`).first().waitFor({ timeout: 60000 });
+    if (await page.locator(tid('pair-error')).count()) throw new Error('pairing failed: ' + norm(await page.locator(tid('pair-error')).textContent()));
     result.pairMs = Date.now() - t0;
-    result.lastStatus = norm(await status.textContent().catch(() => ''));
     await page.locator(`${tid('chan-state')}[data-state="open"]`).first().waitFor();
     result.badge = norm(await page.locator(tid('e2e-badge')).textContent());
     log('paired', { ms: result.pairMs, badge: result.badge });
@@ -144,6 +139,16 @@ await main(async () => {
 
     // A reload: the pairing is remembered, the conversation comes back through the channel.
     await page.reload({ waitUntil: 'domcontentloaded' });
+    await sleep(1000);
+    log('after reload', {
+      url: page.url(),
+      pairings: await page.evaluate(async () => {
+        const db = await new Promise((res, rej) => { const r = indexedDB.open('betcode', 1); r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); });
+        const p = await new Promise((res) => { const g = db.transaction('kv').objectStore('kv').get('pairings'); g.onsuccess = () => res(g.result); });
+        db.close();
+        return Array.isArray(p) ? p.length : typeof p;
+      }).catch((e) => String(e)),
+    });
     await waitLastAssistant(page, params.want);
     await page.locator(`${tid('chan-state')}[data-state="open"], ${tid('conversation')}`).first().waitFor();
     result.steps.push('reload');

@@ -168,12 +168,16 @@ export async function boot() {
     },
     () => {},
   );
-  try {
-    state.token = (await idbGet<string>('token')) || '';
-    state.machineId = (await idbGet<string>('machine')) || (await getCurrentMachine()) || '';
-    state.pairings = await listPairings();
-  } catch {
-    /* no IndexedDB: the user logs in each time */
+  for (let i = 0; i < 3; i++) {
+    try {
+      state.token = (await idbGet<string>('token')) || '';
+      state.machineId = (await idbGet<string>('machine')) || (await getCurrentMachine()) || '';
+      state.pairings = await listPairings();
+      break;
+    } catch {
+      // No IndexedDB (the user logs in each time), or a busy one: try again a little later.
+      await new Promise((r) => setTimeout(r, 200));
+    }
   }
   // Whether the app is served by a relay (paired machines go end to end, pairing is the home) or
   // by the agent itself (nothing changes) is in /api/info: wait for it a little.
