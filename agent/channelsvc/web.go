@@ -69,15 +69,16 @@ type webChannel struct {
 	api  *webapi.Handler
 	http *http.Server // api for the event socket, on pipe
 	pipe *bufconn.Listener
-	wg   sync.WaitGroup // every goroutine but the frame reader
+	wg   sync.WaitGroup // every goroutine but the frame reader and http's
 
 	wmu sync.Mutex // serializes frames to c
 
-	mu      sync.Mutex
-	reqs    map[string]context.CancelFunc // requests in flight by id
-	events  *eventSocket                  // the open event socket, or nil
-	slots   chan struct{}
-	httpRun bool // http serves pipe
+	mu       sync.Mutex
+	reqs     map[string]context.CancelFunc // requests in flight by id
+	events   *eventSocket                  // the open event socket, or nil
+	slots    chan struct{}
+	httpRun  bool          // http serves pipe
+	httpDone chan struct{} // closed when http's Serve returned
 }
 
 // serveWeb serves a web/1 channel until it ends; it closes c.
@@ -128,6 +129,7 @@ func (s *Service) serveWeb(ctx context.Context, c *e2ee.Conn, dev pairing.Device
 	w.mu.Unlock()
 	if running {
 		_ = w.http.Close()
+		<-w.httpDone
 	}
 	w.pipe.Close()
 	w.cc.Close()

@@ -30,9 +30,9 @@ func (w *webChannel) openEvents(subs json.RawMessage) {
 	w.mu.Lock()
 	if !w.httpRun {
 		w.httpRun = true
-		w.wg.Add(1)
+		w.httpDone = make(chan struct{})
 		go func() {
-			defer w.wg.Done()
+			defer close(w.httpDone) // serveWeb closes w.http, then waits
 			_ = w.http.Serve(w.pipe)
 		}()
 	}
