@@ -30,6 +30,7 @@ type pairResult struct {
 		Title   string   `json:"title"`
 		Actions []string `json:"actions"`
 	} `json:"notification"`
+	ReusedCodeError     string   `json:"reusedCodeError"`
 	AnsweredFrom        string   `json:"answeredFrom"`
 	NotificationFailure string   `json:"notificationFailure"`
 	Replies             []string `json:"replies"`
@@ -84,7 +85,7 @@ func TestBrowserPairThroughRelay(t *testing.T) {
 	if err := pairCmd.Wait(); err != nil || !strings.Contains(pairOut.String(), "paired: "+device) {
 		t.Errorf("betcode-agent pair: %v\n%s", err, pairOut.String())
 	}
-	if wantSteps := []string{"paired", "machines", "prompt", "answered", "reload"}; !slices.Equal(r.Steps, wantSteps) {
+	if wantSteps := []string{"paired", "machines", "prompt", "answered", "reload", "reused"}; !slices.Equal(r.Steps, wantSteps) {
 		t.Errorf("steps %q, want %q", r.Steps, wantSteps)
 	}
 	if r.Home != "#/pair" {
@@ -113,7 +114,14 @@ func TestBrowserPairThroughRelay(t *testing.T) {
 		// until both are in, the page answers, and this says so.
 		t.Logf("the notification's Allow did not answer (%s): the page did", r.NotificationFailure)
 	}
+	t.Logf("the used code again: %q", r.ReusedCodeError)
+	if !strings.Contains(r.ReusedCodeError, "betcode-agent pair") {
+		t.Errorf("pairing with a used code shows %q, want why and what to do (a new code from betcode-agent pair)", r.ReusedCodeError)
+	}
 	for _, a := range r.Alerts {
+		if strings.HasSuffix(a.URL, "#/pair") && strings.Contains(a.Text, "betcode-agent pair") {
+			continue // the used code's error, expected
+		}
 		t.Errorf("the app showed an error: %q (at %s)", a.Text, a.URL)
 	}
 

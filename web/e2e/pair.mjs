@@ -152,6 +152,15 @@ await main(async () => {
     await waitLastAssistant(page, params.want);
     await page.locator(`${tid('chan-state')}[data-state="open"], ${tid('conversation')}`).first().waitFor();
     result.steps.push('reload');
+
+    // The same code again (pasted this time): it was used, and the app says so with what to do.
+    await page.goto(new URL('#/pair', baseURL).href);
+    await page.locator(tid('pair-code')).fill(params.code);
+    await page.locator(tid('pair-submit')).click();
+    await page.locator(tid('pair-error')).waitFor();
+    result.reusedCodeError = norm(await page.locator(tid('pair-error')).textContent());
+    await audit.check(page, 'pair a machine, a used code');
+    result.steps.push('reused');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

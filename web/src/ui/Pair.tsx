@@ -42,8 +42,12 @@ function pairError(e: unknown): string {
   const c = e as { code?: string; wsCode?: number; message?: string };
   const msg = c?.message || String(e);
   if (c?.code === 'KEY_MISMATCH') return msg + '. Do not use this relay to pair; tell whoever runs it.';
-  if (c?.wsCode === 4401 || c?.wsCode === 4403 || c?.code === 'PAIRING_FAILED')
-    return msg.replace(/^[A-Z_]+: /, '') + (/expired|used|spent/i.test(msg) ? '' : ' (the code may have expired or been used)') + '. Run betcode-agent pair on the machine for a new code.';
+  if (c?.wsCode === 4401 || c?.wsCode === 4403 || c?.code === 'PAIRING_FAILED') {
+    let m = msg.replace(/^[A-Z_]+: /, '');
+    if (!/expired|used|spent/i.test(m)) m += ' (the code may have expired or been used)';
+    if (!m.includes('betcode-agent pair')) m = m.replace(/\.?$/, '. Run betcode-agent pair on the machine for a new code.');
+    return m;
+  }
   if (c?.wsCode === 4404 || c?.wsCode === 4503) return msg + '. Is the machine running and connected to this relay?';
   return msg;
 }
