@@ -24,6 +24,7 @@ type Cluster struct {
 	dir   string // holds data/, the unix socket and the log
 	bin   string // directory of initdb and pg_ctl
 	runAs string // OS user to run the server as; "" is the current one
+	opts  string // the server's options (port, socket directory, settings)
 }
 
 // binDir finds the directory holding initdb and pg_ctl: the newest
@@ -84,16 +85,28 @@ func StartCluster(ctx context.Context) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := strings.Join([]string{
+	c.opts = strings.Join([]string{
 		"-p", strconv.Itoa(port), "-k", c.dir, "-c", "listen_addresses=127.0.0.1",
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 	}, " ")
-	if out, err := c.run(ctx, "pg_ctl", "start", "-w", "-t", "60", "-D", data, "-l", filepath.Join(c.dir, "log"), "-o", opts); err != nil {
+	if out, err := c.run(ctx, "pg_ctl", "start", "-w", "-t", "60", "-D", data, "-l", filepath.Join(c.dir, "log"), "-o", c.opts); err != nil {
 		log, _ := os.ReadFile(filepath.Join(c.dir, "log"))
 		return nil, fmt.Errorf("pg_ctl start: %w: %s\n%s", err, out, log)
 	}
 	c.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 	return c, nil
+}
+
+// Restart stops the server in fast mode (every connection is ended, as in
+// an operator's restart or a failover) and starts it again on the same port,
+// waiting until it accepts connections.
+func (c *Cluster) Restart(ctx context.Context) error {
+	data := filepath.Join(c.dir, "data")
+	if out, err := c.run(ctx, "pg_ctl", "restart", "-w", "-t", "60", "-m", "fast", "-D", data, "-l", filepath.Join(c.dir, "log"), "-o", c.opts); err != nil {
+		log, _ := os.ReadFile(filepath.Join(c.dir, "log"))
+		return fmt.Errorf("pg_ctl restart: %w: %s\n%s", err, out, log)
+	}
+	return nil
 }
 
 // Stop stops the server (immediate mode) and removes the directory.

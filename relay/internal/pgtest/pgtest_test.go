@@ -56,6 +56,26 @@ func TestThrowawayCluster(t *testing.T) {
 	if err := conn.QueryRow(ctx, `SHOW fsync`).Scan(&fsync); err != nil || fsync != "off" {
 		t.Errorf("SHOW fsync = %q, %v; want off", fsync, err)
 	}
+	if _, err := conn.Exec(ctx, `CREATE TABLE kept (v int); INSERT INTO kept VALUES (7)`); err != nil {
+		t.Fatal(err)
+	}
+	// Restart ends the open connection and serves the same data again on
+	// the same URL.
+	if err := c.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Ping(ctx); err == nil {
+		t.Error("a connection opened before Restart still works after it")
+	}
+	conn.Close(ctx)
+	conn, err = pgx.Connect(ctx, c.URL)
+	if err != nil {
+		t.Fatalf("connect after Restart: %v", err)
+	}
+	var v int
+	if err := conn.QueryRow(ctx, `SELECT v FROM kept`).Scan(&v); err != nil || v != 7 {
+		t.Errorf("after Restart, SELECT v FROM kept = %d, %v; want 7", v, err)
+	}
 	conn.Close(ctx)
 	stopped = true
 	if err := c.Stop(); err != nil {
