@@ -32,7 +32,7 @@ require (
 )
 
 require (
-	github.com/betcode-dev/betcode/shared v0.0.0
+	github.com/betcode-dev/betcode/shared v0.2.0
 	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/coder/websocket v1.8.15
 	github.com/google/uuid v1.6.0
@@ -88,5 +88,3 @@ require (
 	golang.org/x/time v0.14.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 )
-
-replace github.com/betcode-dev/betcode/shared => ../shared

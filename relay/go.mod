@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/SherClockHolmes/webpush-go v1.4.0
-	github.com/betcode-dev/betcode/shared v0.0.0
+	github.com/betcode-dev/betcode/shared v0.2.0
 	github.com/coder/websocket v1.8.15
 	github.com/compose-spec/compose-go/v2 v2.16.2
 	github.com/coreos/go-oidc/v3 v3.21.0
@@ -112,5 +112,3 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.61.1
 )
-
-replace github.com/betcode-dev/betcode/shared => ../shared

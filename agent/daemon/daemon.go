@@ -47,6 +47,7 @@ import (
 	"github.com/betcode-dev/betcode/agent/workspace"
 	"github.com/betcode-dev/betcode/agent/worktree"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/buildinfo"
 	"github.com/betcode-dev/betcode/shared/claudecli/versions"
 	"github.com/betcode-dev/betcode/shared/healthdetail"
 	"github.com/betcode-dev/betcode/shared/mtls"
@@ -195,7 +196,7 @@ func (c *Config) setDefaults() {
 		c.Logger = slog.Default()
 	}
 	if c.Version == "" {
-		c.Version = "0.1.0-dev"
+		c.Version = buildinfo.Dev
 	}
 }
 

@@ -47,6 +47,7 @@ import (
 	"github.com/betcode-dev/betcode/relay/store/sqlite"
 	"github.com/betcode-dev/betcode/relay/tunnelsvc"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/buildinfo"
 	"github.com/betcode-dev/betcode/shared/healthdetail"
 	"github.com/betcode-dev/betcode/shared/mtls"
 	"github.com/betcode-dev/betcode/shared/telemetry"
@@ -54,7 +55,7 @@ import (
 )
 
 // Version is the relay's version, set by the command.
-var Version = "0.1.0-dev"
+var Version = buildinfo.Dev
 
 // Config is the relay's configuration.
 type Config struct {

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/betcode-dev/betcode/shared/buildinfo"
 	"github.com/spf13/viper"
 	"golang.org/x/term"
 	"google.golang.org/grpc"
@@ -22,7 +24,12 @@ import (
 	"github.com/betcode-dev/betcode/shared/telemetry"
 )
 
-var version = "0.1.0-dev"
+// version is set at build time with -ldflags "-X main.version=..."; see init.
+var version = ""
+
+// The version the build stamped, else the module version a go install
+// recorded, else buildinfo.Dev.
+func init() { version = buildinfo.Version(version) }
 
 // envToken overrides the client token stored by `betcode login`.
 const envToken = "BETCODE_TOKEN"

@@ -5,10 +5,17 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/betcode-dev/betcode/shared/buildinfo"
 	"github.com/spf13/viper"
 )
 
-var version = "0.1.0-dev"
+// version is set at build time with -ldflags "-X main.version=..."; see init.
+var version = ""
+
+// The version the build stamped, else the module version a go install
+// recorded, else buildinfo.Dev.
+func init() { version = buildinfo.Version(version) }
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
