@@ -25,7 +25,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 		Version:       version,
 	}
-	root.AddCommand(newServeCmd(), newEnrollCmd(), newInstallServiceCmd(), newPairCmd(), newDevicesCmd())
+	root.AddCommand(newServeCmd(), newEnrollCmd(), newInstallServiceCmd(), newPairCmd(), newDevicesCmd(), newUpdateCmd())
 	return root
 }
 
