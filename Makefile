@@ -12,6 +12,8 @@ PROMTOOL_VERSION := v0.301.0
 # The relay's Helm chart is rendered and validated offline (make deploy-check, relay/deploytest).
 HELM_VERSION := v3.22.0
 KUBECONFORM_VERSION := v0.8.0
+# make release's SBOMs (docs/releasing.md).
+CYCLONEDX_GOMOD_VERSION := v1.10.0
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
@@ -57,6 +59,11 @@ test-deps: claude codex acp ## tools the tests drive: tmux (terminal tests), pro
 	  GOBIN=$(TOOLS) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); }
 	@command -v kubeconform >/dev/null || [ -x $(TOOLS)/kubeconform ] || { echo "installing kubeconform $(KUBECONFORM_VERSION)"; \
 	  GOBIN=$(TOOLS) $(GO) install github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION); }
+	@[ -x $(TOOLS)/cyclonedx-gomod ] || { echo "installing cyclonedx-gomod $(CYCLONEDX_GOMOD_VERSION) (release SBOMs)"; \
+	  GOBIN=$(TOOLS) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION); }
+	@command -v shellcheck >/dev/null || { echo "installing shellcheck (scripts/install.sh)"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq shellcheck >/dev/null; \
+	  else echo "shellcheck is missing: apt-get install shellcheck"; exit 1; fi; }
 	@[ -x /usr/bin/chromium ] || { echo "installing chromium (browser tests)"; sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
 	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 	@[ web/e2e/node_modules/.package-lock.json -nt web/e2e/package-lock.json ] || { echo "installing web/e2e's node modules"; \
@@ -133,6 +140,16 @@ tidy:
 
 clean:
 	rm -rf $(BIN)
+
+.PHONY: release verify-release
+release: ## reproducible archives, SBOMs, checksums.txt and its signature in dist/ (RELEASE_SIGNING_KEY=path, else a throwaway key; docs/releasing.md)
+	@[ -x $(TOOLS)/cyclonedx-gomod ] || GOBIN=$(TOOLS) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION)
+	$(GO) run ./shared/cmd/betcode-release build -out dist -version $(VERSION) -cyclonedx $(TOOLS)/cyclonedx-gomod \
+	  $(if $(RELEASE_SIGNING_KEY),-signing-key $(RELEASE_SIGNING_KEY)) $(if $(RELEASE_TARGETS),-targets $(RELEASE_TARGETS))
+	cp scripts/install.sh dist/install.sh
+
+verify-release: ## check dist/: checksums.txt's signature (ALLOWED_SIGNERS=file, else the release key or a dev build's own), every SHA-256, an SBOM per archive
+	$(GO) run ./shared/cmd/betcode-release verify -dir dist $(if $(ALLOWED_SIGNERS),-allowed-signers $(ALLOWED_SIGNERS))
 
 include mk/proto.mk
 include mk/web.mk
