@@ -146,7 +146,7 @@ func TestEnrollWithJoinTokenAndRenew(t *testing.T) {
 	claude := claudecli.Require(t)
 	env := append([]string{"HOME=" + a.home}, claudecli.Env(a.home, w.api.URL())...)
 	a.proc = start(t, "agent "+a.id, env, bin(t, "betcode-agent"), "serve", "--listen", "unix://"+a.sock,
-		"--data-dir", data, "--claude-bin", claude, "--cert-renew-check", "1s", "--log-level", "debug")
+		"--data-dir", data, "--claude-bin", claude, "--cert-renew-check", "1s", "--log-level", "debug", "--relay-e2e", "optional")
 	a.proc.waitLine(t, `relay link up`, 60*time.Second)
 	a.proc.waitLine(t, `relay link: certificate renewed|relay link down`, 30*time.Second)
 	if strings.Contains(a.proc.Log(), "relay link down") {
@@ -168,7 +168,7 @@ func TestEnrollWithJoinTokenAndRenew(t *testing.T) {
 	// The renewed certificate carries the machine through a restart.
 	a.proc.kill()
 	a.proc = start(t, "agent "+a.id, env, bin(t, "betcode-agent"), "serve", "--listen", "unix://"+a.sock,
-		"--data-dir", data, "--claude-bin", claude, "--log-level", "debug")
+		"--data-dir", data, "--claude-bin", claude, "--log-level", "debug", "--relay-e2e", "optional")
 	a.proc.waitLine(t, `relay link up`, 60*time.Second)
 
 	events := w.admin(t, "audit", "--json")

@@ -361,7 +361,11 @@ func (a *agent) start(w *world, cert, key string) {
 	env := append([]string{"HOME=" + a.home}, claudecli.Env(a.home, w.api.URL())...)
 	args := append([]string{"serve", "--listen", "unix://" + a.sock,
 		"--data-dir", a.data, "--claude-bin", claude, "--relay", a.relay, "--relay-ca", filepath.Join(w.pki, pki.CACertFile),
-		"--machine-cert", cert, "--machine-key", key, "--machine-name", "name-" + a.id, "--log-level", "debug", "--drain-timeout", "0"}, a.args...)
+		"--machine-cert", cert, "--machine-key", key, "--machine-name", "name-" + a.id, "--log-level", "debug", "--drain-timeout", "0",
+		// Most tests here call the machine through the relay in clear, with
+		// a relay login; the end-to-end tests pass --relay-e2e required
+		// (the default) in a.args, which comes later and wins.
+		"--relay-e2e", "optional"}, a.args...)
 	a.proc = start(w.t, "agent "+a.id, env, bin(w.t, "betcode-agent"), args...)
 	// The agent reports the link up once the relay confirmed the tunnel.
 	a.proc.waitLine(w.t, `relay link up`, 60*time.Second)
