@@ -99,8 +99,13 @@ step "alice's phone: the web app and its API, served by the relay on the same po
 printf 'Authorization: Bearer %s\n' "$ALICE_TOKEN" >"$TMP/alice.hdr" # not on the command line
 CURL=(curl -sS --fail-with-body --cacert "$PKI/ca.crt" -H "@$TMP/alice.hdr")
 run "${CURL[@]}" "https://$RELAY/api/machines"; echo
-run "${CURL[@]}" "https://$RELAY/api/sessions" | head -c 700; echo
-echo "web app: https://$RELAY/ (trust $PKI/ca.crt, sign in with alice's token)"
+# The machine runs --relay-e2e=required (the default): a relay login gets the
+# relay's own API, never the machine's sessions in clear.
+if run "${CURL[@]}" "https://$RELAY/api/sessions" >"$TMP/clear.out" 2>&1; then
+  echo "the machine answered a relay login in clear: this is a bug"; exit 1
+fi
+head -c 400 "$TMP/clear.out"; echo
+echo "web app: https://$RELAY/ (trust $PKI/ca.crt): \"Pair a machine\" with a code from betcode-agent pair"
 
 step "bob, another user of the same relay, sees nothing of it"
 "${ADMIN[@]}" user create bob >/dev/null

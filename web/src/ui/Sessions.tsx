@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { get, post, q } from '../api';
+import { ApiError, get, post, q } from '../api';
 import { deleteSession, errText, loadSessions, putSession, renameSession, sortedSessions, toast, useAppState } from '../store';
 import { go, href } from '../router';
 import { providerBadge } from '../providers';
@@ -9,8 +9,14 @@ import { ago, E2EBadge, ErrorBox, money, Spinner, StatusChip, TopBar } from './c
 export function Sessions({ machine }: { machine: string }) {
   const s = useAppState();
   const [error, setError] = useState('');
+  const [needsPair, setNeedsPair] = useState(false);
   useEffect(() => {
-    loadSessions().catch((e) => setError(errText(e)));
+    setNeedsPair(false);
+    loadSessions().catch((e) => {
+      // A machine on --relay-e2e=required (the default) serves a relay login nothing in clear.
+      setNeedsPair(e instanceof ApiError && e.code === 'E2E_REQUIRED');
+      setError(errText(e));
+    });
   }, [machine]);
   const list = sortedSessions();
   const multi = s.info?.role !== 'agent';
@@ -23,7 +29,16 @@ export function Sessions({ machine }: { machine: string }) {
           <a class="btn primary" href={href.newSession(machine)} data-testid="new-session">New session</a>
           <a class="btn" href={href.local(machine)}>Resume a terminal session</a>
         </div>
-        <ErrorBox error={s.sessionsLoaded ? '' : error} />
+        {needsPair && !s.sessionsLoaded ? (
+          <div class="card" role="alert" data-testid="needs-pair">
+            <p>This machine talks to a browser only end to end, so the relay can neither read nor act.</p>
+            <p>
+              Run <code>betcode-agent pair</code> on the machine, then <a href={href.pair()}>pair this browser</a> (scan its QR code or paste its text).
+            </p>
+          </div>
+        ) : (
+          <ErrorBox error={s.sessionsLoaded ? '' : error} />
+        )}
         {!s.sessionsLoaded && !error && <Spinner label="Loading sessions" />}
         {s.sessionsLoaded && !list.length && <p class="muted">No session yet.</p>}
         <ul class="list" aria-label="Sessions">
