@@ -14,7 +14,10 @@ HELM_VERSION := v3.22.0
 KUBECONFORM_VERSION := v0.8.0
 # make release's SBOMs (docs/releasing.md).
 CYCLONEDX_GOMOD_VERSION := v1.10.0
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# A binary's version: the release tag (vX.Y.Z, not the per-module agent/vX.Y.Z ones) when HEAD has
+# one, else the version being developed (shared/buildinfo.Dev) plus what git describes: v0.2.0-dev+669d2cc-dirty.
+DEV_VERSION := v$(shell sed -n 's/^const Dev = "\(.*\)"/\1/p' shared/buildinfo/buildinfo.go)
+VERSION ?= $(shell git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null || echo "$(DEV_VERSION)+$$(git describe --always --dirty --exclude='*' 2>/dev/null || echo unknown)")
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
 .PHONY: help build test test-deps unit lint vet fmt-check staticcheck deps-check bench demo claude clean tidy fuzz fuzz-ci compat
@@ -135,8 +138,17 @@ fuzz-ci: ## the bounded fuzz run of make test
 demo: build claude codex ## run the whole system against the fake model API (no account needed)
 	./scripts/demo.sh
 
-tidy:
-	for m in $(MODULES); do (cd $$m && $(GO) mod tidy); done
+# go mod tidy ignores go.work, so agent and relay would look for the shared module they require
+# (v0.2.0, not yet tagged) on the internet: a file:// proxy serves the working tree's shared at that
+# version, into a private module cache (a real one would keep that content as v0.2.0 for good), and
+# go.sum keeps no line for it (the workspace resolves it).
+tidy: ## go mod tidy of every module (shared served locally at the version agent and relay require)
+	@tmp=$$(mktemp -d); trap 'chmod -R u+w $$tmp; rm -rf $$tmp' EXIT; \
+	  v=$$(sed -n 's|^[[:space:]]*github.com/betcode-dev/betcode/shared \(v[^ ]*\).*|\1|p' agent/go.mod); \
+	  $(GO) run ./shared/cmd/modproxy -dir $$tmp/proxy shared=$$v >/dev/null; \
+	  for m in $(MODULES); do echo "go mod tidy ($$m)"; (cd $$m && GOWORK=off GOFLAGS=-modcacherw GOMODCACHE=$$tmp/mod \
+	    GOPROXY=file://$$tmp/proxy,file://$$($(GO) env GOMODCACHE)/cache/download,$$($(GO) env GOPROXY) \
+	    GONOSUMDB=github.com/betcode-dev $(GO) mod tidy) && sed -i '\|^github.com/betcode-dev/betcode/|d' $$m/go.sum; done
 
 clean:
 	rm -rf $(BIN)

@@ -28,3 +28,12 @@ func Version(stamped string) string {
 	}
 	return Dev
 }
+
+// The previous release: the N-1 compatibility and migration tests
+// (relay/e2e/upgrade_test.go) build it from git, by its tag when the clone
+// has tags and by its commit otherwise. Bump both when a release is tagged
+// (docs/upgrading.md, "Releasing").
+const (
+	PreviousVersion = "v0.1.0"
+	PreviousCommit  = "96c6d9a3eb293d3903f0ac25c75f99eecb7ac2fd"
+)
