@@ -85,9 +85,11 @@ func closeOf(ctx context.Context, c *websocket.Conn) websocket.CloseError {
 type webFrames struct {
 	t *testing.T
 	c *e2ee.Conn
+	// onFail, when set, adds what the test saw to a failed wait.
+	onFail func() string
 }
 
-func (f webFrames) send(m map[string]any) {
+func (f *webFrames) send(m map[string]any) {
 	f.t.Helper()
 	j, _ := json.Marshal(m)
 	if _, err := f.c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(j))), j...)); err != nil {
@@ -95,12 +97,16 @@ func (f webFrames) send(m map[string]any) {
 	}
 }
 
-func (f webFrames) next(typ string) map[string]any {
+func (f *webFrames) next(typ string) map[string]any {
 	f.t.Helper()
 	for {
 		var hdr [4]byte
 		if _, err := io.ReadFull(f.c, hdr[:]); err != nil {
-			f.t.Fatalf("waiting for a %s frame: %v", typ, err)
+			more := ""
+			if f.onFail != nil {
+				more = "\n" + f.onFail()
+			}
+			f.t.Fatalf("waiting for a %s frame: %v%s", typ, err, more)
 		}
 		b := make([]byte, binary.BigEndian.Uint32(hdr[:]))
 		if _, err := io.ReadFull(f.c, b); err != nil {
@@ -116,7 +122,7 @@ func (f webFrames) next(typ string) map[string]any {
 	}
 }
 
-func (f webFrames) request(id int, method, path, body string) (int, string) {
+func (f *webFrames) request(id int, method, path, body string) (int, string) {
 	f.t.Helper()
 	m := map[string]any{"t": "req", "id": id, "method": method, "path": path}
 	if body != "" {
@@ -185,7 +191,7 @@ func TestWebChannelThroughRelay(t *testing.T) {
 		t.Fatalf("channel through /api/channel: %v", err)
 	}
 	defer conn.Close()
-	f := webFrames{t: t, c: conn}
+	f := &webFrames{t: t, c: conn}
 
 	if st, body := f.request(1, "GET", "/sessions", ""); st != 200 || !strings.HasPrefix(body, "[") {
 		t.Fatalf("GET /sessions in the channel: %d %s", st, body)
@@ -204,12 +210,21 @@ func TestWebChannelThroughRelay(t *testing.T) {
 		t.Fatalf("POST /sessions in the channel: %d %s", st, body)
 	}
 	f.send(map[string]any{"t": "ws.open", "subscriptions": []map[string]any{{"sessionId": sess.ID, "afterSequence": 0}}})
+	// The turn's reply streams on the event socket; a channel that goes
+	// quiet fails the test with what it carried instead of hanging it.
+	conn.SetReadDeadline(time.Now().Add(2 * time.Minute))
+	var seen []string
+	f.onFail = func() string { return "events so far:\n" + strings.Join(seen, "\n") + "\nagent log:\n" + a.proc.Log() }
 	for {
 		m := f.next("ws")
-		if strings.Contains(m["data"].(string), reply) {
+		data, _ := m["data"].(string)
+		seen = append(seen, data)
+		if strings.Contains(data, reply) {
 			break
 		}
 	}
+	f.onFail = nil
+	conn.SetReadDeadline(time.Time{})
 	f.send(map[string]any{"t": "ws.close"})
 	if m := f.next("ws.close"); m["code"] != float64(1000) {
 		t.Fatalf("ws.close %v", m)
