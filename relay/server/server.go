@@ -115,6 +115,9 @@ type Config struct {
 	// Front names the HTTP/2 server that faces gRPC clients: FrontEngine
 	// (the default, docs/relay-h2-engine.md) or FrontNetHTTP.
 	Front string
+	// MinAgentVersion is the oldest betcode-agent that may register
+	// (tunnelsvc.Service.MinAgentVersion; empty: the previous minor release).
+	MinAgentVersion string
 }
 
 // The relay's HTTP/2 fronts (Config.Front, --front).
@@ -330,7 +333,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer pushSvc.Close()
 	tsvc := &tunnelsvc.Service{
-		Store: st, Registry: tunnels, Log: lg, HeartbeatInterval: cfg.HeartbeatInterval, Engine: cfg.engine(),
+		Store: st, Registry: tunnels, Log: lg, HeartbeatInterval: cfg.HeartbeatInterval, Engine: cfg.engine(), MinAgentVersion: cfg.MinAgentVersion, Version: Version,
 		OnOnline: func(ctx context.Context, t *registry.Tunnel) {
 			pushSvc.WatchTunnel(t)
 			rt.Deliver(ctx, t)

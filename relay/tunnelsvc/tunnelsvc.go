@@ -57,6 +57,13 @@ type Service struct {
 	Push      Pusher
 	PushRate  rate.Limit
 	PushBurst int
+	// MinAgentVersion is the oldest agent version that may register
+	// (default DefaultMinAgentVersion(); "none" serves every version);
+	// older agents are refused with CodeAgentTooOld.
+	MinAgentVersion string
+	// Version is the relay's own version; a refused agent is told to
+	// install it when it is a release.
+	Version string
 
 	heartbeatDeliveries sync.Map // machine id -> struct{}: a delivery started by a heartbeat runs
 	issuing             sync.Map // machine id -> *sync.Mutex: pairing.go's limits, one machine's calls at a time
@@ -107,6 +114,11 @@ func (s *Service) register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 	if s.Revoked != nil && s.Revoked(id) {
 		s.audit(ctx, id, "machine.refused", "denied", "revoked")
 		return nil, status.Errorf(codes.PermissionDenied, "machine %q was revoked", id)
+	}
+	if err := s.agentTooOld(ctx, req.GetInfo().GetVersion()); err != nil {
+		s.audit(ctx, id, "machine.refused", "denied", "agent "+req.GetInfo().GetVersion()+" is older than the relay's minimum")
+		s.Log.Warn("tunnel: refusing an agent older than --min-agent-version", "machine_id", id, "agent_version", req.GetInfo().GetVersion())
+		return nil, err
 	}
 	owner, team, err := s.owner(ctx, id)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/betcode-dev/betcode/relay/oidcsvc"
 	"github.com/betcode-dev/betcode/relay/server"
 	"github.com/betcode-dev/betcode/relay/store"
+	"github.com/betcode-dev/betcode/relay/tunnelsvc"
 	"github.com/betcode-dev/betcode/shared/telemetry"
 	"github.com/betcode-dev/betcode/shared/webui"
 )
@@ -63,7 +64,7 @@ underscores) or as a key of the --config file.`,
 			return server.Run(cmd.Context(), server.Config{
 				Listen: v.GetString("listen"), TLSCert: v.GetString("tls-cert"), TLSKey: v.GetString("tls-key"),
 				ClientCA: v.GetString("client-ca"), DataDir: v.GetString("data-dir"), DatabaseURL: v.GetString("database-url"),
-				MetricsListen: v.GetString("metrics-listen"), AdvertiseAddr: v.GetString("advertise-addr"), HeartbeatInterval: v.GetDuration("heartbeat-interval"),
+				MetricsListen: v.GetString("metrics-listen"), AdvertiseAddr: v.GetString("advertise-addr"), HeartbeatInterval: v.GetDuration("heartbeat-interval"), MinAgentVersion: v.GetString("min-agent-version"),
 				Calls: limits.Config{
 					CallsPerSecond: v.GetFloat64("rate-limit"), Burst: v.GetInt("rate-burst"), MaxMessageBytes: v.GetInt("max-message-bytes"),
 					MaxStreamsPerToken: v.GetInt("max-streams-per-token"), MaxStreamsPerTunnel: v.GetInt("max-streams-per-tunnel"),
@@ -100,6 +101,7 @@ underscores) or as a key of the --config file.`,
 	f.String("advertise-addr", "", "HOST:PORT other relay replicas reach this one at (same TLS port); set it on every replica to run several (needs --database-url); empty: one replica")
 	f.String("metrics-listen", "", "address for Prometheus /metrics and /healthz (e.g. :9090); empty disables")
 	f.Duration("heartbeat-interval", 0, "how often agents send heartbeats (default 30s)")
+	f.String("min-agent-version", tunnelsvc.DefaultMinAgentVersion(), "the oldest betcode-agent that may register; older ones are refused with a message saying what to install (docs/upgrading.md); none: every version")
 	f.Duration("drain-grace", server.DefaultDrainGrace, "on SIGTERM, how long the replica drains (streams resume elsewhere, agents reconnect to other replicas) before it ends what is left; a second SIGTERM ends it at once. Keep terminationGracePeriodSeconds above it")
 	f.Int("buffer-max-messages", 0, "buffered requests per offline machine (default 1000)")
 	f.Int64("buffer-max-bytes", 0, "buffered bytes per offline machine (default 16 MiB)")
