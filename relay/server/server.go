@@ -112,6 +112,10 @@ type Config struct {
 	Tracing *telemetry.Tracing
 	// Ready, if set, is called with the bound address once serving.
 	Ready func(addr net.Addr)
+	// Bootstrap, if set, is called once the store is open, before the
+	// relay serves (serve's --bootstrap-admin: the first administrator of
+	// an empty store, admin.Ops.Bootstrap); an error stops the relay.
+	Bootstrap func(ctx context.Context, ops *admin.Ops) error
 	// Front names the HTTP/2 server that faces gRPC clients: FrontEngine
 	// (the default, docs/relay-h2-engine.md) or FrontNetHTTP.
 	Front string
@@ -347,6 +351,11 @@ func Run(ctx context.Context, cfg Config) error {
 	enroll := &enrollsvc.Service{Store: st, CA: ca, Lifetime: cfg.MachineCertLifetime, MaxMachines: cfg.MaxMachinesPerOwner, Log: lg, IsRevoked: authn.MachineRevoked}
 	pb.RegisterEnrollServiceServer(gs, enroll)
 	ops := &admin.Ops{Store: st, Log: lg}
+	if cfg.Bootstrap != nil {
+		if err := cfg.Bootstrap(ctx, ops); err != nil {
+			return fmt.Errorf("relay: %w", err)
+		}
+	}
 	adminSvc := adminsvc.New(ops)
 	adminSvc.Online = func(m *store.Machine) bool {
 		return tunnels.Get(m.ID) != nil || cfg.AdvertiseAddr != "" && m.LiveReplica(time.Now(), presenceTTL) != ""

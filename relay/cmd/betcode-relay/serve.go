@@ -85,6 +85,7 @@ underscores) or as a key of the --config file.`,
 				DrainGrace:  v.GetDuration("drain-grace"),
 				Force:       forceStop,
 				Front:       v.GetString("front"), PushPrivateEndpoints: v.GetBool("push-private-endpoints"),
+				Bootstrap:   bootstrap(v.GetBool("bootstrap-admin"), v.GetString("bootstrap-admin-name"), v.GetString("listen"), cmd.OutOrStdout(), log),
 			})
 		},
 	}
@@ -123,6 +124,8 @@ underscores) or as a key of the --config file.`,
 	f.String("push-subject", "", "VAPID contact for Web Push notifications to the web app (mailto:ops@example.com or an https URL; docs/push.md); empty: no push")
 	f.Bool("push-private-endpoints", false, "let machines' own push messages go to http endpoints and private addresses (a private push service, tests; docs/push.md)")
 	f.String("front", server.FrontEngine, "HTTP/2 server facing gRPC clients, which also carries calls on agents' direct connections: engine (the relay's own, docs/relay-h2-engine.md), or net/http (Go's, the one before; kept for one release to roll back to). Browsers are served by net/http either way")
+	f.Bool("bootstrap-admin", true, "when the store has no user at all, create the first relay administrator (--bootstrap-admin-name) and print its client token to stdout, once (docs/auth.md); false: create users with betcode-relay admin")
+	f.String("bootstrap-admin-name", "admin", "the user name of the first administrator --bootstrap-admin creates")
 	f.String("config", "", "config file")
 	f.String("log-level", "info", "debug, info, warn or error")
 	f.String("log-format", "text", "log lines as text (logfmt) or json; lines of a traced call carry its trace_id")
