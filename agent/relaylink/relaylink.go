@@ -136,7 +136,13 @@ func (l *Link) Run(ctx context.Context) error {
 			bo.Reset() // it was up for a while: start the schedule over
 		}
 		var wait time.Duration
-		if errors.Is(err, errRelayDraining) && drains < 3 {
+		if t, ok := isTooOld(err); ok {
+			// Trying again soon cannot help: say what to install, once in
+			// a long while.
+			drains = 0
+			wait = TooOldRetry
+			log.Error("the relay refuses this agent: "+t.Message, "retry_in", wait)
+		} else if errors.Is(err, errRelayDraining) && drains < 3 {
 			// A replica going away for a deploy: reconnect at once (the
 			// Service sends us to another one), jittered so that its
 			// agents do not arrive all in the same instant.
@@ -197,6 +203,9 @@ func (l *Link) session(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		if drainingStatus(err) {
 			return fmt.Errorf("register: %w", errRelayDraining)
+		}
+		if t := asTooOld(err); t != nil {
+			return t
 		}
 		return fmt.Errorf("register: %s", mtls.DescribeHandshakeError(err))
 	}

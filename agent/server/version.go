@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/buildinfo"
 )
 
 // APIVersion is the API version this agent serves.
@@ -139,7 +140,9 @@ func (v *Version) NegotiateCapabilities(ctx context.Context, req *pb.NegotiateRe
 	caps.SubagentsEnabled = caps.FeatureFlags["subagent_orchestration"]
 	resp := &pb.NegotiateResponse{Accepted: true, Capabilities: caps}
 	cv, known := parseVersion(req.ClientVersion)
-	if !known {
+	if !known && !buildinfo.IsDev(req.ClientVersion) {
+		// A development build ("dev", a commit, v0.2.0-dev+669d2cc) is
+		// not an untested release: no warning for it.
 		resp.Warnings = append(resp.Warnings, fmt.Sprintf("untested client version %q", req.ClientVersion))
 	}
 	for _, name := range req.RequestedFeatures {

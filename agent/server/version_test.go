@@ -235,3 +235,36 @@ func TestUnknownFieldsLogged(t *testing.T) {
 		t.Errorf("logged a request without unknown fields: %s", buf.String())
 	}
 }
+
+// TestNegotiateDevVersions: a development build's version (what make build
+// stamps between releases, a bare commit, go build's "(devel)") is served
+// without the "untested client version" warning; a version that is none
+// of those keeps it.
+func TestNegotiateDevVersions(t *testing.T) {
+	v := &Version{ServerVersion: "v0.2.0-dev+669d2cc"}
+	for _, tt := range []struct {
+		client   string
+		untested bool
+	}{
+		{"v0.2.0-dev+669d2cc-dirty", false},
+		{"0.2.0-dev", false},
+		{"dev", false},
+		{"(devel)", false},
+		{"669d2cc", false},
+		{"669d2cc-dirty", false},
+		{"v0.1.0-5-g669d2cc", false},
+		{"v0.2.1-0.20261206020000-669d2cc12345", false},
+		{"v0.1.0", false},
+		{"", true},
+		{"banana", true},
+	} {
+		resp, err := v.NegotiateCapabilities(context.Background(), &pb.NegotiateRequest{ClientVersion: tt.client})
+		if err != nil || !resp.Accepted {
+			t.Fatalf("client %q: %v, %v", tt.client, resp, err)
+		}
+		got := slices.ContainsFunc(resp.Warnings, func(s string) bool { return strings.Contains(s, "untested client version") })
+		if got != tt.untested {
+			t.Errorf("client %q: warnings %q; want untested %v", tt.client, resp.Warnings, tt.untested)
+		}
+	}
+}
