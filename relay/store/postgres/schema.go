@@ -241,7 +241,9 @@ func migrateTo(ctx context.Context, pool *pgxpool.Pool, migrations []string) err
 			return fmt.Errorf("read schema_version: %w", err)
 		}
 		if version > len(migrations) {
-			return fmt.Errorf("schema version %d is newer than this binary supports (%d)", version, len(migrations))
+			// A newer relay migrated this database: refuse to touch it
+			// rather than run on a schema this binary does not know.
+			return fmt.Errorf("database schema v%d is newer than this relay knows (v%d): upgrade betcode-relay (docs/upgrading.md)", version, len(migrations))
 		}
 		for i := version; i < len(migrations); i++ {
 			if _, err := tx.Exec(ctx, migrations[i]); err != nil {
