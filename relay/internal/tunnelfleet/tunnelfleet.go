@@ -2,10 +2,10 @@
 // at little cost on the agents' side, for the relay's scale benchmarks.
 //
 // Each simulated agent is one TLS connection with its own machine
-// certificate, carrying HTTP/2 (golang.org/x/net/http2's client, not
-// grpc-go: a grpc.ClientConn per agent costs several times the relay's own
-// share): a Register call, then an OpenTunnel stream held open until the
-// connection ends. The relay sees exactly what agent/relaylink sends for
+// certificate, carrying HTTP/2 (net/http's client on that one connection,
+// not grpc-go: a grpc.ClientConn per agent costs several times the relay's
+// own share): a Register call, then an OpenTunnel stream held open until
+// the connection ends. The relay sees exactly what agent/relaylink sends for
 // an idle tunnel. The agents do not serve calls.
 //
 // Connections leave from several loopback source addresses (127.0.0.2,
@@ -32,7 +32,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/http2"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
@@ -62,7 +61,6 @@ type Options struct {
 // Fleet is a set of simulated agents.
 type Fleet struct {
 	opt   Options
-	tr    *http2.Transport
 	sem   chan struct{}
 	up    atomic.Int64 // tunnels confirmed by the relay right now
 	dials atomic.Int64 // connection attempts
@@ -92,13 +90,7 @@ func New(opt Options) *Fleet {
 		opt.Timeout = 20 * time.Second
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Fleet{opt: opt, sem: make(chan struct{}, opt.Parallel), ctx: ctx, cancel: cancel,
-		tr: &http2.Transport{
-			// The relay's gRPC keepalive pings; the client answers them
-			// and sends none of its own, like an idle agent between its
-			// own 30 s pings.
-			MaxReadFrameSize: 16 << 10,
-		}}
+	return &Fleet{opt: opt, sem: make(chan struct{}, opt.Parallel), ctx: ctx, cancel: cancel}
 }
 
 // Up is the number of tunnels the relay has confirmed and that are still open.
@@ -196,7 +188,7 @@ func (f *Fleet) agent(i int) {
 // link is one agent's open tunnel.
 type link struct {
 	conn net.Conn
-	cc   *http2.ClientConn
+	cc   *http.ClientConn
 	body io.ReadCloser  // the OpenTunnel response stream
 	req  *io.PipeWriter // the OpenTunnel request stream, never written
 }
@@ -239,7 +231,7 @@ func (f *Fleet) open(i int) (l *link, err error) {
 	if err := conn.HandshakeContext(ctx); err != nil {
 		return nil, fmt.Errorf("TLS handshake: %w", err)
 	}
-	cc, err := f.tr.NewClientConn(conn)
+	cc, err := newClientConn(ctx, conn)
 	if err != nil {
 		return nil, fmt.Errorf("HTTP/2: %w", err)
 	}
@@ -292,11 +284,40 @@ func (f *Fleet) open(i int) (l *link, err error) {
 		resp.Body.Close()
 		return nil, fmt.Errorf("open tunnel: the relay's first frame is not a heartbeat (%v)", err)
 	}
-	return &link{conn: conn, cc: cc, body: resp.Body, req: pw}, nil
+	l = &link{conn: conn, cc: cc, body: resp.Body, req: pw}
+	// A connection that ends (the relay died) ends the body's read.
+	cc.SetStateHook(func(cc *http.ClientConn) {
+		if cc.Err() != nil {
+			go l.body.Close()
+		}
+	})
+	return l, nil
+}
+
+// newClientConn starts net/http's HTTP/2 client on conn (TLS done). It
+// answers the relay's keepalive pings and sends none of its own, like an
+// idle agent between its 30 s pings.
+func newClientConn(ctx context.Context, conn net.Conn) (*http.ClientConn, error) {
+	protos := new(http.Protocols)
+	protos.SetUnencryptedHTTP2(true) // HTTP/2 over conn, whose TLS is done
+	t := &http.Transport{
+		Protocols:          protos,
+		HTTP2:              &http.HTTP2Config{MaxReadFrameSize: 16 << 10},
+		DisableCompression: true,
+		DialContext: func(context.Context, string, string) (net.Conn, error) {
+			if conn == nil {
+				return nil, errors.New("tunnelfleet: the connection is used")
+			}
+			c := conn
+			conn = nil
+			return c, nil
+		},
+	}
+	return t.NewClientConn(ctx, "http", "relay:80")
 }
 
 func grpcRequest(ctx context.Context, host, method string, body io.Reader) *http.Request {
-	req := &http.Request{Method: http.MethodPost, URL: &url.URL{Scheme: "https", Host: host, Path: method},
+	req := &http.Request{Method: http.MethodPost, URL: &url.URL{Scheme: "http", Host: host, Path: method},
 		Header: http.Header{"Content-Type": {"application/grpc"}, "Te": {"trailers"}},
 		Body:   io.NopCloser(body), ContentLength: -1, Host: host}
 	return req.WithContext(ctx)
