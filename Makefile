@@ -127,6 +127,17 @@ chaos: claude ## the chaos soak's long run (CHAOS_DURATION, CHAOS_AGENTS, CHAOS_
 bench: claude ## run the benchmarks of docs/benchmarks.md
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count 5 ./agent/eventlog/ ./agent/session/ ./agent/server/ ./agent/sessionsvc/ | tee bench.out
 
+# The relay at scale (relay/bench BenchmarkScale, docs/benchmarks-relay.md "Scale"): SCALE idle tunnels
+# from tunnelfleet on one betcode-relay process (RSS per tunnel, connects/s), then the relay killed and
+# restarted and the time until all are back (SCALE_RESTART=0 skips it). 100,000 take ~25 min and ~12 GB
+# here; make test runs only TestIdleTunnelMemory (2,000 tunnels).
+SCALE ?= 100000
+SCALE_RESTART ?= 1
+.PHONY: bench-relay-scale
+bench-relay-scale: ## the relay with SCALE idle tunnels (default 100,000), killed and restarted: docs/benchmarks-relay.md
+	cd relay && BETCODE_BENCH_SCALE=$(SCALE) BETCODE_BENCH_SCALE_RESTART=$(SCALE_RESTART) \
+	  $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 90m ./bench/
+
 # Every decoder of untrusted input, as package:target.
 FUZZ_TARGETS := ./agent/claude/:FuzzDecodeLine ./agent/bridge/:FuzzTranslate ./agent/transcripts/:FuzzImportLine \
   ./shared/tunnel/:FuzzFrameDecode ./shared/tunnel/:FuzzUnframe ./shared/authtoken/:FuzzParse \
