@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,9 +58,10 @@ func TestComposeRejectsInvalid(t *testing.T) {
 	}
 }
 
-// pkiDir is where certs/dev-pki.sh writes the development PKI (gitignored,
-// so absent from a fresh clone): the compose file may mount it.
-const pkiDir = "certs/dev"
+// pkiDirs are where certs/dev-pki.sh and the compose file's certs service
+// write development PKIs (gitignored, so absent from a fresh clone; Compose
+// creates a missing bind-mount directory): the compose file may mount them.
+var pkiDirs = []string{"certs/dev", "certs/compose"}
 
 // TestCompose checks docker-compose.yaml: it loads (schema-valid), its
 // builds name Dockerfiles and stages that exist, its bind mounts exist (or
@@ -112,7 +114,7 @@ func TestCompose(t *testing.T) {
 				t.Errorf("service %s mounts %s, outside the repository", name, v.Source)
 				continue
 			}
-			if filepath.ToSlash(rel) == pkiDir {
+			if slices.Contains(pkiDirs, filepath.ToSlash(rel)) {
 				continue
 			}
 			if _, err := os.Stat(v.Source); err != nil {
@@ -136,6 +138,46 @@ func TestCompose(t *testing.T) {
 	}
 	checkComposeWiring(t, p)
 	checkComposeEnv(t, p)
+	checkComposeBootstrap(t, p)
+}
+
+// checkComposeBootstrap: `docker compose up` alone is the start. The PKI
+// is made inside Compose (no step on the host), the relay waits for a
+// healthy PostgreSQL and bootstraps the first administrator (its token is
+// printed once), the agent's machine certificate is owned by that
+// administrator, and the header says so.
+func checkComposeBootstrap(t *testing.T, p *types.Project) {
+	t.Helper()
+	relay, certs := p.Services["relay"], p.Services["certs"]
+	if d, ok := relay.DependsOn["postgres"]; !ok || d.Condition != types.ServiceConditionHealthy {
+		t.Errorf("relay: want depends_on postgres: service_healthy (it migrates at start), got %+v", relay.DependsOn)
+	}
+	if v := value(relay.Environment, "BETCODE_RELAY_BOOTSTRAP_ADMIN"); v == "false" {
+		t.Errorf("relay: BETCODE_RELAY_BOOTSTRAP_ADMIN=%s: docker compose up must print the first sign-in", v)
+	}
+	name := value(relay.Environment, "BETCODE_RELAY_BOOTSTRAP_ADMIN_NAME")
+	if name == "" {
+		name = "admin"
+	}
+	script := strings.Join(certs.Command, " ")
+	for _, want := range []string{"certs init", "relay", "certs machine", "--machine-id " + value(p.Services["agent"].Environment, "BETCODE_MACHINE_NAME"), "--owner user:" + name} {
+		if !strings.Contains(script, want) {
+			t.Errorf("certs service: its script lacks %q (the PKI is made in Compose, the agent owned by the bootstrapped administrator %s):\n%s", want, name, script)
+		}
+	}
+	src, err := os.ReadFile(filepath.Join(repo, "docker-compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	header, _, _ := strings.Cut(string(src), "\nname:")
+	for _, want := range []string{"docker compose up --build\n", "betcode login --relay localhost:8443 --relay-ca certs/compose/ca.crt", "BETCODE_RELAY_BOOTSTRAP_ADMIN"} {
+		if !strings.Contains(header, want) {
+			t.Errorf("docker-compose.yaml's header lacks %q", want)
+		}
+	}
+	if strings.Contains(header, "admin user create") || strings.Contains(header, "dev-pki.sh") {
+		t.Errorf("docker-compose.yaml's header still has manual steps before docker compose up")
+	}
 }
 
 // checkComposeWiring: the agent dials the relay's service name and listen
