@@ -58,6 +58,7 @@ type Result struct {
 	Samples                        []Sample
 	Relays                         []RelayFootprint
 	Bugs                           []string
+	Notes                          []string // known limits
 	Failures                       []string
 	ProcessesUp, ProcessesExpected int
 	RelayStartRetries              int // replicas started again after exiting at start (PostgreSQL unreachable)
@@ -147,6 +148,12 @@ func (r Result) Markdown(png string) string {
 	}
 	for _, bug := range r.Bugs {
 		p("- %s\n", bug)
+	}
+	if len(r.Notes) > 0 {
+		p("\n## Known limits\n\n")
+		for _, n := range r.Notes {
+			p("- %s\n", n)
+		}
 	}
 	p("\n## The schedule of this run\n\n```\n")
 	for _, f := range r.Faults {

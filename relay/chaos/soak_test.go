@@ -50,11 +50,16 @@ func loadConfig(t *testing.T) config {
 		}
 		return n
 	}
-	d, err := time.ParseDuration(envOr("CHAOS_DURATION", "60s"))
+	d, err := time.ParseDuration(envOr("CHAOS_DURATION", "45s"))
 	if err != nil {
 		t.Fatalf("CHAOS_DURATION: %v", err)
 	}
-	seed := uint64(time.Now().UnixNano() % 1e6)
+	// make test's bounded run replays one schedule (a red CI is then
+	// reproducible as it is); make chaos draws a new one each time.
+	seed := uint64(2)
+	if os.Getenv("CHAOS_REPORT_DIR") != "" {
+		seed = uint64(time.Now().UnixNano() % 1e6)
+	}
 	if s := os.Getenv("CHAOS_SEED"); s != "" {
 		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
 			t.Fatalf("CHAOS_SEED: %v", err)
@@ -71,7 +76,7 @@ func loadConfig(t *testing.T) config {
 
 // TestChaosSoak runs the soak (see the package doc). Its default is the
 // bounded run of make test: 3 replicas, 10 agents (2 on the real Claude
-// Code CLI), 5 clients, 60 s of faults. make chaos runs it long.
+// Code CLI), 5 clients, 45 s of faults (seed 2). make chaos runs it long.
 func TestChaosSoak(t *testing.T) {
 	cfg := loadConfig(t)
 	wall := time.Now()
@@ -216,6 +221,8 @@ func TestChaosSoak(t *testing.T) {
 	res := Result{Seed: cfg.seed, Date: time.Now(), Duration: loadDur, Replicas: cfg.replicas, Agents: cfg.agents,
 		RealAgents: cfg.realAgents, Enrolled: enrolled, Clients: cfg.clients, Users: cfg.clients, Sessions: len(fs)}
 	res.Faults = rec.faults
+	res.Bugs = foundBugs
+	res.Notes = knownLimits
 	res.Samples = rec.samples()
 	check(t, w, clients, fs, logs, &res)
 	res.Revocations, res.RevocationMax = revs.count, revs.max
@@ -271,6 +278,32 @@ func TestChaosSoak(t *testing.T) {
 	for _, f := range res.Failures {
 		t.Error(f)
 	}
+}
+
+// foundBugs are the bugs this soak found, each fixed with a test of its own
+// in its package; the report lists them.
+var foundBugs = []string{
+	"agent/session: a message queued with QueueMessage was lost for good when the agent was killed (kill -9) right after " +
+		"taking it: SendOnce recorded the idempotency key at once but the message's UserInputEvent only reached the event " +
+		"log's background writer, so the client's retry was answered \"duplicate\" for a message the session never kept. " +
+		"SendOnce now commits the event before the key (TestSendOnceCommitsTheMessageBeforeItsKey).",
+}
+
+// knownLimits are what the soak does not cover or does not meet yet.
+var knownLimits = []string{
+	"Replica death to streaming again: p99 above the 1 s target. A client whose stream went through the dead replica but " +
+		"whose machine is elsewhere is back in 0.1-0.3 s; one whose machine's tunnel was on the dead replica waits for the " +
+		"agent to reconnect, and the agent's first reconnect comes 0.9-1.8 s after the link drops (agent/relaylink's " +
+		"backoff, before any retry). The reconnect work of issue 23 (Scale) owns that path.",
+	"The reverse window of the bug above remains: a kill -9 after the message is committed and before its idempotency " +
+		"key is would let a retry deliver it twice (one transaction for both would close it). The soak counts doubles; " +
+		"none was seen.",
+	"Clients are Go gRPC clients with relay logins (agents on --relay-e2e optional); WebSocket web clients and paired " +
+		"devices' end-to-end channels are not in the load yet.",
+	"Packet loss: TCP hides loss as delay, so it is covered by latency and jitter, the slicer, blackholes (held bytes, " +
+		"no FIN) and reset connections (reset-peer) rather than by dropping packets (tc netem in network namespaces would).",
+	"A replica started while PostgreSQL is unreachable exits (\"open store\") and relies on its supervisor to start it " +
+		"again, as Kubernetes does; the soak's supervisor counts those restarts.",
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
