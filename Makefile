@@ -113,8 +113,35 @@ deps-check: ## imports point one way: relay and agent never import each other
 	@bad=$$(cd shared && $(GO) list -deps ./... | grep -E 'betcode/(agent|relay)' || true); \
 	  if [ -n "$$bad" ]; then echo "shared imports agent or relay: $$bad"; exit 1; fi
 
+# The chaos soak (relay/chaos): 3 relay replicas on one PostgreSQL of its own behind a TCP balancer,
+# agents and clients, and a seeded schedule of overlapping faults. make test runs its bounded default
+# (TestChaosSoak: 60 s, 10 agents, 5 clients); make chaos runs it long and rewrites docs/reliability.md
+# and docs/reliability-timeline.png. CHAOS_SEED=N replays a run's schedule.
+CHAOS_DURATION ?= 10m
+CHAOS_AGENTS ?= 50
+CHAOS_REAL_AGENTS ?= 4
+CHAOS_CLIENTS ?= 20
+CHAOS_ENROLLS ?= 4
+
+.PHONY: chaos
+chaos: claude ## the chaos soak's long run (CHAOS_DURATION, CHAOS_AGENTS, CHAOS_CLIENTS, CHAOS_SEED): docs/reliability.md
+	cd relay && CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_AGENTS=$(CHAOS_AGENTS) CHAOS_REAL_AGENTS=$(CHAOS_REAL_AGENTS) \
+	  CHAOS_CLIENTS=$(CHAOS_CLIENTS) CHAOS_ENROLLS=$(CHAOS_ENROLLS) CHAOS_RACE=0 CHAOS_REPORT_DIR=$(CURDIR)/docs \
+	  $(GO) test -count=1 -timeout 90m -run '^TestChaosSoak$$' -v ./chaos/
+
 bench: claude ## run the benchmarks of docs/benchmarks.md
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count 5 ./agent/eventlog/ ./agent/session/ ./agent/server/ ./agent/sessionsvc/ | tee bench.out
+
+# The relay at scale (relay/bench BenchmarkScale, docs/benchmarks-relay.md "Scale"): SCALE idle tunnels
+# from tunnelfleet on one betcode-relay process (RSS per tunnel, connects/s), then the relay killed and
+# restarted and the time until all are back (SCALE_RESTART=0 skips it). 100,000 take ~25 min and ~12 GB
+# here; make test runs only TestIdleTunnelMemory (2,000 tunnels).
+SCALE ?= 100000
+SCALE_RESTART ?= 1
+.PHONY: bench-relay-scale
+bench-relay-scale: ## the relay with SCALE idle tunnels (default 100,000), killed and restarted: docs/benchmarks-relay.md
+	cd relay && BETCODE_BENCH_SCALE=$(SCALE) BETCODE_BENCH_SCALE_RESTART=$(SCALE_RESTART) \
+	  $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 90m ./bench/
 
 # Every decoder of untrusted input, as package:target.
 FUZZ_TARGETS := ./agent/claude/:FuzzDecodeLine ./agent/bridge/:FuzzTranslate ./agent/transcripts/:FuzzImportLine \
