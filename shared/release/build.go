@@ -222,11 +222,41 @@ func (c Config) sbom(ctx context.Context, t Target) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sbom: %w", err)
 	}
-	var doc struct {
-		BOMFormat string `json:"bomFormat"`
+	sbom, err := portableSBOM(b)
+	if err != nil {
+		return nil, fmt.Errorf("cyclonedx-gomod's SBOM of %s %s/%s: %w", t.Binary.Name, t.GOOS, t.GOARCH, err)
 	}
-	if err := json.Unmarshal(b, &doc); err != nil || doc.BOMFormat != "CycloneDX" {
-		return nil, fmt.Errorf("cyclonedx-gomod wrote no CycloneDX JSON for %s %s/%s (%v)", t.Binary.Name, t.GOOS, t.GOARCH, err)
+	return sbom, nil
+}
+
+// portableSBOM checks that b is a CycloneDX document and drops what would
+// differ between two machines building the same commit: the hashes of the
+// cyclonedx-gomod binary in metadata.tools (go install stamps paths into
+// it). The tool's name and version stay.
+func portableSBOM(b []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var doc map[string]any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, err
 	}
-	return b, nil
+	if doc["bomFormat"] != "CycloneDX" {
+		return nil, fmt.Errorf("bomFormat %v, want CycloneDX", doc["bomFormat"])
+	}
+	if md, ok := doc["metadata"].(map[string]any); ok {
+		tools, _ := md["tools"].([]any)
+		for _, tl := range tools {
+			if m, ok := tl.(map[string]any); ok {
+				delete(m, "hashes")
+			}
+		}
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(doc); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
 }
