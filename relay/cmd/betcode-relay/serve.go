@@ -85,7 +85,7 @@ underscores) or as a key of the --config file.`,
 				DrainGrace:  v.GetDuration("drain-grace"),
 				Force:       forceStop,
 				Front:       v.GetString("front"), PushPrivateEndpoints: v.GetBool("push-private-endpoints"),
-				Bootstrap:   bootstrap(v.GetBool("bootstrap-admin"), v.GetString("bootstrap-admin-name"), v.GetString("listen"), cmd.OutOrStdout(), log),
+				Bootstrap: bootstrap(v.GetBool("bootstrap-admin"), v.GetString("bootstrap-admin-name"), v.GetString("listen"), cmd.OutOrStdout(), log),
 			})
 		},
 	}

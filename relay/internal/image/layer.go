@@ -101,4 +101,3 @@ func writeTar(w io.Writer, entries []entry, mtime time.Time) error {
 	}
 	return tw.Close()
 }
-
