@@ -13,7 +13,7 @@ import (
 )
 
 // reconnectSteps is agent/relaylink.Steps, copied: the relay module must not
-// import the agent. Each wait is ±20 %.
+// import the agent. Each wait is ±50 % (uniform in [d/2, 3d/2]).
 var reconnectSteps = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second}
 
 // simAgent keeps one simulated agent connected the way relaylink.Run does
@@ -56,7 +56,7 @@ func (a *simAgent) run(ctx context.Context, addr string, first chan<- struct{}) 
 		}
 		d := reconnectSteps[min(step, len(reconnectSteps)-1)]
 		step++
-		wait := time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+		wait := d/2 + time.Duration(rand.Int64N(int64(d)+1))
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

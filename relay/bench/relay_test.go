@@ -69,7 +69,13 @@ func raiseFileLimit(tb testing.TB, need uint64) {
 		tb.Fatal(err)
 	}
 	if lim.Max < need && os.Geteuid() == 0 {
-		lim.Max = need // root may raise the hard limit (up to fs.nr_open)
+		// root with CAP_SYS_RESOURCE may raise the hard limit (up to
+		// fs.nr_open); a container may have dropped that capability.
+		raised := syscall.Rlimit{Cur: need, Max: need}
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised); err != nil {
+			tb.Fatalf("open files limit %d < %d needed, and raising it failed (%v): run with a higher ulimit -Hn (a container: --ulimit nofile=%d, or CAP_SYS_RESOURCE)", lim.Max, need, err, need)
+		}
+		lim = raised
 	}
 	if lim.Cur < lim.Max {
 		lim.Cur = lim.Max
