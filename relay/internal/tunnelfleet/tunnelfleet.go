@@ -241,7 +241,7 @@ func (f *Fleet) open(i int) (l *link, err error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := cc.RoundTrip(grpcRequest(ctx, f.opt.Relay, pb.TunnelService_Register_FullMethodName, bytes.NewReader(frame(reg))))
+	resp, err := cc.RoundTrip(grpcRequest(ctx, f.opt.Relay, pb.TunnelService_Register_FullMethodName, io.NopCloser(bytes.NewReader(frame(reg)))))
 	if err != nil {
 		return nil, fmt.Errorf("register: %w", err)
 	}
@@ -316,10 +316,14 @@ func newClientConn(ctx context.Context, conn net.Conn) (*http.ClientConn, error)
 	return t.NewClientConn(ctx, "http", "relay:80")
 }
 
-func grpcRequest(ctx context.Context, host, method string, body io.Reader) *http.Request {
+// grpcRequest is a gRPC call's request. The body must close for real: when
+// the connection dies the transport closes it to stop its writer, and only
+// then does the response body's Read return (an io.NopCloser around the
+// tunnel's pipe left agents hanging on a dead connection).
+func grpcRequest(ctx context.Context, host, method string, body io.ReadCloser) *http.Request {
 	req := &http.Request{Method: http.MethodPost, URL: &url.URL{Scheme: "http", Host: host, Path: method},
 		Header: http.Header{"Content-Type": {"application/grpc"}, "Te": {"trailers"}},
-		Body:   io.NopCloser(body), ContentLength: -1, Host: host}
+		Body:   body, ContentLength: -1, Host: host}
 	return req.WithContext(ctx)
 }
 
