@@ -167,8 +167,8 @@ fuzz: ## fuzz every decoder of untrusted input for FUZZTIME each (make test runs
 fuzz-ci: ## the bounded fuzz run of make test
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_CI_COUNT)
 
-demo: build claude codex ## run the whole system against the fake model API (no account needed)
-	./scripts/demo.sh
+demo: build claude codex ## run the whole system against the fake model API (no account needed); KEEP=1 keeps it running until Ctrl-C
+	DEMO_KEEP=$(KEEP) ./scripts/demo.sh
 
 # go mod tidy ignores go.work, so agent and relay would look for the shared module they require
 # (v0.2.0, not yet tagged) on the internet: a file:// proxy serves the working tree's shared at that

@@ -121,8 +121,15 @@ step "The audit log records who did what"
 "${ADMIN[@]}" audit | tail -n 8
 
 if [ -n "${DEMO_KEEP:-}" ]; then
-  step "DEMO_KEEP is set: the relay, the agent and the web app keep running until Ctrl-C"
-  echo "web app: https://$RELAY/   CA: $PKI/ca.crt   alice's token: $ALICE_TOKEN"
+  step "KEEP is set: the relay, the agent and the web app keep running until Ctrl-C"
+  echo "web app:        https://$RELAY/  (trust the CA $PKI/ca.crt in the browser or phone first)"
+  echo "pair a browser: in the web app, \"Pair a machine\", with the code this prints:"
+  echo "                $BIN/betcode-agent pair --agent unix://$TMP/agent.sock"
+  echo "alice's token:  $ALICE_TOKEN"
+  echo "stop:           Ctrl-C (everything in $TMP is removed)"
   wait
 fi
 step "Done. Everything ran on loopback in $TMP (removed now)."
+if [ -z "${DEMO_KEEP:-}" ]; then
+  echo "To keep the stack running, open its web app and pair a phone: make demo KEEP=1 (Ctrl-C stops it)."
+fi
