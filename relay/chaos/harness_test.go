@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -157,15 +158,24 @@ func logSize(path string) int64 {
 	return st.Size()
 }
 
-func freeAddr(t *testing.T) string {
+// listenAddr is a free address for a listener the soak restarts on the same
+// port: below Linux's ephemeral range (32768-60999), so that none of the
+// thousands of outgoing connections a run makes takes it as its source
+// port while the replica is down (bind: address already in use).
+func listenAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 1000 {
+		port := 20000 + rand.IntN(12000)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			ln.Close()
+			return ln.Addr().String()
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free port in 20000-32000")
+	return ""
 }
+
 
 // replica is one relay replica.
 type replica struct {
@@ -292,7 +302,7 @@ func newWorld(t *testing.T, cfg config) *world {
 
 	addrs := make([]Target, cfg.replicas)
 	for i := range cfg.replicas {
-		r := &replica{idx: i, addr: freeAddr(t), metricsAddr: freeAddr(t), dataDir: t.TempDir()}
+		r := &replica{idx: i, addr: listenAddr(t), metricsAddr: listenAddr(t), dataDir: t.TempDir()}
 		addrs[i] = Target{Addr: r.addr, Ready: "http://" + r.metricsAddr + "/readyz"}
 		w.relays = append(w.relays, r)
 	}
