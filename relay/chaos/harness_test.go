@@ -176,7 +176,6 @@ func listenAddr(t *testing.T) string {
 	return ""
 }
 
-
 // replica is one relay replica.
 type replica struct {
 	idx         int
