@@ -52,6 +52,7 @@ func build(ctx context.Context, args []string) error {
 	key := fs.String("signing-key", "", "the Ed25519 private key that signs checksums.txt (default: a throwaway development key)")
 	cdx := fs.String("cyclonedx", "", "cyclonedx-gomod (default: on PATH or in ~/.cache/betcode/bin)")
 	targets := fs.String("targets", "", "comma-separated OS/ARCH to build, e.g. linux/amd64 (default: the whole matrix)")
+	binaries := fs.String("binaries", "", "comma-separated binaries to build, e.g. betcode-agent (default: all)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -67,19 +68,16 @@ func build(ctx context.Context, args []string) error {
 	if c.CycloneDX == "" {
 		c.CycloneDX = findTool("cyclonedx-gomod")
 	}
-	if *targets != "" {
-		want := map[string]bool{}
-		for _, p := range strings.Split(*targets, ",") {
-			want[strings.TrimSpace(p)] = true
-		}
+	if *targets != "" || *binaries != "" {
+		platforms, bins := set(*targets), set(*binaries)
 		c.Targets = []release.Target{}
 		for _, t := range release.Targets() {
-			if want[t.GOOS+"/"+t.GOARCH] {
+			if (platforms == nil || platforms[t.GOOS+"/"+t.GOARCH]) && (bins == nil || bins[t.Binary.Name]) {
 				c.Targets = append(c.Targets, t)
 			}
 		}
 		if len(c.Targets) == 0 {
-			return fmt.Errorf("-targets %s: no such platform in the release matrix", *targets)
+			return fmt.Errorf("-targets %q -binaries %q: nothing of the release matrix", *targets, *binaries)
 		}
 	}
 	start := time.Now()
@@ -97,6 +95,18 @@ func build(ctx context.Context, args []string) error {
 `, filepath.Join(c.Out, release.DevKeyFile), filepath.Join(c.Out, release.DevSignersFile))
 	}
 	return nil
+}
+
+// set splits a comma-separated list; nil for an empty one.
+func set(list string) map[string]bool {
+	if list == "" {
+		return nil
+	}
+	m := map[string]bool{}
+	for _, p := range strings.Split(list, ",") {
+		m[strings.TrimSpace(p)] = true
+	}
+	return m
 }
 
 // sourceDate is the time every artefact carries: SOURCE_DATE_EPOCH, else

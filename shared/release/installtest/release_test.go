@@ -1,0 +1,209 @@
+package installtest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/betcode-dev/betcode/shared/release"
+)
+
+// base holds everything the tests share, world-readable (0755) so that the
+// fresh users can read the CA, the allowed signers and the fake claude.
+var base string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "betcode-installtest-")
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "installtest:", err)
+		os.Exit(1)
+	}
+	base = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// built is a release made once for linux/amd64 and shared by the tests.
+type built struct {
+	dir     string // the release directory
+	version string
+	key     string // the test's signing key
+	signers string // its allowed_signers file
+	took    time.Duration
+}
+
+var (
+	firstOnce sync.Once
+	first     built
+	firstErr  error
+)
+
+// v1 returns the shared release, building it on first use.
+func v1(t *testing.T) built {
+	t.Helper()
+	firstOnce.Do(func() {
+		ctx, cancel := buildContext(t)
+		defer cancel()
+		keyDir := filepath.Join(base, "key")
+		if firstErr = os.MkdirAll(keyDir, 0o755); firstErr != nil {
+			return
+		}
+		key := filepath.Join(keyDir, "signing-key")
+		line, err := release.DevKey(ctx, key)
+		if err != nil {
+			firstErr = err
+			return
+		}
+		signers := filepath.Join(keyDir, "allowed_signers")
+		if firstErr = os.WriteFile(signers, line, 0o644); firstErr != nil {
+			return
+		}
+		first = built{dir: filepath.Join(base, "release-v1"), version: "v9.1.0", key: key, signers: signers}
+		start := time.Now()
+		firstErr = buildRelease(ctx, first.dir, first.version, key)
+		first.took = time.Since(start)
+	})
+	if firstErr != nil {
+		t.Fatalf("make release for linux/amd64: %v", firstErr)
+	}
+	return first
+}
+
+// buildContext bounds a build by the test binary's -timeout (make unit:
+// 20m), less a margin to report it: a build's time depends on the machine's
+// load and on how much of the build cache is warm, not on the code.
+func buildContext(t *testing.T) (context.Context, context.CancelFunc) {
+	if d, ok := t.Deadline(); ok {
+		return context.WithDeadline(context.Background(), d.Add(-30*time.Second))
+	}
+	return context.WithCancel(context.Background())
+}
+
+// buildRelease runs make release's tool (shared/cmd/betcode-release,
+// built once without -race: gzip and SHA-256 under the race detector are
+// several times slower) for linux/amd64: the binaries named, or all three.
+func buildRelease(ctx context.Context, out, version, key string, binaries ...string) error {
+	cdx, err := cyclonedx()
+	if err != nil {
+		return err
+	}
+	toolOnce.Do(func() {
+		tool = filepath.Join(base, "betcode-release")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", tool, "./shared/cmd/betcode-release")
+		cmd.Dir = repoRoot()
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			toolErr = fmt.Errorf("go build betcode-release: %w\n%s", err, msg)
+		}
+	})
+	if toolErr != nil {
+		return toolErr
+	}
+	cmd := exec.CommandContext(ctx, tool, "build", "-root", repoRoot(), "-out", out, "-version", version,
+		"-source-date-epoch", "1796000000", "-signing-key", key, "-cyclonedx", cdx,
+		"-targets", "linux/amd64", "-binaries", strings.Join(binaries, ","))
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("betcode-release build: %w\n%s", err, msg)
+	}
+	return os.Chmod(out, 0o755)
+}
+
+var (
+	toolOnce sync.Once
+	tool     string
+	toolErr  error
+)
+
+// cyclonedx finds cyclonedx-gomod (make test-deps installs it).
+func cyclonedx() (string, error) {
+	if p, err := exec.LookPath("cyclonedx-gomod"); err == nil {
+		return p, nil
+	}
+	home, _ := os.UserHomeDir()
+	p := filepath.Join(home, ".cache", "betcode", "bin", "cyclonedx-gomod")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("cyclonedx-gomod is missing (it writes the release's SBOMs): run make test-deps, or go install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0")
+	}
+	return p, nil
+}
+
+// repoRoot is the repository's root, where go.work is.
+func repoRoot() string {
+	wd, _ := os.Getwd()
+	return filepath.Join(wd, "..", "..", "..")
+}
+
+// serve serves a release directory on loopback.
+func serve(t *testing.T, dir string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestReproducible builds linux/amd64's archives a second time into another
+// directory and expects the same bytes: archives, SBOMs, checksums.txt and
+// (Ed25519 signatures being deterministic) its signature. Both builds share
+// the Go build cache, so the compiled packages are the same objects; what
+// is rebuilt and compared is every link (go build does not cache linked
+// binaries), the archives, the SBOMs and the checksums.
+func TestReproducible(t *testing.T) {
+	r := v1(t)
+	t.Logf("first build (linux/amd64, 3 binaries and SBOMs): %s", r.took.Round(time.Millisecond))
+	ctx, cancel := buildContext(t)
+	defer cancel()
+	again := filepath.Join(base, "release-v1-again")
+	start := time.Now()
+	if err := buildRelease(ctx, again, r.version, r.key); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("second build: %s", time.Since(start).Round(time.Millisecond))
+	names := func(dir string) []string {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n []string
+		for _, e := range ents {
+			n = append(n, e.Name())
+		}
+		return n
+	}
+	a, b := names(r.dir), names(again)
+	if strings.Join(a, " ") != strings.Join(b, " ") {
+		t.Fatalf("the two builds made different files:\n%v\n%v", a, b)
+	}
+	for _, n := range a {
+		x, _ := os.ReadFile(filepath.Join(r.dir, n))
+		y, _ := os.ReadFile(filepath.Join(again, n))
+		if !bytes.Equal(x, y) {
+			t.Errorf("%s differs between two builds of the same tree (%d and %d bytes)", n, len(x), len(y))
+		}
+	}
+	sums, err := os.ReadFile(filepath.Join(r.dir, "checksums.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"betcode-agent_v9.1.0_linux_amd64.tar.gz", "betcode_v9.1.0_linux_amd64.tar.gz",
+		"betcode-relay_v9.1.0_linux_amd64.tar.gz", "betcode-agent_v9.1.0_linux_amd64.tar.gz.cdx.json"} {
+		if !strings.Contains(string(sums), "  "+want+"\n") {
+			t.Errorf("checksums.txt has no %s:\n%s", want, sums)
+		}
+	}
+	signers, _ := os.ReadFile(r.signers)
+	if n, err := release.VerifyDir(ctx, r.dir, signers); err != nil || n != 3 {
+		t.Errorf("verify-release of the build: %d archives, %v", n, err)
+	}
+}
