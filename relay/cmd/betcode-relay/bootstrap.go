@@ -50,10 +50,15 @@ This is not printed again; --bootstrap-admin=false turns it off.
 	}
 }
 
-// port is listen's port ("8443" when it has none).
+// port is listen's port: "8443" when it has none, "PORT" when the system
+// picks it (:0).
 func port(listen string) string {
-	if _, p, err := net.SplitHostPort(listen); err == nil && p != "" {
-		return p
+	_, p, err := net.SplitHostPort(listen)
+	switch {
+	case err != nil || p == "":
+		return "8443"
+	case p == "0":
+		return "PORT"
 	}
-	return "8443"
+	return p
 }
