@@ -127,7 +127,7 @@ func TestEndToEnd(t *testing.T) {
 		"--data-dir", t.TempDir(), "--claude-bin", claude, "--relay", ln.Addr().String(), "--relay-ca", filepath.Join(dir, pki.CACertFile),
 		"--machine-cert", filepath.Join(dir, pki.MachineCertFile("m1")), "--machine-key", filepath.Join(dir, pki.MachineKeyFile("m1")),
 		"--machine-name", "laptop", "--log-level", "debug", "--drain-timeout", "0",
-		"--http-listen=", // no web app: its default port may be taken
+		"--http-listen=",          // no web app: its default port may be taken
 		"--relay-e2e", "optional") // the relay's own watcher reads the machine's prompts
 	cmd.Env = append(append(os.Environ(), "HOME="+home), claudecli.Env(home, api.URL())...)
 	pr, pw := io.Pipe()
