@@ -454,6 +454,11 @@ func TestBinaryServesAndHealthcheck(t *testing.T) {
 	if strings.Contains(stderr.String(), "bct_") {
 		t.Errorf("a token in the relay's log:\n%s", stderr.String())
 	}
+	// `docker run` on an empty store: the first administrator's sign-in,
+	// once, on stdout.
+	if out := stdout.String(); strings.Count(out, "bct_") != 1 || !strings.Contains(out, `relay administrator "admin"`) {
+		t.Errorf("the relay's stdout on an empty store, want the first administrator's token once:\n%s", out)
+	}
 }
 
 func TestSBOMReferrers(t *testing.T) {
