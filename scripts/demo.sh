@@ -41,7 +41,7 @@ step "The relay: a development CA (it signs enrolled machines' certificates) and
 PKI=$TMP/pki RDATA=$TMP/relay
 run "$BIN/betcode-relay" certs init --dir "$PKI" --hosts 127.0.0.1,localhost
 "$BIN/betcode-relay" serve --listen 127.0.0.1:0 --tls-cert "$PKI/relay.crt" --tls-key "$PKI/relay.key" \
-  --client-ca "$PKI/ca.crt" --ca-key "$PKI/ca.key" --data-dir "$RDATA" 2>"$TMP/relay.log" &
+  --client-ca "$PKI/ca.crt" --ca-key "$PKI/ca.key" --data-dir "$RDATA" --bootstrap-admin=false 2>"$TMP/relay.log" &
 PIDS+=($!)
 wait_for "$TMP/relay.log" "relay serving"
 RELAY=$(grep 'relay serving' "$TMP/relay.log" | head -n1 | grep -o ' addr=[^ ]*' | cut -d= -f2)
