@@ -547,6 +547,10 @@ type faultRunner struct {
 	start   time.Time
 	clients []*client
 	pgMu    sync.Mutex // one PostgreSQL restart at a time
+	// replicaMu holds one replica fault at a time: a drain or a restart
+	// under load can outlast the schedule's slack, and two replicas are
+	// always up or coming back.
+	replicaMu sync.Mutex
 }
 
 func (fr *faultRunner) run(load context.Context, f Fault) {
@@ -560,6 +564,9 @@ func (fr *faultRunner) run(load context.Context, f Fault) {
 	var err error
 	switch f.Kind {
 	case ReplicaKill, ReplicaDrain:
+		fr.replicaMu.Lock()
+		defer fr.replicaMu.Unlock()
+		began = time.Since(fr.start) // after the previous replica fault
 		r := w.relays[f.Target]
 		p := r.proc()
 		if f.Kind == ReplicaKill {
