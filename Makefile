@@ -115,8 +115,8 @@ deps-check: ## imports point one way: relay and agent never import each other
 
 # The chaos soak (relay/chaos): 3 relay replicas on one PostgreSQL of its own behind a TCP balancer,
 # agents and clients, and a seeded schedule of overlapping faults. make test runs its bounded default
-# (TestChaosSoak: 60 s, 10 agents, 5 clients); make chaos runs it long and rewrites docs/reliability.md
-# and docs/reliability-timeline.png. CHAOS_SEED=N replays a run's schedule.
+# (TestChaosSoak: 30 s of faults, 10 agents, 5 clients; 3-4 min on 2 busy cores); make chaos runs it
+# long and rewrites docs/reliability.md and docs/reliability-timeline.png. CHAOS_SEED=N replays a run.
 CHAOS_DURATION ?= 10m
 CHAOS_AGENTS ?= 50
 CHAOS_REAL_AGENTS ?= 4

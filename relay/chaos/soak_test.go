@@ -50,7 +50,7 @@ func loadConfig(t *testing.T) config {
 		}
 		return n
 	}
-	d, err := time.ParseDuration(envOr("CHAOS_DURATION", "45s"))
+	d, err := time.ParseDuration(envOr("CHAOS_DURATION", "30s"))
 	if err != nil {
 		t.Fatalf("CHAOS_DURATION: %v", err)
 	}
@@ -76,7 +76,8 @@ func loadConfig(t *testing.T) config {
 
 // TestChaosSoak runs the soak (see the package doc). Its default is the
 // bounded run of make test: 3 replicas, 10 agents (2 on the real Claude
-// Code CLI), 5 clients, 45 s of faults (seed 2). make chaos runs it long.
+// Code CLI), 5 clients, 30 s of faults (seed 2: eight kinds of fault,
+// replica kill and drain among them). make chaos runs it long.
 func TestChaosSoak(t *testing.T) {
 	cfg := loadConfig(t)
 	wall := time.Now()
