@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,29 +28,22 @@ const previousBuildBudget = 4 * time.Minute
 // release is a set of the three binaries.
 type release struct{ name, relay, agent, cli string }
 
-var (
-	previousOnce sync.Once
-	previous     release
-	previousErr  error
-)
-
 // previousRelease builds betcode-relay, betcode-agent and betcode of the
 // previous release (buildinfo.PreviousVersion, at PreviousCommit) from
-// git: its tag when the clone has it, else its commit.
+// git, its tag when the clone has it, else its commit, into a directory
+// removed when t ends.
 func previousRelease(t *testing.T) release {
 	t.Helper()
-	previousOnce.Do(func() {
-		start := time.Now()
-		previous, previousErr = buildPrevious()
-		t.Logf("built %s from git in %s", buildinfo.PreviousVersion, time.Since(start).Round(time.Second))
-	})
-	if previousErr != nil {
-		t.Fatal(previousErr)
+	start := time.Now()
+	r, err := buildPrevious(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
-	return previous
+	t.Logf("built %s from git in %s", buildinfo.PreviousVersion, time.Since(start).Round(time.Second))
+	return r
 }
 
-func buildPrevious() (release, error) {
+func buildPrevious(dir string) (release, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), previousBuildBudget)
 	defer cancel()
 	root := repoRoot()
@@ -63,10 +55,6 @@ func buildPrevious() (release, error) {
 		return release{}, fmt.Errorf("this clone lacks the previous release %s (commit %s), which the compatibility test builds: "+
 			"fetch it with `git fetch --tags origin` (or `git fetch --unshallow` in a shallow clone): %v %s",
 			buildinfo.PreviousVersion, buildinfo.PreviousCommit, err, out)
-	}
-	dir, err := os.MkdirTemp("", "betcode-previous-")
-	if err != nil {
-		return release{}, err
 	}
 	src := filepath.Join(dir, "src")
 	if err := os.Mkdir(src, 0o755); err != nil {
