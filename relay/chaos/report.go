@@ -125,6 +125,20 @@ func (r Result) Markdown(png string) string {
 	p("| replica death to each affected client streaming again, p50 / p99 / max (%d streams) | %s / %s / %s | p99 ≤ 1 s |\n",
 		len(r.Recoveries), Percentile(r.Recoveries, 50).Round(time.Millisecond), Percentile(r.Recoveries, 99).Round(time.Millisecond),
 		Percentile(r.Recoveries, 100).Round(time.Millisecond))
+	var under1, under3, under10, over10 int
+	for _, d := range r.Recoveries {
+		switch {
+		case d < time.Second:
+			under1++
+		case d < 3*time.Second:
+			under3++
+		case d < 10*time.Second:
+			under10++
+		default:
+			over10++
+		}
+	}
+	p("| of those streams, back within 1 s / 1-3 s / 3-10 s / over 10 s | %d / %d / %d / %d | all within 1 s |\n", under1, under3, under10, over10)
 	p("| processes up at the end (all but those the schedule stopped, which it restarted) | %d of %d | all |\n", r.ProcessesUp, r.ProcessesExpected)
 	for _, f := range r.Relays {
 		p("| replica %d after the load: goroutines %.0f (base %.0f), RSS %.1f MiB (base %.1f), tunnels %.0f (base %.0f) | %s | near base |\n",
