@@ -71,6 +71,9 @@ func v1(t *testing.T) built {
 		if firstErr = os.WriteFile(signers, line, 0o644); firstErr != nil {
 			return
 		}
+		if firstErr = snapshot(ctx, repoRoot(), srcDir()); firstErr != nil {
+			return
+		}
 		first = built{dir: filepath.Join(base, "release-v1"), version: "v9.1.0", key: key, signers: signers}
 		start := time.Now()
 		firstErr = buildRelease(ctx, first.dir, first.version, key)
@@ -111,7 +114,7 @@ func buildRelease(ctx context.Context, out, version, key string, binaries ...str
 	if toolErr != nil {
 		return toolErr
 	}
-	cmd := exec.CommandContext(ctx, tool, "build", "-root", repoRoot(), "-out", out, "-version", version,
+	cmd := exec.CommandContext(ctx, tool, "build", "-root", srcDir(), "-out", out, "-version", version,
 		"-source-date-epoch", "1796000000", "-signing-key", key, "-cyclonedx", cdx,
 		"-targets", "linux/amd64", "-binaries", strings.Join(binaries, ","))
 	if msg, err := cmd.CombinedOutput(); err != nil {
@@ -125,6 +128,62 @@ var (
 	tool     string
 	toolErr  error
 )
+
+// srcDir is the snapshot of the working tree every release is built from.
+func srcDir() string { return filepath.Join(base, "src") }
+
+// snapshot copies the working tree at root into dst once, so that the
+// builds compared are of one tree even while the working tree changes (on
+// CI's clean clone it is that clone): a local clone of HEAD (git, for the
+// SBOM's version of the main module) with the working tree's changed,
+// untracked and deleted files of the Go modules laid over it.
+func snapshot(ctx context.Context, root, dst string) error {
+	git := func(dir string, args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, "git", args...)
+		cmd.Dir = dir
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
+		}
+		return out, nil
+	}
+	if _, err := git(root, "clone", "-q", "--local", "--no-checkout", root, dst); err != nil {
+		return err
+	}
+	if _, err := git(dst, "checkout", "-q", "HEAD", "--", "."); err != nil {
+		return err
+	}
+	paths := []string{"--", "go.work", "go.work.sum", "shared", "agent", "relay"}
+	changed, err := git(root, append([]string{"ls-files", "-z", "--modified", "--others", "--exclude-standard"}, paths...)...)
+	if err != nil {
+		return err
+	}
+	for _, f := range strings.Split(string(changed), "\x00") {
+		if f == "" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			continue // deleted meanwhile, or a directory
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dst, f)), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, f), b, 0o644); err != nil {
+			return err
+		}
+	}
+	deleted, err := git(root, append([]string{"ls-files", "-z", "--deleted"}, paths...)...)
+	if err != nil {
+		return err
+	}
+	for _, f := range strings.Split(string(deleted), "\x00") {
+		if f != "" {
+			os.Remove(filepath.Join(dst, f))
+		}
+	}
+	return nil
+}
 
 // cyclonedx finds cyclonedx-gomod (make test-deps installs it).
 func cyclonedx() (string, error) {
@@ -154,7 +213,7 @@ func serve(t *testing.T, dir string) string {
 }
 
 // TestReproducible builds linux/amd64's archives a second time into another
-// directory and expects the same bytes: archives, SBOMs, checksums.txt and
+// directory, from the same snapshot of the tree, and expects the same bytes: archives, SBOMs, checksums.txt and
 // (Ed25519 signatures being deterministic) its signature. Both builds share
 // the Go build cache, so the compiled packages are the same objects; what
 // is rebuilt and compared is every link (go build does not cache linked
