@@ -18,6 +18,7 @@ import (
 
 	acpsdk "github.com/coder/acp-go-sdk"
 
+	"github.com/betcode-dev/betcode/agent/internal/procgroup"
 	"github.com/betcode-dev/betcode/agent/provider"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
@@ -91,7 +92,7 @@ func start(ctx context.Context, ag Agent, opts provider.Options, log *slog.Logge
 	cmd := exec.Command(ag.Command[0], ag.Command[1:]...)
 	cmd.Dir = opts.Dir
 	cmd.Env = append(os.Environ(), opts.Env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = procgroup.Attr()
 	cmd.WaitDelay = drainWait
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -469,7 +470,7 @@ func (c *conversation) Stop(grace time.Duration) {
 			return
 		case <-t.C:
 		}
-		_ = syscall.Kill(-c.cmd.Process.Pid, sig)
+		_ = procgroup.Signal(c.cmd.Process, sig)
 	}
 	<-c.done
 }
@@ -493,7 +494,7 @@ func (c *conversation) killGroup() {
 		return
 	default:
 	}
-	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+	_ = procgroup.Signal(c.cmd.Process, syscall.SIGKILL)
 }
 
 // Wait waits for the conversation to end and returns the agent's exit

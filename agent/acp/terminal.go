@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	acpsdk "github.com/coder/acp-go-sdk"
+
+	"github.com/betcode-dev/betcode/agent/internal/procgroup"
 )
 
 // Output bounds of terminals: the default kept when the agent names none,
@@ -80,7 +82,7 @@ func (ts *terminals) create(req acpsdk.CreateTerminalRequest) (acpsdk.CreateTerm
 	}
 	out := &tailBuffer{limit: limit}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = procgroup.Attr()
 	// A grandchild holding the output open must not keep Wait forever.
 	cmd.WaitDelay = 2 * time.Second
 
@@ -204,7 +206,7 @@ func (t *terminal) kill() {
 		return
 	default:
 	}
-	_ = syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
+	_ = procgroup.Signal(t.cmd.Process, syscall.SIGKILL)
 }
 
 // tailBuffer keeps the last limit bytes written to it, cut at a UTF-8

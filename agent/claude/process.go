@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/betcode-dev/betcode/agent/internal/procgroup"
 )
 
 // Options describe one CLI subprocess.
@@ -137,7 +139,7 @@ func Start(ctx context.Context, o Options) (*Process, error) {
 	cmd.Env = append(os.Environ(), o.Env...)
 	// Own process group: a Ctrl-C at the agent's terminal must not reach the
 	// CLI directly; the agent decides how to stop it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = procgroup.Attr()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("claude stdin pipe: %w", err)

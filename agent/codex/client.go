@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/betcode-dev/betcode/agent/internal/procgroup"
 )
 
 // ErrExited is returned by calls made or pending when the app-server
@@ -72,7 +74,7 @@ func Start(ctx context.Context, cfg Config) (*Client, error) {
 	cmd.Dir = cfg.Home
 	cmd.Env = cfg.environ()
 	// Its own process group, so that Close can end the shells it runs too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = procgroup.Attr()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("codex stdin pipe: %w", err)
@@ -230,7 +232,7 @@ func (c *Client) kill() {
 	if c.cmd.Process == nil {
 		return
 	}
-	if err := syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+	if err := procgroup.Signal(c.cmd.Process, syscall.SIGKILL); err != nil {
 		_ = c.cmd.Process.Kill()
 	}
 }

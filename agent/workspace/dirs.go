@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"google.golang.org/grpc/codes"
 
@@ -108,13 +107,6 @@ func isDir(e fs.DirEntry, full string) bool {
 	}
 	fi, err := os.Stat(full)
 	return err == nil && fi.IsDir()
-}
-
-// enterable tells whether the agent may list and enter a directory (a
-// session's CLI needs both).
-func enterable(dir string) bool {
-	const rOK, xOK = 0x4, 0x1
-	return syscall.Access(dir, rOK|xOK) == nil
 }
 
 func exists(p string) bool {

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/betcode-dev/betcode/agent/internal/procgroup"
 )
 
 // ErrMissing is returned when the git binary cannot be found.
@@ -94,8 +96,8 @@ func (g Runner) Run(ctx context.Context, dir string, limit int, okCodes []int, a
 	cmd.Env = g.env
 	// git may start helpers of its own; kill the whole group, and do not
 	// wait for a helper that holds stdout after git is gone.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.SysProcAttr = procgroup.Attr()
+	cmd.Cancel = func() error { return procgroup.Signal(cmd.Process, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	var stderr limitedBuffer
 	stderr.max = maxStderr
