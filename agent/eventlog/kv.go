@@ -6,10 +6,15 @@ import (
 	"strings"
 )
 
-// PutKV sets key to value in sessionID's key/value table, synchronously. It
-// is meant for small, rarely written per-session state such as permission
-// grants.
+// PutKV sets key to value in sessionID's key/value table, synchronously,
+// and after every event appended before it is committed: a key that records
+// what an event did (an idempotency key, a grant) never outlives a crash
+// that lost the event. It is meant for small, rarely written per-session
+// state such as permission grants.
 func (l *Log) PutKV(ctx context.Context, sessionID, key string, value []byte) error {
+	if err := l.Flush(ctx); err != nil {
+		return fmt.Errorf("put kv %s/%q: %w", sessionID, key, err)
+	}
 	if _, err := l.wdb.ExecContext(ctx,
 		`INSERT OR REPLACE INTO kv (session_id, key, value) VALUES (?, ?, ?)`,
 		sessionID, key, value); err != nil {

@@ -847,13 +847,8 @@ func (s *Session) SendOnce(ctx context.Context, key string, msg Message) (dup bo
 	if err := s.Send(ctx, msg); err != nil {
 		return false, err
 	}
-	// The message's UserInputEvent must be committed before its key: the
-	// event log commits in the background, and a key recorded first would
-	// outlive a crash that lost the message, so the client's retry would be
-	// answered "duplicate" for a message the session never kept.
-	if err := s.m.log.Flush(context.WithoutCancel(ctx)); err != nil {
-		return false, fmt.Errorf("commit the message before its idempotency key: %w", err)
-	}
+	// PutKV commits the message's UserInputEvent first: a key recorded
+	// alone would answer the client's retry "duplicate" after a crash.
 	if err := s.m.log.PutKV(context.WithoutCancel(ctx), s.id, idemPrefix+key, []byte(s.m.cfg.Now().UTC().Format(time.RFC3339Nano))); err != nil {
 		return false, fmt.Errorf("record idempotency key: %w", err)
 	}

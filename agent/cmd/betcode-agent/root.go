@@ -5,13 +5,13 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
 
 	"github.com/betcode-dev/betcode/shared/buildinfo"
-	"github.com/spf13/viper"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
-var version = ""
+var version string
 
 // The version the build stamped, else the module version a go install
 // recorded, else buildinfo.Dev.

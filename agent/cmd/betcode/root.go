@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/betcode-dev/betcode/shared/buildinfo"
 	"github.com/spf13/viper"
 	"golang.org/x/term"
 	"google.golang.org/grpc"
@@ -20,12 +18,13 @@ import (
 	"github.com/betcode-dev/betcode/agent/daemon"
 	"github.com/betcode-dev/betcode/agent/localtoken"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/buildinfo"
 	"github.com/betcode-dev/betcode/shared/mtls"
 	"github.com/betcode-dev/betcode/shared/telemetry"
 )
 
 // version is set at build time with -ldflags "-X main.version=..."; see init.
-var version = ""
+var version string
 
 // The version the build stamped, else the module version a go install
 // recorded, else buildinfo.Dev.
