@@ -3,20 +3,19 @@
 package procgroup
 
 import (
-	"errors"
-	"os"
+	"bufio"
+	"io"
 	"os/exec"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
 // TestSignalEndsTheGroup starts a shell that starts a grandchild, signals
-// the group, and checks the grandchild is gone too.
+// the group, and checks the grandchild is gone too: both hold the stdout
+// pipe, so it ends (EOF) only when neither is left.
 func TestSignalEndsTheGroup(t *testing.T) {
-	cmd := exec.Command("sh", "-c", "sleep 60 & echo $!; wait")
+	cmd := exec.Command("sh", "-c", "sleep 60 & echo started; wait")
 	cmd.SysProcAttr = Attr()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -25,32 +24,26 @@ func TestSignalEndsTheGroup(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 32)
-	n, err := out.Read(buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	grandchild, err := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
-	if err != nil {
-		t.Fatalf("grandchild pid %q: %v", buf[:n], err)
+	r := bufio.NewReader(out)
+	if line, err := r.ReadString('\n'); err != nil || line != "started\n" {
+		t.Fatalf("the shell said %q: %v", line, err)
 	}
 	if err := Signal(cmd.Process, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_ = cmd.Wait()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		// Signal 0 only checks the process exists; a zombie is reaped by init.
-		err := syscall.Kill(grandchild, 0)
-		if errors.Is(err, syscall.ESRCH) {
-			return
+	eof := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, r)
+		eof <- err
+	}()
+	select {
+	case err := <-eof:
+		if err != nil {
+			t.Fatal(err)
 		}
-		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(grandchild) + "/stat"); strings.Contains(string(b), ") Z ") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the grandchild %d outlived its group's SIGKILL", grandchild)
-		}
-		time.Sleep(20 * time.Millisecond)
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		t.Fatal("the grandchild outlived its group's SIGKILL: the pipe it holds stayed open")
 	}
+	_ = cmd.Wait()
 }
