@@ -3,10 +3,10 @@ package server
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/buildinfo"
 )
 
 // Flag is one feature flag: what GetVersion lists as a FeatureFlag and
@@ -141,56 +141,22 @@ type ClaudeRange struct{ Min, Max string }
 // stream-json protocol may have changed); an unknown version
 // COMPATIBILITY_UNKNOWN. With no range, a known version is LIKELY_COMPATIBLE.
 func (r ClaudeRange) Compatibility(version string) pb.CompatibilityLevel {
-	v, ok := parseVersion(version)
+	v, ok := buildinfo.Parse(version)
 	if !ok {
 		return pb.CompatibilityLevel_COMPATIBILITY_UNKNOWN
 	}
-	min, hasMin := parseVersion(r.Min)
-	max, hasMax := parseVersion(r.Max)
+	min, hasMin := buildinfo.Parse(r.Min)
+	max, hasMax := buildinfo.Parse(r.Max)
 	switch {
 	case !hasMin && !hasMax:
 		return pb.CompatibilityLevel_LIKELY_COMPATIBLE
-	case hasMin && v.less(min):
+	case hasMin && v.Less(min):
 		return pb.CompatibilityLevel_INCOMPATIBLE
-	case !hasMax || !max.less(v):
+	case !hasMax || !max.Less(v):
 		return pb.CompatibilityLevel_FULLY_COMPATIBLE
 	case v[0] > max[0]:
 		return pb.CompatibilityLevel_DEGRADED
 	default:
 		return pb.CompatibilityLevel_LIKELY_COMPATIBLE
 	}
-}
-
-// semver is major.minor.patch. Pre-release and build suffixes are ignored,
-// so a development build 0.2.0-dev counts as 0.2.0.
-type semver [3]int
-
-// parseVersion parses "1.2.3", "v1.2.3", "1.2" or "1.2.3-dev+abc".
-func parseVersion(s string) (semver, bool) {
-	s = strings.TrimPrefix(strings.TrimSpace(s), "v")
-	if i := strings.IndexAny(s, "-+ "); i >= 0 {
-		s = s[:i]
-	}
-	parts := strings.Split(s, ".")
-	if s == "" || len(parts) > 3 {
-		return semver{}, false
-	}
-	var v semver
-	for i, p := range parts {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 {
-			return semver{}, false
-		}
-		v[i] = n
-	}
-	return v, true
-}
-
-func (a semver) less(b semver) bool {
-	for i := range a {
-		if a[i] != b[i] {
-			return a[i] < b[i]
-		}
-	}
-	return false
 }

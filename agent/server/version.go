@@ -139,7 +139,7 @@ func (v *Version) NegotiateCapabilities(ctx context.Context, req *pb.NegotiateRe
 	caps.WorktreesEnabled = caps.FeatureFlags["worktree_management"]
 	caps.SubagentsEnabled = caps.FeatureFlags["subagent_orchestration"]
 	resp := &pb.NegotiateResponse{Accepted: true, Capabilities: caps}
-	cv, known := parseVersion(req.ClientVersion)
+	cv, known := buildinfo.Parse(req.ClientVersion)
 	if !known && !buildinfo.IsDev(req.ClientVersion) {
 		// A development build ("dev", a commit, v0.2.0-dev+669d2cc) is
 		// not an untested release: no warning for it.
@@ -168,12 +168,12 @@ func (v *Version) NegotiateCapabilities(ctx context.Context, req *pb.NegotiateRe
 // when the version is acceptable or not parseable (unknown clients are
 // served, with a warning).
 func (v *Version) tooOld(clientVersion string) string {
-	cv, ok := parseVersion(clientVersion)
+	cv, ok := buildinfo.Parse(clientVersion)
 	if !ok {
 		return ""
 	}
-	min, ok := parseVersion(v.minClient())
-	if !ok || !cv.less(min) {
+	min, ok := buildinfo.Parse(v.minClient())
+	if !ok || !cv.Less(min) {
 		return ""
 	}
 	return fmt.Sprintf("betcode %s is too old for this agent (minimum %s): upgrade from %s",
@@ -227,7 +227,7 @@ func exemptFromVersionCheck(method string) bool {
 }
 
 // needsNewer reports whether client version cv is below a flag's minimum.
-func needsNewer(cv semver, minClient string) bool {
-	min, ok := parseVersion(minClient)
-	return ok && cv.less(min)
+func needsNewer(cv buildinfo.Semver, minClient string) bool {
+	min, ok := buildinfo.Parse(minClient)
+	return ok && cv.Less(min)
 }

@@ -47,30 +47,6 @@ func TestClaudeCompatibility(t *testing.T) {
 	}
 }
 
-func TestParseVersion(t *testing.T) {
-	tests := []struct {
-		in   string
-		want semver
-		ok   bool
-	}{
-		{"0.1.0", semver{0, 1, 0}, true},
-		{"v1.2.3", semver{1, 2, 3}, true},
-		{"0.1.0-dev", semver{0, 1, 0}, true},
-		{"1.2.3+abc", semver{1, 2, 3}, true},
-		{"1.2", semver{1, 2, 0}, true},
-		{"", semver{}, false},
-		{"dev", semver{}, false},
-		{"1.2.3.4", semver{}, false},
-		{"1.-2.3", semver{}, false},
-	}
-	for _, tt := range tests {
-		got, ok := parseVersion(tt.in)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("parseVersion(%q) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.ok)
-		}
-	}
-}
-
 func TestGetVersion(t *testing.T) {
 	v := &Version{ServerVersion: "0.2.0", ClaudeVersion: "2.1.328", ClaudeRange: ClaudeRange{Min: "2.0.50", Max: "2.1.328"}}
 	resp, err := v.GetVersion(context.Background(), &pb.GetVersionRequest{})

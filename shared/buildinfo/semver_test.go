@@ -27,6 +27,8 @@ func TestParseAndIsDev(t *testing.T) {
 		{"", Semver{}, false, false},
 		{"banana", Semver{}, false, false},
 		{"1.2.3.4", Semver{}, false, false},
+		{"1.2.3+abc", Semver{1, 2, 3}, true, false},
+		{"1.-2.3", Semver{}, false, false},
 	} {
 		got, ok := Parse(tt.in)
 		if got != tt.want || ok != tt.parsed {
