@@ -70,7 +70,11 @@ func testConfig(dir string) Config {
 func image(t *testing.T) (Result, Config) {
 	t.Helper()
 	if runtime.GOOS != "linux" {
-		t.Skip("the image's binaries are Linux binaries: the tests run them")
+		const why = "the image's binaries are Linux binaries: the tests run them (run them on Linux)"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(why)
+		}
+		t.Skip(why)
 	}
 	buildOnce.Do(func() {
 		if workDir, buildErr = os.MkdirTemp("", "betcode-image-test-"); buildErr != nil {
@@ -321,14 +325,41 @@ func freeAddr(t *testing.T) string {
 
 // lockedBuffer is a bytes.Buffer a process writes to while the test reads.
 type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu   sync.Mutex
+	b    bytes.Buffer
+	grew chan struct{} // a token after a Write, for waitFor
 }
+
+func newLockedBuffer() *lockedBuffer { return &lockedBuffer{grew: make(chan struct{}, 1)} }
 
 func (b *lockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.b.Write(p)
+	n, err := b.b.Write(p)
+	select {
+	case b.grew <- struct{}{}:
+	default:
+	}
+	return n, err
+}
+
+// waitFor waits until the buffer holds s, failing t when the process
+// writing it ends first (exited closes) or d passes.
+func (b *lockedBuffer) waitFor(t *testing.T, s string, exited <-chan struct{}, d time.Duration) {
+	t.Helper()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for !strings.Contains(b.String(), s) {
+		select {
+		case <-b.grew:
+		case <-exited:
+			if !strings.Contains(b.String(), s) { // the process's last writes are in
+				t.Fatalf("the relay exited before logging %q:\n%s", s, b.String())
+			}
+		case <-deadline.C:
+			t.Fatalf("no %q in the relay's log within %s:\n%s", s, d, b.String())
+		}
+	}
 }
 
 func (b *lockedBuffer) String() string {
@@ -394,8 +425,8 @@ func TestBinaryServesAndHealthcheck(t *testing.T) {
 	args := append(slices.Clone(cf.Config.Entrypoint[1:]), "--data-dir", filepath.Join(dir, "data"), "--drain-grace", "3s")
 	relay := exec.Command(bin, args...)
 	relay.Env, relay.Dir = env, dir
-	var stdout, stderr lockedBuffer
-	relay.Stdout, relay.Stderr = &stdout, &stderr
+	stdout, stderr := newLockedBuffer(), newLockedBuffer()
+	relay.Stdout, relay.Stderr = stdout, stderr
 	if err := relay.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -410,35 +441,21 @@ func TestBinaryServesAndHealthcheck(t *testing.T) {
 		<-done
 	}()
 
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		out, err := healthcheck()
-		if err == nil {
-			break
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("the relay exited: %v\n%s", err, stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("healthcheck still failing after 60s: %v: %s\nrelay's log:\n%s", err, out, stderr.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+	// "relay serving" comes once the metrics listener, and /readyz on it,
+	// is up.
+	stderr.waitFor(t, "relay serving", done, 60*time.Second)
+	if out, err := healthcheck(); err != nil {
+		t.Fatalf("healthcheck failing once the relay serves: %v: %s\nrelay's log:\n%s", err, out, stderr.String())
 	}
 
-	// SIGTERM starts the drain (the image's StopSignal): not ready any more.
+	// SIGTERM starts the drain (the image's StopSignal): not ready any
+	// more ("relay: drained" comes after readiness went).
 	if err := relay.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := healthcheck(); err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("healthcheck still passing after SIGTERM")
-		}
-		time.Sleep(50 * time.Millisecond)
+	stderr.waitFor(t, "relay: drained", done, 60*time.Second)
+	if _, err := healthcheck(); err == nil {
+		t.Fatal("healthcheck still passing after SIGTERM")
 	}
 	select {
 	case err := <-exited:
