@@ -46,16 +46,11 @@ func rootfs(binary, caCerts []byte, created time.Time) (v1.Layer, error) {
 		"/tmp": {name: "/tmp", mode: 0o1777, dir: true},
 		Home:   {name: Home, mode: 0o700, uid: UID, gid: GID, dir: true},
 	}
-	for _, f := range files { // every parent directory, root-owned 0755
-		for d := path.Dir(f.name); d != "/"; d = path.Dir(d) {
+	for _, e := range slices.Concat(files, []entry{dirs[Home]}) { // every parent directory, root-owned 0755
+		for d := path.Dir(e.name); d != "/"; d = path.Dir(d) {
 			if _, ok := dirs[d]; !ok {
 				dirs[d] = entry{name: d, mode: 0o755, dir: true}
 			}
-		}
-	}
-	for d := path.Dir(Home); d != "/"; d = path.Dir(d) {
-		if _, ok := dirs[d]; !ok {
-			dirs[d] = entry{name: d, mode: 0o755, dir: true}
 		}
 	}
 	all := files
