@@ -171,11 +171,7 @@ func (c Config) write(name string, data []byte, sums Checksums) error {
 	if err := os.WriteFile(filepath.Join(c.Out, name), data, 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
-	s, err := sha256File(filepath.Join(c.Out, name))
-	if err != nil {
-		return err
-	}
-	sums[name] = s
+	sums[name] = sha256Hex(data)
 	return nil
 }
 

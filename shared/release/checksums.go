@@ -6,8 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
-	"os"
 	"sort"
 	"strings"
 )
@@ -56,9 +54,8 @@ func (c Checksums) Check(name string, data []byte) error {
 	if !ok {
 		return fmt.Errorf("%s is not in checksums.txt", name)
 	}
-	got := sha256.Sum256(data)
-	if hex.EncodeToString(got[:]) != want {
-		return fmt.Errorf("%s: SHA-256 %x does not match checksums.txt (%s): the download is corrupt or was tampered with", name, got, want)
+	if got := sha256Hex(data); got != want {
+		return fmt.Errorf("%s: SHA-256 %s does not match checksums.txt (%s): the download is corrupt or was tampered with", name, got, want)
 	}
 	return nil
 }
@@ -88,16 +85,8 @@ func parseArchiveName(name, binary, goos, goarch string) (string, bool) {
 	return rest, true
 }
 
-// sha256File returns the hex SHA-256 of the file at path.
-func sha256File(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("hash %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+// sha256Hex is the hex SHA-256 of data, as checksums.txt holds it.
+func sha256Hex(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }
