@@ -59,13 +59,17 @@ func (w *watchedStream) cause(err error) error {
 }
 
 // drainingStatus reports whether err is a status carrying RELAY_DRAINING.
-func drainingStatus(err error) bool {
+func drainingStatus(err error) bool { return hasReason(err, CodeRelayDraining) }
+
+// hasReason reports whether err is a status whose ErrorInfo says reason
+// (the relay's BetCode error code).
+func hasReason(err error, reason string) bool {
 	st, ok := status.FromError(err)
 	if !ok {
 		return false
 	}
 	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Reason == CodeRelayDraining {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Reason == reason {
 			return true
 		}
 	}

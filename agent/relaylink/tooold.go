@@ -4,7 +4,6 @@ import (
 	"errors"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -27,16 +26,10 @@ func (e *TooOldError) Error() string { return e.Message }
 
 // asTooOld returns the TooOldError of a Register failure, or nil.
 func asTooOld(err error) *TooOldError {
-	st, ok := status.FromError(err)
-	if !ok || st.Code() != codes.FailedPrecondition {
+	if status.Code(err) != codes.FailedPrecondition || !hasReason(err, codeAgentTooOld) {
 		return nil
 	}
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Reason == codeAgentTooOld {
-			return &TooOldError{Message: st.Message()}
-		}
-	}
-	return nil
+	return &TooOldError{Message: status.Convert(err).Message()}
 }
 
 // isTooOld reports whether err (from session) is a TooOldError.
