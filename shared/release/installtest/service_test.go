@@ -187,16 +187,7 @@ func stopAgent(t *testing.T, pidFile string) {
 	if err != nil || pid <= 1 {
 		return
 	}
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if syscall.Kill(pid, 0) != nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond) // polling the process table, with a deadline
-	}
-	_ = syscall.Kill(pid, syscall.SIGKILL)
-	t.Logf("the agent (pid %d) ignored SIGTERM for 20 s: killed", pid)
+	terminate(t, pid, 20*time.Second)
 }
 
 // verifyUnit runs systemd-analyze --user verify on the unit, as the user.
