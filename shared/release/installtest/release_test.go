@@ -98,11 +98,8 @@ func buildContext(t *testing.T) (context.Context, context.CancelFunc) {
 // buildRelease runs make release's tool (shared/cmd/betcode-release,
 // built once without -race: gzip and SHA-256 under the race detector are
 // several times slower) for linux/amd64: the binaries named, or all three.
+// The tool finds cyclonedx-gomod where make test-deps installs it.
 func buildRelease(ctx context.Context, out, version, key string, binaries ...string) error {
-	cdx, err := cyclonedx()
-	if err != nil {
-		return err
-	}
 	toolOnce.Do(func() {
 		tool = filepath.Join(base, "betcode-release")
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", tool, "./shared/cmd/betcode-release")
@@ -115,7 +112,7 @@ func buildRelease(ctx context.Context, out, version, key string, binaries ...str
 		return toolErr
 	}
 	cmd := exec.CommandContext(ctx, tool, "build", "-root", srcDir(), "-out", out, "-version", version,
-		"-source-date-epoch", "1796000000", "-signing-key", key, "-cyclonedx", cdx,
+		"-source-date-epoch", "1796000000", "-signing-key", key,
 		"-targets", "linux/amd64", "-binaries", strings.Join(binaries, ","))
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("betcode-release build: %w\n%s", err, msg)
@@ -183,19 +180,6 @@ func snapshot(ctx context.Context, root, dst string) error {
 		}
 	}
 	return nil
-}
-
-// cyclonedx finds cyclonedx-gomod (make test-deps installs it).
-func cyclonedx() (string, error) {
-	if p, err := exec.LookPath("cyclonedx-gomod"); err == nil {
-		return p, nil
-	}
-	home, _ := os.UserHomeDir()
-	p := filepath.Join(home, ".cache", "betcode", "bin", "cyclonedx-gomod")
-	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("cyclonedx-gomod is missing (it writes the release's SBOMs): run make test-deps, or go install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0")
-	}
-	return p, nil
 }
 
 // repoRoot is the repository's root, where go.work is.
