@@ -280,14 +280,15 @@ func (be *backend) remove(c net.Conn) {
 	be.mu.Unlock()
 }
 
+// closeAll closes every connection to be; Conns counts none of them from
+// then on (serve's remove of each finds it gone).
 func (be *backend) closeAll() {
 	be.mu.Lock()
-	conns := make([]net.Conn, 0, 2*len(be.conns))
-	for c, u := range be.conns {
-		conns = append(conns, c, u)
-	}
+	conns := be.conns
+	be.conns = map[net.Conn]net.Conn{}
 	be.mu.Unlock()
-	for _, c := range conns {
+	for c, u := range conns {
 		c.Close()
+		u.Close()
 	}
 }

@@ -2,9 +2,11 @@ package chaos
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -90,9 +92,9 @@ func TestBalancer(t *testing.T) {
 	}
 
 	a.Close() // a dies: its connection is closed by the balancer
-	deadline := time.Now().Add(5 * time.Second)
-	for lb.Conns(0) > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	onA.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if l, err := rA.ReadString('\n'); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the dead backend's connection is still open after 5 s: read %q, %v", l, err)
 	}
 	if n := lb.Conns(0); n != 0 {
 		t.Fatalf("%d connections to the dead backend are still open", n)
