@@ -112,9 +112,10 @@ if ! ssh-keygen -Y verify -f "$TMP/allowed_signers" -I release@betcode.dev -n be
 fi
 say "signature of checksums.txt: good (release@betcode.dev)"
 
-# archive NAME: the file name of NAME's archive for this platform, from checksums.txt.
+# archive NAME: the file name of NAME's archive for this platform, from checksums.txt
+# (NAME_VERSION_OS_ARCH.tar.gz; no / in it, which shared/release refuses too).
 archive() {
-	awk -v re="^$1_[^_]+_${OS}_${ARCH}[.]tar[.]gz\$" '$2 ~ re { print $2; exit }' "$TMP/checksums.txt"
+	awk -v re="^$1_[^_/]+_${OS}_${ARCH}[.]tar[.]gz\$" '$2 ~ re { print $2; exit }' "$TMP/checksums.txt"
 }
 
 VERSION=
