@@ -63,6 +63,50 @@ func Verify(ctx context.Context, checksums, sig, allowedSigners []byte) error {
 	return nil
 }
 
+// VerifyDir checks a release directory as make verify-release does: the
+// signature of checksums.txt with allowedSigners, every file it lists
+// against its SHA-256, and an SBOM for every archive. It returns the
+// number of archives.
+func VerifyDir(ctx context.Context, dir string, allowedSigners []byte) (int, error) {
+	sums, err := os.ReadFile(filepath.Join(dir, "checksums.txt"))
+	if err != nil {
+		return 0, fmt.Errorf("read the release's checksums: %w", err)
+	}
+	sig, err := os.ReadFile(filepath.Join(dir, "checksums.txt.sig"))
+	if err != nil {
+		return 0, fmt.Errorf("read the release's signature: %w", err)
+	}
+	if err := Verify(ctx, sums, sig, allowedSigners); err != nil {
+		return 0, err
+	}
+	c, err := ParseChecksums(sums)
+	if err != nil {
+		return 0, err
+	}
+	archives := 0
+	var errs []error
+	for name := range c {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s is in checksums.txt but missing: %w", name, err))
+			continue
+		}
+		if err := c.Check(name, data); err != nil {
+			errs = append(errs, err)
+		}
+		if strings.HasSuffix(name, ".tar.gz") || strings.HasSuffix(name, ".zip") {
+			archives++
+			if _, ok := c[name+".cdx.json"]; !ok {
+				errs = append(errs, fmt.Errorf("%s has no SBOM (%s.cdx.json) in checksums.txt", name, name))
+			}
+		}
+	}
+	if archives == 0 {
+		errs = append(errs, errors.New("checksums.txt lists no archive"))
+	}
+	return archives, errors.Join(errs...)
+}
+
 // Sign writes file+".sig", the SSH signature of file made with the private
 // key at keyFile (`ssh-keygen -Y sign -n betcode-release`).
 func Sign(ctx context.Context, keyFile, file string) error {
