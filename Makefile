@@ -47,7 +47,7 @@ COMPAT_VERSIONS ?= min pinned latest
 compat: ## the end-to-end suites against each of COMPAT_VERSIONS; a table per version (docs/compat.md)
 	COMPAT_VERSIONS="$(COMPAT_VERSIONS)" GO=$(GO) ./scripts/compat.sh
 
-test-deps: claude codex acp ## tools the tests drive: tmux (terminal tests), promtool (metrics and alert rules), the Claude and Codex CLIs, the ACP agent, chromium and playwright-core (browser tests), helm and kubeconform (the relay's chart)
+test-deps: claude codex acp $(TOOLS)/cyclonedx-gomod ## tools the tests drive: tmux (terminal tests), promtool (metrics and alert rules), the Claude and Codex CLIs, the ACP agent, chromium and playwright-core (browser tests), helm and kubeconform (the relay's chart)
 	@command -v tmux >/dev/null || { echo "installing tmux"; \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq tmux >/dev/null; \
 	  else echo "tmux is missing: apt-get install tmux"; exit 1; fi; }
@@ -62,8 +62,6 @@ test-deps: claude codex acp ## tools the tests drive: tmux (terminal tests), pro
 	  GOBIN=$(TOOLS) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); }
 	@command -v kubeconform >/dev/null || [ -x $(TOOLS)/kubeconform ] || { echo "installing kubeconform $(KUBECONFORM_VERSION)"; \
 	  GOBIN=$(TOOLS) $(GO) install github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION); }
-	@[ -x $(TOOLS)/cyclonedx-gomod ] || { echo "installing cyclonedx-gomod $(CYCLONEDX_GOMOD_VERSION) (release SBOMs)"; \
-	  GOBIN=$(TOOLS) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION); }
 	@command -v shellcheck >/dev/null || { echo "installing shellcheck (scripts/install.sh)"; \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq shellcheck >/dev/null; \
 	  else echo "shellcheck is missing: apt-get install shellcheck"; exit 1; fi; }
@@ -185,9 +183,13 @@ tidy: ## go mod tidy of every module (shared served locally at the version agent
 clean:
 	rm -rf $(BIN)
 
+# make release's SBOMs; make test-deps installs it for shared/release/installtest.
+$(TOOLS)/cyclonedx-gomod:
+	@echo "installing cyclonedx-gomod $(CYCLONEDX_GOMOD_VERSION) (release SBOMs)"
+	GOBIN=$(TOOLS) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION)
+
 .PHONY: release verify-release
-release: ## reproducible archives, SBOMs, checksums.txt and its signature in dist/ (RELEASE_SIGNING_KEY=path, else a throwaway key; docs/releasing.md)
-	@[ -x $(TOOLS)/cyclonedx-gomod ] || GOBIN=$(TOOLS) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION)
+release: $(TOOLS)/cyclonedx-gomod ## reproducible archives, SBOMs, checksums.txt and its signature in dist/ (RELEASE_SIGNING_KEY=path, else a throwaway key; docs/releasing.md)
 	$(GO) run ./shared/cmd/betcode-release build -out dist -version $(VERSION) -cyclonedx $(TOOLS)/cyclonedx-gomod \
 	  $(if $(RELEASE_SIGNING_KEY),-signing-key $(RELEASE_SIGNING_KEY)) $(if $(RELEASE_TARGETS),-targets $(RELEASE_TARGETS))
 	cp scripts/install.sh dist/install.sh
