@@ -72,7 +72,7 @@ func TestInstallServicePairs(t *testing.T) {
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
 		out.WriteString(sc.Text() + "\n")
-		if m := regexp.MustCompile(`betcode pair (betcode-pair:\S+)`).FindStringSubmatch(sc.Text()); m != nil {
+		if m := pairCodeLine.FindStringSubmatch(sc.Text()); m != nil {
 			code = m[1]
 			break
 		}
@@ -120,6 +120,13 @@ func TestInstallServicePairs(t *testing.T) {
 	t.Logf("one command to a paired agent, checked: %s", time.Since(start).Round(time.Millisecond))
 }
 
+// The lines the tests wait for: install.sh's pairing code, the relay's
+// address.
+var (
+	pairCodeLine     = regexp.MustCompile(`betcode pair (betcode-pair:\S+)`)
+	relayServingLine = regexp.MustCompile(`relay serving.* addr=(\S+)`)
+)
+
 // extract unpacks a binary of the release into a directory of its own
 // (with tar: gunzip under the race detector is slow).
 func extract(t *testing.T, r built, name string) string {
@@ -155,7 +162,7 @@ func startRelay(t *testing.T, bin, pki, data string) string {
 		sc := bufio.NewScanner(logs)
 		sent := false
 		for sc.Scan() {
-			if m := regexp.MustCompile(`relay serving.* addr=(\S+)`).FindStringSubmatch(sc.Text()); m != nil && !sent {
+			if m := relayServingLine.FindStringSubmatch(sc.Text()); m != nil && !sent {
 				addr <- m[1]
 				sent = true
 			}
