@@ -2,7 +2,9 @@ package chaos
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -77,6 +79,7 @@ type proc struct {
 	name    string
 	cmd     *exec.Cmd
 	logPath string
+	log     *logFile
 	exited  chan struct{}
 	// expected is set before the schedule (or the end of the test) stops
 	// the process: any other exit is a failure.
@@ -89,10 +92,11 @@ func startProc(t *testing.T, name, logPath string, env []string, path string, ar
 		return nil, err
 	}
 	fmt.Fprintf(f, "=== start %s %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(args, " "))
-	p := &proc{name: name, logPath: logPath, exited: make(chan struct{})}
+	p := &proc{name: name, logPath: logPath, log: &logFile{f: f, wrote: make(chan struct{})}, exited: make(chan struct{})}
 	p.cmd = exec.Command(path, args...)
 	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = f, f
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	p.cmd.WaitDelay = 2 * time.Second // a child left holding the output does not hold up exited
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
 		f.Close()
@@ -134,20 +138,54 @@ func (p *proc) term(d time.Duration) {
 	}
 }
 
-// waitLog polls the log for a line matching re, after offset, until d.
+// logFile is a process's log file: each write wakes waitLog.
+type logFile struct {
+	f     *os.File
+	mu    sync.Mutex
+	wrote chan struct{} // closed, and replaced, at each write
+}
+
+func (l *logFile) Write(b []byte) (int, error) {
+	n, err := l.f.Write(b)
+	l.mu.Lock()
+	close(l.wrote)
+	l.wrote = make(chan struct{})
+	l.mu.Unlock()
+	return n, err
+}
+
+// written is closed at the next write.
+func (l *logFile) written() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.wrote
+}
+
+// waitLog waits, up to d, for a line matching re in the log after offset,
+// reading it again at each write.
 func (p *proc) waitLog(re *regexp.Regexp, offset int64, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
+	timeout := time.NewTimer(d)
+	defer timeout.Stop()
+	matched := func() bool {
 		b, _ := os.ReadFile(p.logPath)
-		if int64(len(b)) > offset && re.Match(b[offset:]) {
+		return int64(len(b)) > offset && re.Match(b[offset:])
+	}
+	for {
+		wrote := p.log.written()
+		if matched() {
 			return nil
 		}
-		if !p.running() {
+		select {
+		case <-wrote:
+		case <-p.exited: // its output is all written by then
+			if matched() {
+				return nil
+			}
 			return fmt.Errorf("%s exited while waiting for %q; log %s", p.name, re, p.logPath)
+		case <-timeout.C:
+			return fmt.Errorf("%s: no %q within %s; log %s", p.name, re, d, p.logPath)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	return fmt.Errorf("%s: no %q within %s; log %s", p.name, re, d, p.logPath)
 }
 
 func logSize(path string) int64 {
@@ -341,8 +379,11 @@ func toxic(p *toxiproxy.Proxy, name, typ, stream string, attrs map[string]any) e
 		streams = []string{"upstream", "downstream"}
 	}
 	for _, s := range streams {
-		j := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name+"_"+s, typ, s, attrsJSON(attrs))
-		if _, err := p.Toxics.AddToxicJson(strings.NewReader(j)); err != nil {
+		j, err := json.Marshal(map[string]any{"name": name + "_" + s, "type": typ, "stream": s, "toxicity": 1, "attributes": attrs})
+		if err != nil {
+			return err
+		}
+		if _, err := p.Toxics.AddToxicJson(bytes.NewReader(j)); err != nil {
 			return fmt.Errorf("toxic %s on %s: %w", name, p.Name, err)
 		}
 	}
@@ -353,14 +394,6 @@ func removeToxic(p *toxiproxy.Proxy, name string) {
 	for _, s := range []string{"upstream", "downstream"} {
 		_ = p.Toxics.RemoveToxic(context.Background(), name+"_"+s)
 	}
-}
-
-func attrsJSON(m map[string]any) string {
-	var parts []string
-	for k, v := range m {
-		parts = append(parts, fmt.Sprintf("%q:%v", k, v))
-	}
-	return "{" + strings.Join(parts, ",") + "}"
 }
 
 func (w *world) newToken(user string) string {
