@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -154,7 +155,7 @@ func TestChaosSoak(t *testing.T) {
 	for _, c := range clients {
 		loaders.Go(func() { c.run(load, follow, &followers) })
 	}
-	fr := &faultRunner{w: w, rec: rec, start: start, clients: clients}
+	fr := &faultRunner{w: w, rec: rec, start: start, clients: clients, agents: cfg.agents}
 	var faultsWG sync.WaitGroup
 	for _, f := range faults {
 		faultsWG.Go(func() { fr.run(load, f) })
@@ -552,6 +553,7 @@ type faultRunner struct {
 	rec     *recorder
 	start   time.Time
 	clients []*client
+	agents  int        // the schedule's: a Latency fault on target agents is on the clients' link
 	pgMu    sync.Mutex // one PostgreSQL restart at a time
 	// replicaMu holds one replica fault at a time: a drain or a restart
 	// under load can outlast the schedule's slack, and two replicas are
@@ -567,6 +569,13 @@ func (fr *faultRunner) run(load context.Context, f Fault) {
 	began := time.Since(fr.start)
 	note := ""
 	hold := func() { sleepCtx(context.Background(), f.For) }
+	// withToxic holds a toxic on link for the fault's duration.
+	withToxic := func(link *toxiproxy.Proxy, name, typ, stream string, attrs map[string]any) error {
+		err := toxic(link, name, typ, stream, attrs)
+		hold()
+		removeToxic(link, name)
+		return err
+	}
 	var err error
 	switch f.Kind {
 	case ReplicaKill, ReplicaDrain:
@@ -595,9 +604,7 @@ func (fr *faultRunner) run(load context.Context, f Fault) {
 		err = w.pg.Restart(context.Background())
 		fr.pgMu.Unlock()
 	case PGBlackhole:
-		err = toxic(w.pgLink, "blackhole", "latency", "", map[string]any{"latency": f.For.Milliseconds()})
-		hold()
-		removeToxic(w.pgLink, "blackhole")
+		err = withToxic(w.pgLink, "blackhole", "latency", "", map[string]any{"latency": f.For.Milliseconds()})
 	case AgentKill:
 		a := fr.agent(f.Target)
 		a.proc().kill()
@@ -605,34 +612,20 @@ func (fr *faultRunner) run(load context.Context, f Fault) {
 		hold()
 		err = w.startAgent(a)
 	case TunnelBlackhole:
-		a := fr.agent(f.Target)
-		err = toxic(a.link, "blackhole", "latency", "", map[string]any{"latency": f.For.Milliseconds()})
-		hold()
-		removeToxic(a.link, "blackhole")
+		err = withToxic(fr.agent(f.Target).link, "blackhole", "latency", "", map[string]any{"latency": f.For.Milliseconds()})
 	case Latency:
 		link := w.cliLink
 		note = "clients' link"
-		if f.Target < len(w.agents) {
+		if f.Target < fr.agents { // not len(w.agents): it grows as machines enroll
 			link, note = fr.agent(f.Target).link, "agent's link"
 		}
-		err = toxic(link, "latency", "latency", "", map[string]any{"latency": 200, "jitter": 100})
-		hold()
-		removeToxic(link, "latency")
+		err = withToxic(link, "latency", "latency", "", map[string]any{"latency": 200, "jitter": 100})
 	case Bandwidth:
-		a := fr.agent(f.Target)
-		err = toxic(a.link, "bandwidth", "bandwidth", "", map[string]any{"rate": 32})
-		hold()
-		removeToxic(a.link, "bandwidth")
+		err = withToxic(fr.agent(f.Target).link, "bandwidth", "bandwidth", "", map[string]any{"rate": 32})
 	case Slicer:
-		a := fr.agent(f.Target)
-		err = toxic(a.link, "slicer", "slicer", "", map[string]any{"average_size": 32, "size_variation": 31, "delay": 1000})
-		hold()
-		removeToxic(a.link, "slicer")
+		err = withToxic(fr.agent(f.Target).link, "slicer", "slicer", "", map[string]any{"average_size": 32, "size_variation": 31, "delay": 1000})
 	case ResetPeer:
-		a := fr.agent(f.Target)
-		err = toxic(a.link, "reset", "reset_peer", "upstream", map[string]any{"timeout": 1000})
-		hold()
-		removeToxic(a.link, "reset")
+		err = withToxic(fr.agent(f.Target).link, "reset", "reset_peer", "upstream", map[string]any{"timeout": 1000})
 	case ClientStall:
 		fr.clients[f.Target].stall <- f.For
 		hold()
