@@ -110,8 +110,8 @@ func (f *Fleet) LastError() error {
 	return nil
 }
 
-// Run starts one goroutine per agent. Without Reconnect, the first failed
-// attempt of any agent is returned by Wait.
+// Run starts one goroutine per agent. Without Reconnect, an agent whose
+// attempt failed stays down (Failures and LastError count it).
 func (f *Fleet) Run() {
 	for i := range f.opt.Configs {
 		f.wg.Go(func() { f.agent(i) })
@@ -241,7 +241,7 @@ func (f *Fleet) open(i int) (l *link, err error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := cc.RoundTrip(grpcRequest(ctx, f.opt.Relay, pb.TunnelService_Register_FullMethodName, io.NopCloser(bytes.NewReader(frame(reg)))))
+	resp, err := cc.RoundTrip(grpcRequest(ctx, f.opt.Relay, pb.TunnelService_Register_FullMethodName, io.NopCloser(bytes.NewReader(tunnel.Frame(reg)))))
 	if err != nil {
 		return nil, fmt.Errorf("register: %w", err)
 	}
@@ -325,14 +325,6 @@ func grpcRequest(ctx context.Context, host, method string, body io.ReadCloser) *
 		Header: http.Header{"Content-Type": {"application/grpc"}, "Te": {"trailers"}},
 		Body:   body, ContentLength: -1, Host: host}
 	return req.WithContext(ctx)
-}
-
-// frame prefixes a message with gRPC's 5-byte header.
-func frame(msg []byte) []byte {
-	out := make([]byte, 5+len(msg))
-	binary.BigEndian.PutUint32(out[1:5], uint32(len(msg)))
-	copy(out[5:], msg)
-	return out
 }
 
 // readMessage reads one gRPC message.
