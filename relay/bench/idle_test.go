@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/betcode-dev/betcode/relay/internal/tunnelfleet"
 )
 
 // tunnelCounts reads BETCODE_BENCH_TUNNELS ("1000,2000,5000,10000").
@@ -281,7 +281,7 @@ func BenchmarkIdleTunnels(b *testing.B) {
 // (grouped stacks) to the temp dir and logs the largest goroutine groups.
 func idleInProcess(b *testing.B, r *relayProc, n int, cfgs []*tls.Config) {
 	certs := filepath.Join(b.TempDir(), "machines.pem")
-	if err := writeMachineCerts(certs, cfgs[1:]); err != nil {
+	if err := tunnelfleet.WriteCerts(certs, cfgs[1:]); err != nil {
 		b.Fatal(err)
 	}
 	warm, _ := connectAgents(b, r.addr, cfgs[:1], 1)
@@ -387,59 +387,6 @@ func goroutineGroups(prof string) []goroutineGroup {
 	return out
 }
 
-// writeMachineCerts writes each config's certificate and key as PEM, for
-// the fleet process.
-func writeMachineCerts(path string, cfgs []*tls.Config) error {
-	var buf bytes.Buffer
-	for _, c := range cfgs {
-		crt := c.Certificates[0]
-		key, err := x509.MarshalPKCS8PrivateKey(crt.PrivateKey)
-		if err != nil {
-			return err
-		}
-		pem.Encode(&buf, &pem.Block{Type: "CERTIFICATE", Bytes: crt.Certificate[0]})
-		pem.Encode(&buf, &pem.Block{Type: "PRIVATE KEY", Bytes: key})
-	}
-	return os.WriteFile(path, buf.Bytes(), 0o600)
-}
-
-// readMachineConfigs reads writeMachineCerts' file back into client
-// configs shaped like certMint.machine's.
-func readMachineConfigs(path, caFile string) ([]*tls.Config, error) {
-	caPEM, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, err
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(caPEM) {
-		return nil, errors.New("no CA certificate in " + caFile)
-	}
-	rest, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var out []*tls.Config
-	for {
-		var crt, key *pem.Block
-		crt, rest = pem.Decode(rest)
-		if crt == nil {
-			return out, nil
-		}
-		key, rest = pem.Decode(rest)
-		if key == nil {
-			return nil, errors.New("certificate without a key in " + path)
-		}
-		k, err := x509.ParsePKCS8PrivateKey(key.Bytes)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, &tls.Config{
-			MinVersion: tls.VersionTLS13, NextProtos: []string{"h2"}, ServerName: "127.0.0.1", RootCAs: roots,
-			Certificates: []tls.Certificate{{Certificate: [][]byte{crt.Bytes}, PrivateKey: k}},
-		})
-	}
-}
-
 // The fleet process: this test binary re-executed with fleetModeEnv=1 (see
 // TestMain) connects one simulated agent per certificate in the file
 // BETCODE_BENCH_FLEET_CERTS to BETCODE_BENCH_FLEET_RELAY, prints
@@ -449,7 +396,7 @@ const fleetModeEnv = "BETCODE_BENCH_FLEET"
 func fleetMain() int {
 	get := func(k string) string { return os.Getenv("BETCODE_BENCH_FLEET_" + k) }
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "bench fleet:", err); return 1 }
-	cfgs, err := readMachineConfigs(get("CERTS"), get("CA"))
+	cfgs, err := tunnelfleet.ReadCerts(get("CERTS"), get("CA"))
 	if err != nil {
 		return fail(err)
 	}

@@ -26,38 +26,45 @@ import (
 	"github.com/betcode-dev/betcode/relay/server"
 )
 
-var (
-	buildOnce sync.Once
-	relayBin  string
-	buildErr  error
-)
-
 func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// binary builds betcode-relay (no -race: this is what gets deployed) once
-// per process.
-func binary(tb testing.TB) string {
+// built is a binary of the relay module, built (no -race: this is what
+// gets deployed) once per process.
+type built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+var relayBuild, fleetBuild built
+
+// binary builds betcode-relay.
+func binary(tb testing.TB) string { return relayBuild.get(tb, "./cmd/betcode-relay") }
+
+// get builds the relay module's package pkg into a temp directory the
+// first time.
+func (b *built) get(tb testing.TB, pkg string) string {
 	tb.Helper()
-	buildOnce.Do(func() {
+	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "betcode-relay-bench-")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		relayBin = filepath.Join(dir, "betcode-relay")
-		cmd := exec.Command("go", "build", "-o", relayBin, "./cmd/betcode-relay")
+		b.path = filepath.Join(dir, filepath.Base(pkg))
+		cmd := exec.Command("go", "build", "-o", b.path, pkg)
 		cmd.Dir = filepath.Join(repoRoot(), "relay")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build betcode-relay: %v\n%s", err, out)
+			b.err = fmt.Errorf("build %s: %v\n%s", pkg, err, out)
 		}
 	})
-	if buildErr != nil {
-		tb.Fatal(buildErr)
+	if b.err != nil {
+		tb.Fatal(b.err)
 	}
-	return relayBin
+	return b.path
 }
 
 // raiseFileLimit lifts the soft open-files limit to the hard one (as root,

@@ -10,10 +10,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/betcode-dev/betcode/relay/internal/tunnelfleet"
 )
 
 // The scale cases hold their idle tunnels with cmd/tunnelfleet
@@ -22,33 +23,8 @@ import (
 // agents and runs without the race detector's 8,128-goroutine limit even
 // when the test binary has it.
 
-var (
-	fleetBuildOnce sync.Once
-	fleetBin       string
-	fleetBuildErr  error
-)
-
 // fleetBinary builds tunnelfleet (no -race) once per process.
-func fleetBinary(tb testing.TB) string {
-	tb.Helper()
-	fleetBuildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "betcode-tunnelfleet-")
-		if err != nil {
-			fleetBuildErr = err
-			return
-		}
-		fleetBin = filepath.Join(dir, "tunnelfleet")
-		cmd := exec.Command("go", "build", "-o", fleetBin, "./bench/tunnelfleet")
-		cmd.Dir = filepath.Join(repoRoot(), "relay")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fleetBuildErr = fmt.Errorf("build tunnelfleet: %v\n%s", err, out)
-		}
-	})
-	if fleetBuildErr != nil {
-		tb.Fatal(fleetBuildErr)
-	}
-	return fleetBin
-}
+func fleetBinary(tb testing.TB) string { return fleetBuild.get(tb, "./bench/tunnelfleet") }
 
 // tunnelFleet is a running tunnelfleet process.
 type tunnelFleet struct {
@@ -59,7 +35,7 @@ type tunnelFleet struct {
 }
 
 // startTunnelFleet starts tunnelfleet for the certificates in certs
-// (writeMachineCerts) against r and waits until all are up, or fails the
+// (tunnelfleet.WriteCerts) against r and waits until all are up, or fails the
 // test after wait.
 func startTunnelFleet(tb testing.TB, r *relayProc, certs string, n int, wait time.Duration, args ...string) (*tunnelFleet, time.Duration) {
 	tb.Helper()
@@ -159,7 +135,7 @@ func mintCertFile(tb testing.TB, r *relayProc, prefix string, n int) string {
 	tb.Helper()
 	cfgs := newCertMint(tb, r.pki).machines(tb, prefix, n)
 	path := filepath.Join(tb.TempDir(), prefix+".pem")
-	if err := writeMachineCerts(path, cfgs); err != nil {
+	if err := tunnelfleet.WriteCerts(path, cfgs); err != nil {
 		tb.Fatal(err)
 	}
 	return path
@@ -186,14 +162,14 @@ func TestIdleTunnelMemory(t *testing.T) {
 	t0 = time.Now()
 	certs := mintCertFile(t, r, "mem", n+1)
 	warmCerts := filepath.Join(t.TempDir(), "warm.pem")
-	all, err := readMachineConfigs(certs, r.caFile())
+	all, err := tunnelfleet.ReadCerts(certs, r.caFile())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := writeMachineCerts(warmCerts, all[:1]); err != nil {
+	if err := tunnelfleet.WriteCerts(warmCerts, all[:1]); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeMachineCerts(certs, all[1:]); err != nil {
+	if err := tunnelfleet.WriteCerts(certs, all[1:]); err != nil {
 		t.Fatal(err)
 	}
 	all = nil

@@ -9,9 +9,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -47,7 +44,7 @@ func run() error {
 	if *relay == "" || *caFile == "" || *certs == "" {
 		return errors.New("-relay, -ca and -certs are required")
 	}
-	cfgs, err := readConfigs(*certs, *caFile)
+	cfgs, err := tunnelfleet.ReadCerts(*certs, *caFile)
 	if err != nil {
 		return err
 	}
@@ -99,40 +96,4 @@ func raiseFileLimit(need uint64) error {
 		return fmt.Errorf("raise the open files limit to %d (run as root or raise ulimit -Hn): %w", need, err)
 	}
 	return nil
-}
-
-// readConfigs reads the certificate file into client TLS configs.
-func readConfigs(path, caFile string) ([]*tls.Config, error) {
-	caPEM, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("read the CA: %w", err)
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(caPEM) {
-		return nil, errors.New("no CA certificate in " + caFile)
-	}
-	rest, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read the certificates: %w", err)
-	}
-	var out []*tls.Config
-	for {
-		var crt, key *pem.Block
-		crt, rest = pem.Decode(rest)
-		if crt == nil {
-			return out, nil
-		}
-		key, rest = pem.Decode(rest)
-		if key == nil {
-			return nil, errors.New("certificate without a key in " + path)
-		}
-		k, err := x509.ParsePKCS8PrivateKey(key.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("parse a key in %s: %w", path, err)
-		}
-		out = append(out, &tls.Config{
-			MinVersion: tls.VersionTLS13, NextProtos: []string{"h2"}, ServerName: "127.0.0.1", RootCAs: roots,
-			Certificates: []tls.Certificate{{Certificate: [][]byte{crt.Bytes}, PrivateKey: k}},
-		})
-	}
 }
