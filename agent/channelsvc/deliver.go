@@ -78,8 +78,8 @@ func (s *Service) Deliver(ctx context.Context, req *pb.DeliverRequest) (*pb.Deli
 		return nil, server.Status(codes.Internal, "", err.Error())
 	}
 	// The relay's metadata (its user header) is no part of what the
-	// device sealed: none goes on.
-	actx := metadata.NewIncomingContext(ctx, metadata.MD{})
+	// device sealed: none goes on. The device does (DeviceFromContext).
+	actx := context.WithValue(metadata.NewIncomingContext(ctx, metadata.MD{}), deviceKey{}, dev)
 	switch msg.Kind {
 	case e2ee.SealedQueue:
 		_, err = s.Sessions.QueueMessage(actx, &pb.QueueMessageRequest{SessionId: msg.SessionID, IdempotencyKey: msg.ID,

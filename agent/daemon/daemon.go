@@ -282,6 +282,9 @@ func Run(ctx context.Context, cfg Config) error {
 	// minimum (on every call, through the relay too).
 	ver := &server.Version{ServerVersion: cfg.Version, ClaudeVersion: claudeVersion, Log: log, Flags: flags,
 		ClaudeRange: server.ClaudeRange{Min: versions.TestedMin, Max: versions.TestedMax}}
+	// Which paired device answered which prompt (agent/push): its own
+	// notification is not withdrawn by a "resolved" push.
+	answers := push.NewAnswers()
 	// Tracing first: its spans (or the caller's trace context) cover the
 	// interceptors below.
 	srv := grpc.NewServer(append(cfg.Tracing.ServerOptions(),
@@ -292,8 +295,8 @@ func Run(ctx context.Context, cfg Config) error {
 		// 30 s (shared/tunnel, direct.go); grpc-go's default policy would
 		// answer that with GOAWAY after two.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(guard.UnaryInterceptor, server.UnaryRecover(log), ver.UnaryInterceptor),
-		grpc.ChainStreamInterceptor(guard.StreamInterceptor, server.StreamRecover(log), ver.StreamInterceptor),
+		grpc.ChainUnaryInterceptor(guard.UnaryInterceptor, server.UnaryRecover(log), ver.UnaryInterceptor, answers.UnaryInterceptor),
+		grpc.ChainStreamInterceptor(guard.StreamInterceptor, server.StreamRecover(log), ver.StreamInterceptor, answers.StreamInterceptor),
 	)...)
 	agentSvc := &server.Agent{Sessions: mgr, Log: log}
 	pb.RegisterAgentServiceServer(srv, agentSvc)
@@ -408,7 +411,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	door := &channelsvc.Service{Store: devices, MachineName: cfg.MachineName, Listener: channels, Log: log, Version: cfg.Version,
-		Sessions: agentSvc, Seen: seen}
+		Sessions: answeringSessions{Sessions: agentSvc, answers: answers}, Seen: seen}
 	pb.RegisterChannelServiceServer(srv, door)
 	pb.RegisterDeviceServiceServer(srv, door)
 
@@ -456,6 +459,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var notifier *push.Notifier
 	if link != nil {
 		notifier, err = push.New(push.Options{MachineID: door.MachineID, Store: pushSubs, Devices: devices, Sender: link, Log: log,
+			Answers: answers, Registerer: reg,
 			Watch: func(ctx context.Context, send func(*pb.SessionUpdate) error) error {
 				return mgr.Watch(ctx, session.WatchOptions{}, send)
 			}})

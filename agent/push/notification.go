@@ -49,6 +49,7 @@ type event struct {
 	n       Notification
 	key     string // deduplication key
 	urgency string // RFC 8030 Urgency
+	prompt  string // a resolution's: the kind of the prompt it resolves
 }
 
 // topic is the RFC 8030 Topic header for tag: at most 32 characters of the

@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -42,6 +44,7 @@ const (
 	DefaultRetryMin    = time.Second
 	DefaultSendTimeout = 30 * time.Second
 	DefaultConcurrency = 8
+	DefaultMaxPending  = 256
 	// promptHorizon: a prompt older than this found waiting in a snapshot
 	// is not notified again.
 	promptHorizon = 24 * time.Hour
@@ -75,6 +78,16 @@ type Options struct {
 	SendTimeout time.Duration
 	// Concurrency bounds the sends in flight (default DefaultConcurrency).
 	Concurrency int
+	// MaxPending bounds the notifications queued or being delivered; more
+	// are dropped and counted failed (default DefaultMaxPending).
+	MaxPending int
+	// Answers, if set, names the devices that answered a prompt, which
+	// get no "resolved" push for it (they withdrew their own
+	// notification).
+	Answers *Answers
+	// Registerer, if set, gets the notifier's metrics
+	// (betcode_agent_push_sends_total).
+	Registerer prometheus.Registerer
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -86,17 +99,24 @@ func (o Options) Validate() error {
 		return errors.New("push: Options.MachineID is required")
 	case o.Watch == nil || o.Store == nil || o.Devices == nil || o.Sender == nil:
 		return errors.New("push: Options.Watch, Store, Devices and Sender are required")
-	case o.TTL < 0 || o.Retries < 0 || o.RetryMin < 0 || o.SendTimeout < 0 || o.Concurrency < 0:
+	case o.TTL < 0 || o.Retries < 0 || o.RetryMin < 0 || o.SendTimeout < 0 || o.Concurrency < 0 || o.MaxPending < 0:
 		return errors.New("push: negative option")
 	}
 	return nil
 }
 
-// Notifier sends the machine's notifications to its paired devices.
+// Notifier sends the machine's notifications to its paired devices, and
+// withdraws a prompt's notifications once the prompt is resolved.
 type Notifier struct {
-	opt Options
-	sem chan struct{}
-	wg  sync.WaitGroup // the sends under way
+	opt     Options
+	sem     chan struct{}
+	wg      sync.WaitGroup // the sends under way
+	pending atomic.Int64   // notifications queued or being delivered
+	metrics *metrics
+
+	// open holds the prompts notified and not yet resolved, by session
+	// and request id; only Run's goroutine uses it.
+	open map[string]map[string]event
 
 	mu   sync.Mutex
 	sent map[string]time.Time // notification key -> when sent
@@ -127,10 +147,18 @@ func New(opt Options) (*Notifier, error) {
 	if opt.Concurrency == 0 {
 		opt.Concurrency = DefaultConcurrency
 	}
+	if opt.MaxPending == 0 {
+		opt.MaxPending = DefaultMaxPending
+	}
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	return &Notifier{opt: opt, sem: make(chan struct{}, opt.Concurrency), sent: map[string]time.Time{}}, nil
+	m, err := newMetrics(opt.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("push: register metrics: %w", err)
+	}
+	return &Notifier{opt: opt, sem: make(chan struct{}, opt.Concurrency), sent: map[string]time.Time{}, metrics: m,
+		open: map[string]map[string]event{}}, nil
 }
 
 // Run watches the sessions and notifies until ctx ends, restarting a
@@ -142,10 +170,22 @@ func (n *Notifier) Run(ctx context.Context) error {
 		backoff.WithMaxElapsedTime(0))
 	for {
 		failed := map[string]bool{}
+		// The snapshot's sessions: a prompt notified earlier whose session
+		// it no longer lists was resolved while the watch was down.
+		snapshot := map[string]bool{}
 		err := n.opt.Watch(ctx, func(u *pb.SessionUpdate) error {
 			if u.GetSnapshotDone() {
 				b.Reset()
+				for id := range n.open {
+					if !snapshot[id] {
+						n.resolveAll(ctx, id)
+					}
+				}
+				snapshot = nil
 				return nil
+			}
+			if snapshot != nil && u.GetSession() != nil {
+				snapshot[u.GetSession().GetId()] = true
 			}
 			n.update(ctx, u, failed)
 			return nil
@@ -173,9 +213,14 @@ func (n *Notifier) update(ctx context.Context, u *pb.SessionUpdate, failed map[s
 	if sess == nil || u.GetDeleted() {
 		if sess != nil {
 			delete(failed, sess.GetId())
+			n.resolveAll(ctx, sess.GetId())
 		}
 		return
 	}
+	// Every update carries the session's open prompts: the ones notified
+	// and no longer open were resolved (answered here or elsewhere, by a
+	// rule, by their timeout, or withdrawn with the turn).
+	defer n.resolveGone(ctx, sess.GetId(), u)
 	cause := u.GetCause()
 	if cause == nil {
 		// A snapshot entry (or a rename): its waiting prompts, which this
@@ -186,12 +231,14 @@ func (n *Notifier) update(ctx context.Context, u *pb.SessionUpdate, failed map[s
 				continue
 			}
 			if e, ok := promptEvent(machineID, sess, ev); ok {
+				n.remember(e)
 				n.notify(ctx, e)
 			}
 		}
 		return
 	}
 	if e, ok := promptEvent(machineID, sess, cause); ok {
+		n.remember(e)
 		n.notify(ctx, e)
 		return
 	}
@@ -213,12 +260,20 @@ func (n *Notifier) update(ctx context.Context, u *pb.SessionUpdate, failed map[s
 }
 
 // notify starts ev's delivery, once per key, and returns at once: the
-// session feed never waits for the relay.
+// session feed never waits for the relay. At most MaxPending
+// notifications are queued or under way; more are dropped and counted.
 func (n *Notifier) notify(ctx context.Context, ev event) {
+	if n.pending.Add(1) > int64(n.opt.MaxPending) {
+		n.pending.Add(-1)
+		n.metrics.add(ev.n.Type, OutcomeFailed)
+		n.opt.Log.Warn("push: too many notifications pending, dropped one", "kind", ev.n.Type, "max_pending", n.opt.MaxPending)
+		return
+	}
 	now := n.opt.Now()
 	n.mu.Lock()
 	if _, dup := n.sent[ev.key]; dup {
 		n.mu.Unlock()
+		n.pending.Add(-1)
 		return
 	}
 	if len(n.sent) >= maxRemembered {
@@ -231,6 +286,7 @@ func (n *Notifier) notify(ctx context.Context, ev event) {
 	n.sent[ev.key] = now
 	n.mu.Unlock()
 	n.wg.Go(func() {
+		defer n.pending.Add(-1)
 		n.deliver(ctx, ev)
 		if n.delivered != nil {
 			n.delivered(ev.n)
@@ -260,10 +316,16 @@ func (n *Notifier) deliver(ctx context.Context, ev event) {
 		n.opt.Log.Error("push: encode a notification", "err", err)
 		return
 	}
+	// A prompt's resolution goes to the subscriptions its notification
+	// went to, but those of the devices that answered it.
+	kind, answered := ev.n.Type, map[string]bool(nil)
+	if ev.n.Type == KindResolved {
+		kind, answered = ev.prompt, n.opt.Answers.Take(ev.n.RequestID)
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for _, sub := range n.opt.Store.List() {
-		if d, ok := devices[sub.DeviceID]; !ok || d.Revoked() || !sub.Wants(ev.n.Type) {
+		if d, ok := devices[sub.DeviceID]; !ok || d.Revoked() || !sub.Wants(kind) || answered[d.Fingerprint] {
 			continue
 		}
 		wg.Go(func() { n.send(ctx, sub, payload, ev) })
@@ -284,6 +346,7 @@ func (n *Notifier) send(ctx context.Context, sub Subscription, payload []byte, e
 	}
 	body, err := webpush.Encrypt(webpush.Subscription{Endpoint: sub.Endpoint, P256dh: sub.P256dh, Auth: sub.Auth}, payload)
 	if err != nil {
+		n.metrics.add(ev.n.Type, OutcomeFailed)
 		n.opt.Log.Warn("push: encrypt a notification; dropping the subscription", "subscription", sub.ID, "device_id", sub.DeviceID, "err", err)
 		_ = n.opt.Store.Drop(sub.ID)
 		return
@@ -293,7 +356,7 @@ func (n *Notifier) send(ctx context.Context, sub Subscription, payload []byte, e
 	b := backoff.WithContext(backoff.WithMaxRetries(backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(n.opt.RetryMin), backoff.WithMaxElapsedTime(0)), uint64(n.opt.Retries)), ctx)
 	var gone bool
-	err = backoff.Retry(func() error {
+	err = backoff.RetryNotify(func() error {
 		sctx, cancel := context.WithTimeout(ctx, n.opt.SendTimeout)
 		defer cancel()
 		resp, err := n.opt.Sender.SendPush(sctx, req)
@@ -315,16 +378,22 @@ func (n *Notifier) send(ctx context.Context, sub Subscription, payload []byte, e
 		default:
 			return backoff.Permanent(fmt.Errorf("push service answered %d", code))
 		}
-	}, b)
+	}, b, func(error, time.Duration) { n.metrics.add(ev.n.Type, OutcomeRetried) })
 	switch {
 	case gone:
+		n.metrics.add(ev.n.Type, OutcomeGone)
 		n.opt.Log.Info("push: subscription gone, dropped", "subscription", sub.ID, "device_id", sub.DeviceID)
 		if err := n.opt.Store.Drop(sub.ID); err != nil && !errors.Is(err, ErrNotFound) {
 			n.opt.Log.Warn("push: drop a gone subscription", "subscription", sub.ID, "err", err)
 		}
-	case err != nil && ctx.Err() == nil:
+	case err != nil:
+		n.metrics.add(ev.n.Type, OutcomeFailed)
+		if ctx.Err() != nil {
+			return
+		}
 		n.opt.Log.Warn("push: send failed", "subscription", sub.ID, "device_id", sub.DeviceID, "kind", ev.n.Type, "err", err)
 	default:
+		n.metrics.add(ev.n.Type, OutcomeSent)
 		n.opt.Log.Debug("push: sent", "subscription", sub.ID, "device_id", sub.DeviceID, "kind", ev.n.Type)
 	}
 }

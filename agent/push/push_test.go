@@ -87,6 +87,12 @@ type harness struct {
 
 func newHarness(t *testing.T, devices fakeDevices) *harness {
 	t.Helper()
+	return newHarnessWith(t, devices, nil)
+}
+
+// newHarnessWith is newHarness with the Options changed by opts.
+func newHarnessWith(t *testing.T, devices fakeDevices, opts func(*Options)) *harness {
+	t.Helper()
 	st, err := OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +111,11 @@ func newHarness(t *testing.T, devices fakeDevices) *harness {
 			}
 		}
 	}
-	h.n, err = New(Options{MachineID: "m-1", Watch: watch, Store: st, Devices: devices, Sender: h.sender, RetryMin: time.Millisecond})
+	opt := Options{MachineID: "m-1", Watch: watch, Store: st, Devices: devices, Sender: h.sender, RetryMin: time.Millisecond}
+	if opts != nil {
+		opts(&opt)
+	}
+	h.n, err = New(opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +148,15 @@ func permissionUpdate(requestID string) *pb.SessionUpdate {
 		Cause: &pb.AgentEvent{Event: &pb.AgentEvent_PermissionRequest{PermissionRequest: &pb.PermissionRequest{
 			RequestId: requestID, ToolName: "Bash", Input: input}}},
 	}
+}
+
+// withPending sets u's open prompts: permission requests of these ids.
+func withPending(u *pb.SessionUpdate, ids ...string) *pb.SessionUpdate {
+	u.Pending = nil
+	for _, id := range ids {
+		u.Pending = append(u.Pending, permissionUpdate(id).Cause)
+	}
+	return u
 }
 
 // TestNotifierSendsEncrypted: a permission request reaches every
@@ -202,7 +221,7 @@ func TestNotifierSendsEncrypted(t *testing.T) {
 	// The same prompt again (a snapshot after a restart of the watch) is
 	// not sent twice; a new one is.
 	h.updates <- &pb.SessionUpdate{Session: &pb.SessionSummary{Id: "s-1"}, Pending: []*pb.AgentEvent{permissionUpdate("r-1").Cause}}
-	h.updates <- permissionUpdate("r-2")
+	h.updates <- withPending(permissionUpdate("r-2"), "r-1", "r-2")
 	if n := h.waitDelivered(t); n.RequestID != "r-2" {
 		t.Fatalf("delivered %s, want r-2", n.RequestID)
 	}

@@ -74,6 +74,10 @@ self.addEventListener('push', (e) => {
   } catch {
     d = { title: 'BetCode', body: e.data ? e.data.text() : '' };
   }
+  if (d.type === 'resolved') {
+    wait(e, closeResolved(d.tag));
+    return;
+  }
   const opts = {
     body: d.body || '',
     tag: d.tag || undefined,
@@ -91,6 +95,21 @@ self.addEventListener('push', (e) => {
   }
   wait(e, self.registration.showNotification(d.title || 'BetCode', opts));
 });
+
+/**
+ * A prompt was resolved (answered on another device, by a rule, by its timeout, or withdrawn with
+ * its turn): its notification (and the error notification of a failed answer from it) is closed,
+ * and nothing is shown. Chrome subscribes with userVisibleOnly: a push that leaves no notification
+ * while no BetCode page is visible uses up a small budget of silent pushes, after which Chrome shows
+ * its own "This site has been updated in the background" instead (docs/web-api.md, "Push
+ * notifications"). Showing a notification here to avoid that would defeat the point, so this
+ * shows none.
+ */
+async function closeResolved(tag) {
+  if (!tag) return;
+  const shown = await self.registration.getNotifications();
+  for (const n of shown) if (n.tag === tag || n.tag === tag + '/result') n.close();
+}
 
 /** waitUntil, which an event dispatched by script (a test's notificationclick) does not allow. */
 function wait(e, p) {

@@ -1,0 +1,75 @@
+package push
+
+import (
+	"context"
+
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+)
+
+// KindResolved is the payload type of the message that withdraws a
+// prompt's notification once the prompt is resolved (answered on any
+// device or the CLI, decided by a rule, timed out, or withdrawn with its
+// turn): the service worker closes the notification with its tag and
+// shows nothing (docs/web-api.md, "Push notifications"). It is no kind a
+// subscription chooses: it goes where the prompt's notification went.
+const KindResolved = "resolved"
+
+// promptID is the request id of a pending prompt event, or "".
+func promptID(ev *pb.AgentEvent) string {
+	if r := ev.GetPermissionRequest(); r != nil {
+		return r.GetRequestId()
+	}
+	return ev.GetUserQuestion().GetQuestionId()
+}
+
+// remember records a notified prompt as open until an update shows it
+// resolved.
+func (n *Notifier) remember(e event) {
+	sid := e.n.SessionID
+	if n.open[sid] == nil {
+		n.open[sid] = map[string]event{}
+	}
+	n.open[sid][e.n.RequestID] = e
+}
+
+// resolveGone withdraws the notifications of session sid's prompts that
+// u (an update of sid) no longer lists as open.
+func (n *Notifier) resolveGone(ctx context.Context, sid string, u *pb.SessionUpdate) {
+	open := n.open[sid]
+	if len(open) == 0 {
+		return
+	}
+	still := map[string]bool{}
+	for _, ev := range u.GetPending() {
+		still[promptID(ev)] = true
+	}
+	if c := u.GetCause(); c != nil {
+		still[promptID(c)] = true // the prompt this update announces
+	}
+	for id, e := range open {
+		if !still[id] {
+			delete(open, id)
+			n.resolve(ctx, e)
+		}
+	}
+	if len(open) == 0 {
+		delete(n.open, sid)
+	}
+}
+
+// resolveAll withdraws the notifications of every open prompt of session
+// sid (deleted, or gone from a new snapshot).
+func (n *Notifier) resolveAll(ctx context.Context, sid string) {
+	for _, e := range n.open[sid] {
+		n.resolve(ctx, e)
+	}
+	delete(n.open, sid)
+}
+
+// resolve sends the "resolved" message of prompt e: its tag, and the same
+// RFC 8030 topic, so that a push service still holding the prompt's
+// message for an offline browser replaces it with this one.
+func (n *Notifier) resolve(ctx context.Context, e event) {
+	r := Notification{Type: KindResolved, MachineID: e.n.MachineID, SessionID: e.n.SessionID, RequestID: e.n.RequestID, Tag: e.n.Tag}
+	n.notify(ctx, event{n: r, key: KindResolved + "/" + e.key, urgency: "high", prompt: e.n.Type})
+}
