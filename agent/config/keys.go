@@ -143,6 +143,13 @@ var Keys = []Key{
 	{Name: "gitlab-token", Kind: String, Secret: true, Usage: "GitLab access token with the read_api scope (prefer BETCODE_GITLAB_TOKEN or --gitlab-token-file: flags show in ps); never logged",
 		ReadOnly: "a secret: set BETCODE_GITLAB_TOKEN, gitlab-token-file or the --config file"},
 	{Name: "gitlab-token-file", Kind: String, Usage: "file holding the GitLab access token (instead of gitlab-token)"},
+	{Name: "voice-transcribe-url", Kind: String, Usage: "OpenAI-compatible speech-to-text endpoint that transcribes paired devices' dictation, e.g. https://api.openai.com/v1/audio/transcriptions or a local Whisper server's; the audio comes end to end from the device, never through the relay in clear (docs/security.md); empty: voice is not configured",
+		ReadOnly: "it decides where dictated audio goes: set it on the machine (--voice-transcribe-url or the --config file)"},
+	{Name: "voice-model", Kind: String, Default: "whisper-1", Usage: "model of voice-transcribe-url's requests", Check: noSpace},
+	{Name: "voice-api-key", Kind: String, Secret: true, Usage: "API key of voice-transcribe-url, sent as a bearer token (prefer BETCODE_VOICE_API_KEY or --voice-api-key-file: flags show in ps); never logged",
+		ReadOnly: "a secret: set BETCODE_VOICE_API_KEY, voice-api-key-file or the --config file"},
+	{Name: "voice-api-key-file", Kind: String, Usage: "file holding the API key of voice-transcribe-url (instead of voice-api-key), read at each transcription"},
+	{Name: "voice-timeout", Kind: Duration, Default: 60 * time.Second, Usage: "longest wait for voice-transcribe-url's answer, upload included (0: 60s)", Check: nonNegative},
 	{Name: "config", Kind: String, Usage: "config file (YAML, TOML or JSON) with these keys", ReadOnly: "it names the file the other settings come from"},
 }
 

@@ -44,6 +44,7 @@ import (
 	"github.com/betcode-dev/betcode/agent/sessionsvc"
 	"github.com/betcode-dev/betcode/agent/subagent"
 	"github.com/betcode-dev/betcode/agent/team"
+	"github.com/betcode-dev/betcode/agent/voice"
 	"github.com/betcode-dev/betcode/agent/workspace"
 	"github.com/betcode-dev/betcode/agent/worktree"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
@@ -123,6 +124,9 @@ type Config struct {
 	Ready func(addrs []net.Addr)
 	// GitLab is the GitLab instance and token of GitLabService.
 	GitLab gitlab.Config
+	// Voice is the transcription endpoint of VoiceService (dictation from
+	// paired devices); its zero value leaves voice unconfigured.
+	Voice voice.Config
 	// Settings, if set, are the settings with their sources, for
 	// ConfigService (cmd/betcode-agent fills them); nil: the fields above.
 	Settings *config.Snapshot
@@ -255,6 +259,11 @@ func Run(ctx context.Context, cfg Config) error {
 		mgr.Close(context.Background())
 		return err
 	}
+	transcriber, err := voice.New(cfg.Voice, nil, log)
+	if err != nil {
+		mgr.Close(context.Background())
+		return fmt.Errorf("voice: %w", err)
+	}
 	var lns []net.Listener
 	closeAll := func() {
 		for _, l := range lns {
@@ -355,6 +364,8 @@ func Run(ctx context.Context, cfg Config) error {
 		Apply: func(values map[string]any, changed []string) error { return applySettings(mgr, cfg, values, changed) },
 	}))
 	pb.RegisterGitLabServiceServer(srv, gitlabSvc)
+	// VoiceService: never served to the relay in clear (localtoken.Guard).
+	pb.RegisterVoiceServiceServer(srv, voice.NewService(transcriber, log))
 	pb.RegisterWorkspaceServiceServer(srv, workspace.New(workspace.Options{Sessions: workspace.SessionDirs(mgr.Get), Home: home, Logger: log}))
 	pb.RegisterWorktreeServiceServer(srv, worktrees)
 	hs := health.NewServer()

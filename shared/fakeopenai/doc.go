@@ -56,4 +56,9 @@
 //
 // Every /v1/responses request is recorded and parsed ([Server.Requests]), and
 // tests can block until some number arrived ([Server.WaitRequests]).
+//
+// [Transcriptions] is a fake of OpenAI's speech-to-text endpoint,
+// POST /v1/audio/transcriptions (multipart: file, model; answer
+// {"text": ...}), for the agent's voice dictation: it answers a scripted
+// text or error and records each upload with its audio.
 package fakeopenai

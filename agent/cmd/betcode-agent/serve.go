@@ -18,6 +18,7 @@ import (
 	"github.com/betcode-dev/betcode/agent/enroll"
 	"github.com/betcode-dev/betcode/agent/gitlab"
 	"github.com/betcode-dev/betcode/agent/permission"
+	"github.com/betcode-dev/betcode/agent/voice"
 	"github.com/betcode-dev/betcode/shared/telemetry"
 )
 
@@ -120,7 +121,9 @@ the --config file. Every key: docs/configuration.md.`,
 				WebOrigins:        v.GetStringSlice("web-origin"),
 				DrainTimeout:      v.GetDuration("drain-timeout"),
 				GitLab:            gitlab.Config{URL: v.GetString("gitlab-url"), Token: v.GetString("gitlab-token"), TokenFile: v.GetString("gitlab-token-file")},
-				SkipDrain:         skipDrain(cmd.Context()),
+				Voice: voice.Config{URL: v.GetString("voice-transcribe-url"), Model: v.GetString("voice-model"),
+					APIKey: v.GetString("voice-api-key"), APIKeyFile: v.GetString("voice-api-key-file"), Timeout: v.GetDuration("voice-timeout")},
+				SkipDrain: skipDrain(cmd.Context()),
 			})
 		},
 	}
