@@ -77,6 +77,7 @@ func (h *Handler) routes() []route {
 		{get, "/api/dirs/validate", h.authed(h.validateDir)},
 		{get, "/api/local-sessions", h.authed(h.localSessions)},
 		{post, "/api/local-sessions/{id}/adopt", h.authed(h.adoptSession)},
+		{post, "/api/voice/transcriptions", h.postVoice()},
 	}
 }
 
