@@ -15,6 +15,7 @@ import type { FileAttachment, Session } from '../types';
 import { Attachments, money, readImages, ScrollPre, Spinner, StatusChip, TopBar } from './common';
 import { shortPath } from './Sessions';
 import { TeamPanel } from './Team';
+import { appendText, useVoice } from './VoiceButton';
 
 export function Conversation({ machine, session }: { machine: string; session: string }) {
   const s = useAppState();
@@ -325,6 +326,7 @@ const ANSWER_TEXT: Record<string, string> = { allow: 'Allowed once', allowSessio
 
 function Permission({ it, c, open }: { it: PermItem; c: Conv; open: boolean }) {
   const [reason, setReason] = useState('');
+  const voice = useVoice((t) => setReason((r) => appendText(r, t)), 'a deny reason');
   const answered = c.answered.get(it.requestId);
   const id = 'perm-' + it.requestId;
   return (
@@ -348,7 +350,11 @@ function Permission({ it, c, open }: { it: PermItem; c: Conv; open: boolean }) {
             </button>
           </div>
           <label for={id + '-reason'} class="small">Deny reason (optional)</label>
-          <input id={id + '-reason'} value={reason} onInput={(e) => setReason((e.target as HTMLInputElement).value)} placeholder="Tell Claude why" />
+          <div class="voice-row">
+            <input id={id + '-reason'} value={reason} onInput={(e) => setReason((e.target as HTMLInputElement).value)} placeholder="Tell Claude why" />
+            {voice.button}
+          </div>
+          {voice.status}
         </>
       ) : (
         <p class="muted small" role="status">{answered ? ANSWER_TEXT[answered] || answered : 'No longer waiting (answered, timed out or cancelled)'}</p>
@@ -417,6 +423,7 @@ function Composer({ session, busy, onSend }: { session: string; busy: boolean; o
   const [text, setText] = useState(() => sessionStorage.getItem('betcode.draft.' + session) || '');
   const [files, setFiles] = useState<FileAttachment[]>([]);
   const [sending, setSending] = useState(false);
+  const voice = useVoice((t) => setDraft(appendText(text, t)), 'a message');
   const setDraft = (t: string) => {
     setText(t);
     try {
@@ -473,6 +480,7 @@ function Composer({ session, busy, onSend }: { session: string; busy: boolean; o
           onInput={(e) => setDraft((e.target as HTMLTextAreaElement).value)}
           onKeyDown={onKey}
         />
+        {voice.button}
         <button type="button" class="btn danger" data-testid="cancel-turn" aria-label="Stop the turn" disabled={!busy} onClick={() => cancelTurn(session).catch((e) => toast(errText(e)))}>
           Stop
         </button>
@@ -480,6 +488,7 @@ function Composer({ session, busy, onSend }: { session: string; busy: boolean; o
           Send
         </button>
       </div>
+      {voice.status}
     </form>
   );
 }

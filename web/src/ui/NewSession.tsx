@@ -5,6 +5,7 @@ import { go, href } from '../router';
 import { ACP_PROVIDER, DEFAULT_PROVIDER, PROVIDERS, providerLabel } from '../providers';
 import type { DirValidation, Dirs, FileAttachment, Session } from '../types';
 import { Attachments, ErrorBox, readImages, Spinner, TopBar } from './common';
+import { appendText, useVoice } from './VoiceButton';
 
 const MODELS = ['', 'opus', 'sonnet', 'haiku'];
 const MODES: [string, string][] = [
@@ -22,6 +23,7 @@ export function NewSession({ machine }: { machine: string }) {
   const [acpAgent, setAcpAgent] = useState('');
   const [name, setName] = useState('');
   const [prompt, setPrompt] = useState('');
+  const voice = useVoice((t) => setPrompt((p) => appendText(p, t)), 'the prompt');
   const [files, setFiles] = useState<FileAttachment[]>([]);
   const [valid, setValid] = useState<DirValidation | null>(null);
   const [browse, setBrowse] = useState(false);
@@ -140,7 +142,11 @@ export function NewSession({ machine }: { machine: string }) {
           </div>
 
           <label for="prompt">Prompt</label>
-          <textarea id="prompt" rows={5} data-testid="prompt-input" value={prompt} placeholder={`What should ${provider === DEFAULT_PROVIDER ? 'Claude' : providerLabel(provider)} do?`} onInput={(e) => setPrompt((e.target as HTMLTextAreaElement).value)} />
+          <div class="voice-row">
+            <textarea id="prompt" rows={5} data-testid="prompt-input" value={prompt} placeholder={`What should ${provider === DEFAULT_PROVIDER ? 'Claude' : providerLabel(provider)} do?`} onInput={(e) => setPrompt((e.target as HTMLTextAreaElement).value)} />
+            {voice.button}
+          </div>
+          {voice.status}
 
           <Attachments files={files} onRemove={(i) => setFiles(files.filter((_, j) => j !== i))} />
           <div class="toolbar">

@@ -6,6 +6,7 @@ import { href } from '../router';
 import type { PermissionRule, PushState, UsageReport } from '../types';
 import { ago, ChanState, ErrorBox, money, Spinner, TopBar } from './common';
 import { Specs } from './Specs';
+import { VoiceSettings } from './VoiceSettings';
 
 export function Settings() {
   const s = useAppState();
@@ -42,6 +43,7 @@ export function Settings() {
           </div>
         </section>
         <Push />
+        <VoiceSettings />
         <Rules />
         <Specs />
         <UsageTotals />
