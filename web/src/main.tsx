@@ -1,12 +1,16 @@
 import { render } from 'preact';
 import { boot, changed, saveConvs, state, wake } from './store';
 import { App } from './ui/App';
+import { feedSynthetic, startInbox } from './inbox';
 import './styles.css';
 
 const root = document.getElementById('app')!;
 root.textContent = ''; // the static "Loading…" of index.html
 render(<App />, root);
 void boot();
+startInbox();
+// The inbox's benchmark feeds it synthetic machines (web/e2e/inbox.mjs, docs/benchmarks.md).
+(globalThis as { betcodeInboxFeed?: typeof feedSynthetic }).betcodeInboxFeed = feedSynthetic;
 
 // Phone wake and network return: reconnect at once instead of waiting for the backoff.
 document.addEventListener('visibilitychange', () => {

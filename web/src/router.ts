@@ -1,4 +1,4 @@
-// Hash routes: #/login, #/pair, #/machines, #/settings, #/m/{machine}, #/m/{machine}/new,
+// Hash routes: #/login, #/pair, #/machines, #/settings, #/inbox, #/m/{machine}, #/m/{machine}/new,
 // #/m/{machine}/local, #/m/{machine}/s/{session}, #/m/{machine}/s/{session}/changes.
 // (Push notifications open "/#/m/{machine}/s/{session}".)
 
@@ -12,6 +12,7 @@ export function parse(hash: string): Route {
   if (p[0] === 'machines') return { name: 'machines' };
   if (p[0] === 'pair') return { name: 'pair' };
   if (p[0] === 'settings') return { name: 'settings' };
+  if (p[0] === 'inbox') return { name: 'inbox' };
   if (p[0] === 'm' && p[1]) {
     const machine = p[1];
     if (!p[2]) return { name: 'sessions', machine };
@@ -27,6 +28,7 @@ export const href = {
   pair: () => '#/pair',
   login: () => '#/login',
   settings: () => '#/settings',
+  inbox: () => '#/inbox',
   sessions: (m: string) => `#/m/${encodeURIComponent(m)}`,
   newSession: (m: string) => `#/m/${encodeURIComponent(m)}/new`,
   local: (m: string) => `#/m/${encodeURIComponent(m)}/local`,

@@ -8,6 +8,7 @@ import { ApiError, del, get, newKey, patch, post, setAuth, setChannel, setUnauth
 import { getCurrentMachine, listPairings, loadOrCreateDeviceKey, openChannel, removePairing, setCurrentMachine, type EventSocket, type Pairing, type WebChannel } from './e2ee';
 import { frameBegin, retryNextFrame, takeRetries } from './frame';
 import { idbDel, idbGet, idbSet } from './idb';
+import { closePromptNotification } from './notifications';
 import { addAsk, type Ask } from './questions';
 import type {
   FileAttachment, Info, Machine, Me, PermissionRule, Session, StreamEvent, Task,
@@ -77,6 +78,10 @@ export const state = {
   pairings: [] as Pairing[],
   chan: 'none' as Chan,
   chanError: '',
+  /** Messages written but not yet taken by their machine (the outbox, IndexedDB). */
+  outbox: 0,
+  /** Catching up after a wake (visible again, resumed, back online) until the stream answers. */
+  resyncing: false,
 };
 
 let version = 0;
@@ -104,6 +109,15 @@ export function changed() {
 export function onNextFrame(f: () => void) {
   retryNextFrame(f);
   changed();
+}
+
+/** The state's version: it grows with every change. */
+export const stateVersion = () => version;
+
+/** Runs f after every change (at most once per frame); returns its removal. */
+export function onChange(f: () => void): () => void {
+  listeners.add(f);
+  return () => void listeners.delete(f);
 }
 
 /** Re-renders the calling component whenever the state changes (at most once per frame). */
@@ -173,6 +187,8 @@ export async function boot() {
       state.token = (await idbGet<string>('token')) || '';
       state.machineId = (await idbGet<string>('machine')) || (await getCurrentMachine()) || '';
       state.pairings = await listPairings();
+      outbox = (await idbGet<Outgoing[]>('outbox')) || [];
+      state.outbox = outbox.length;
       break;
     } catch {
       // No IndexedDB (the user logs in each time), or a busy one: try again a little later.
@@ -190,6 +206,7 @@ export async function boot() {
     loadMachines().catch(() => {});
     get<Me>('/me').then((m) => ((state.me = m), changed()), () => {});
   }
+  watchLifecycle();
   if (state.token || paired(state.machineId)) connect();
 }
 
@@ -261,15 +278,18 @@ export function channelFor(mid: string): Promise<WebChannel> {
       entry.ch = ch;
       entry.opening = undefined;
       ch.onclose = (err) => {
-        if (channels.get(mid) === entry) channels.delete(mid);
+        if (channels.get(mid) !== entry) return; // dropped for a new one, which reports its own state
+        channels.delete(mid);
         setChan(mid, 'reconnecting', err?.message || '');
       };
       setChan(mid, 'open');
       return ch;
     },
     (err) => {
-      if (channels.get(mid) === entry) channels.delete(mid);
-      setChan(mid, finalChannelError(err) ? 'failed' : 'reconnecting', (err as Error)?.message || String(err));
+      if (channels.get(mid) === entry) {
+        channels.delete(mid);
+        setChan(mid, finalChannelError(err) ? 'failed' : 'reconnecting', (err as Error)?.message || String(err));
+      }
       throw err;
     },
   );
@@ -282,10 +302,13 @@ function finalChannelError(err: unknown): boolean {
   return e?.code === 'REFUSED' || e?.wsCode === 4401 || e?.wsCode === 4403 || e?.code === 'HANDSHAKE' || e?.code === 'NO_ANSWER';
 }
 
-/** Closes every channel but the current machine's. */
+/** Machines whose channel stays open though not current (the inbox watches them: src/inbox.ts). */
+export const keepChannels = new Set<string>();
+
+/** Closes every channel but the current machine's and those the inbox watches. */
 function closeOtherChannels() {
   for (const [mid, e] of channels) {
-    if (mid === state.machineId) continue;
+    if (mid === state.machineId || keepChannels.has(mid)) continue;
     channels.delete(mid);
     e.ch?.close();
   }
@@ -564,6 +587,10 @@ function handle(sock: Sock) {
   sock.onmessage = (ev: { data: unknown }) => {
     if (ws !== sock) return;
     lastMessageAt = Date.now();
+    if (state.resyncing) {
+      state.resyncing = false;
+      changed();
+    }
     let m: StreamEvent;
     try {
       m = JSON.parse(ev.data as string);
@@ -610,33 +637,115 @@ export function disconnect() {
   state.conn = 'idle';
 }
 
-/** On phone wake or network return: reconnect now, or check that the open socket still lives. */
+/** How long a woken socket may stay silent after a ping before it is taken for dead. */
+const PROBE_MS = 1500;
+/** A socket silent for longer than this (the app pings every 25 s) is checked. */
+const HEARTBEAT_MS = 35000;
+/** The watchdog's period; a tick that comes much later means the page was frozen or asleep. */
+const WATCH_MS = 2000;
+
+/**
+ * On phone wake, a resumed (frozen) page, a page back from the bfcache or the network's return:
+ * reconnect now, or check that the open socket still lives (a ping answered within PROBE_MS,
+ * else a new socket that resubscribes after each conversation's last seq), and catch the watched
+ * conversations up by sequence over REST meanwhile. Every item goes through streamItem's seq
+ * check, so what arrives twice (socket and REST) is shown once, in order.
+ */
 export function wake() {
   if (!canConnect()) return;
+  state.resyncing = true;
+  changed();
+  if (wentOffline && state.online) {
+    // The network went away since: whatever socket or channel is open or opening dates from
+    // before, and may never answer again. Start afresh at once rather than after a probe.
+    wentOffline = false;
+    dropStream();
+  }
   if (!ws) {
     attempt = 0;
+    clearTimeout(retryTimer);
+    if (opening) dropStream(); // a connect begun offline may hang until its handshake times out
     connect();
     return;
   }
   if (ws.readyState !== OPEN) return;
+  void catchUpWanted();
+  void flushOutbox();
   const sock = ws;
   const before = lastMessageAt;
   sock.send(JSON.stringify({ type: 'ping' }));
   setTimeout(() => {
     if (ws === sock && lastMessageAt === before) {
       // Half-open after a sleep: drop it (and its channel) and reconnect at once.
-      ws = undefined;
-      sock.close();
-      const e = channels.get(state.machineId);
-      if (e?.ch) {
-        channels.delete(state.machineId);
-        e.ch.close();
-      }
+      dropStream();
       attempt = 0;
-      clearInterval(pingTimer);
       connect();
     }
-  }, 5000);
+  }, PROBE_MS);
+}
+
+/** Forgets the event socket and the current machine's channel (open or opening), for a fresh start. */
+function dropStream() {
+  const sock = ws;
+  ws = undefined;
+  opening = 0;
+  clearInterval(pingTimer);
+  for (const [, w] of waiting) {
+    clearTimeout(w.timer);
+    w.reject(new Error('The connection closed'));
+  }
+  waiting.clear();
+  sock?.close();
+  const e = channels.get(state.machineId);
+  if (e) {
+    channels.delete(state.machineId);
+    e.ch?.close();
+  }
+}
+
+/** Catches every watched conversation up by sequence over REST (at most 3 s per call). */
+async function catchUpWanted() {
+  const mid = state.machineId;
+  for (const c of [...state.convs.values()]) {
+    if (!c.want || state.machineId !== mid) continue;
+    const ac = new AbortController();
+    const t = setTimeout(() => ac.abort(), 3000);
+    try {
+      const evs = await get<StreamEvent[]>(`/sessions/${encodeURIComponent(c.sessionId)}/events?after=${c.lastSeq}&limit=1000`, { signal: ac.signal });
+      if (state.machineId !== mid) return;
+      for (const e of evs || []) streamItem({ ...e, sessionId: c.sessionId });
+    } catch {
+      // The socket catches up instead.
+    } finally {
+      clearTimeout(t);
+    }
+  }
+}
+
+let watching = false;
+let lastTick = 0;
+let wentOffline = false;
+
+/** Wakes on the Page Lifecycle's resume, a bfcache restore, a silent socket and a frozen timer. */
+function watchLifecycle() {
+  if (watching) return;
+  watching = true;
+  document.addEventListener('resume', () => wake());
+  document.addEventListener('freeze', () => saveConvs());
+  addEventListener('offline', () => (wentOffline = true));
+  addEventListener('pageshow', (e) => {
+    if ((e as PageTransitionEvent).persisted) wake();
+  });
+  lastTick = Date.now();
+  setInterval(() => {
+    const now = Date.now();
+    const gap = now - lastTick;
+    lastTick = now;
+    if (document.visibilityState !== 'visible') return;
+    if (gap > 3 * WATCH_MS) wake(); // the timers stood still: frozen, or the device slept
+    else if (ws?.readyState === OPEN && state.conn === 'open' && now - lastMessageAt > HEARTBEAT_MS) wake();
+    else if (outbox.length && state.conn === 'open' && state.online && now - lastFlush > 10000) void flushOutbox();
+  }, WATCH_MS);
 }
 
 function startPing() {
@@ -700,7 +809,9 @@ function onMessage(m: StreamEvent) {
         if (c.want && !helloSubs.has(c.sessionId)) sendRaw({ type: 'subscribe', sessionId: c.sessionId, afterSequence: c.lastSeq });
         if (!c.want && helloSubs.has(c.sessionId)) sendRaw({ type: 'unsubscribe', sessionId: c.sessionId });
       }
+      state.resyncing = false;
       changed();
+      void flushOutbox();
       return;
     }
     case 'session_created':
@@ -887,12 +998,29 @@ export function unsubscribe(sid: string) {
   sendRaw({ type: 'unsubscribe', sessionId: sid });
 }
 
+/** Where the stream's items go: before the trailing echoes of messages the machine has not taken yet. */
+function tailAt(c: Conv): number {
+  let i = c.items.length;
+  while (i > 0) {
+    const it = c.items[i - 1];
+    if (it.k !== 'user' || !it.local) break;
+    i--;
+  }
+  return i;
+}
+
 function push(c: Conv, it: Item) {
-  c.items.push(it);
+  if (it.k === 'user' && it.local) {
+    c.items.push(it);
+    return;
+  }
+  const at = tailAt(c);
+  if (at === c.items.length) c.items.push(it);
+  else c.items.splice(at, 0, it);
 }
 
 function lastText(c: Conv): TextItem | undefined {
-  const it = c.items[c.items.length - 1];
+  const it = c.items[tailAt(c) - 1];
   return it && it.k === 'text' && !it.done ? it : undefined;
 }
 
@@ -1073,6 +1201,7 @@ export async function answerPermission(sid: string, requestId: string, behavior:
   c.answered.set(requestId, behavior);
   touchPrompt(c, requestId);
   changed();
+  closePromptNotification(sid, requestId);
   const body: Record<string, unknown> = { behavior };
   if (message) body.message = message;
   try {
@@ -1104,6 +1233,7 @@ export async function answerQuestion(sid: string, questionId: string, answers: R
   c.sending.add(questionId);
   touchPrompt(c, questionId);
   changed();
+  closePromptNotification(sid, questionId);
   try {
     await viaWsOrRest({ type: 'question_response', sessionId: sid, questionId, answers }, () =>
       post(`/sessions/${encodeURIComponent(sid)}/questions/${encodeURIComponent(questionId)}`, { answers }),
@@ -1125,16 +1255,22 @@ export async function answerQuestion(sid: string, questionId: string, answers: R
   scheduleSave(c);
 }
 
+/**
+ * Sends a user message through the outbox: it is stored (IndexedDB) with a client-made key, then
+ * sent; a message the network or the machine could not take stays queued and is sent again, with
+ * the same key, when the stream is back (the agent takes a key once: QueueMessage's
+ * idempotency_key, kept in its session log, so a send that was in flight when the network dropped
+ * is not taken twice). Rejects only when the machine refused it (the echo is taken back).
+ */
 export async function sendMessage(sid: string, text: string, files: FileAttachment[]) {
-  const idempotencyKey = newKey();
-  const msg: Record<string, unknown> = { sessionId: sid, text, idempotencyKey };
-  if (files.length) msg.files = files;
+  const o: Outgoing = { key: newKey(), machineId: state.machineId, sessionId: sid, text, at: Date.now() };
+  if (files.length) o.files = files;
   // Shown at once; taken back if the server refuses it.
   const echo = echoUser(sid, text + (files.length ? `\n[${files.length} image${files.length > 1 ? 's' : ''}]` : ''));
+  outbox.push(o);
+  await saveOutbox();
   try {
-    await viaWsOrRest({ type: 'user_message', ...msg }, () =>
-      post(`/sessions/${encodeURIComponent(sid)}/messages`, { prompt: text, files: files.length ? files : undefined, idempotencyKey }),
-    );
+    await deliver(o);
   } catch (e) {
     const c = conv(sid);
     c.items = c.items.filter((i) => i !== echo);
@@ -1142,6 +1278,83 @@ export async function sendMessage(sid: string, text: string, files: FileAttachme
     scheduleSave(c);
     changed();
     throw e;
+  }
+}
+
+/** A message in the outbox: key is the idempotency key every attempt sends. */
+export interface Outgoing { key: string; machineId: string; sessionId: string; text: string; files?: FileAttachment[]; at: number }
+
+let outbox: Outgoing[] = [];
+const inFlight = new Set<string>();
+let lastFlush = 0;
+
+/** The queued messages, oldest first. */
+export const queued = (): readonly Outgoing[] => outbox;
+
+function saveOutbox(): Promise<void> {
+  state.outbox = outbox.length;
+  changed();
+  return idbSet('outbox', outbox).catch(() => {
+    /* no IndexedDB: the outbox lives until the tab closes */
+  });
+}
+
+/** Whether a failed send may succeed later: the network, the channel or the machine was away. */
+function transient(e: unknown): boolean {
+  if (!(e instanceof ApiError)) return true; // not connected, the socket closed, no answer
+  if (e.status === 502 || e.status === 503 || e.status === 504) return true;
+  return e.status === 0 && ['NETWORK', 'UNAVAILABLE', 'CLOSED', 'DEADLINE_EXCEEDED', 'TIMEOUT'].includes(e.code);
+}
+
+/**
+ * Sends o once; true when its machine took it (then it leaves the outbox), false when it stays
+ * queued; rejects (and drops it) when the machine refused it.
+ */
+async function deliver(o: Outgoing): Promise<boolean> {
+  if (inFlight.has(o.key) || !state.online) return false;
+  if (o.machineId !== state.machineId && !paired(o.machineId)) return false;
+  inFlight.add(o.key);
+  try {
+    const body = { prompt: o.text, files: o.files, idempotencyKey: o.key };
+    const path = `/sessions/${encodeURIComponent(o.sessionId)}/messages`;
+    if (o.machineId === state.machineId) {
+      await viaWsOrRest({ type: 'user_message', sessionId: o.sessionId, text: o.text, files: o.files, idempotencyKey: o.key }, () => post(path, body));
+    } else {
+      const a = await (await channelFor(o.machineId)).request('POST', path, JSON.stringify(body));
+      if (a.status > 299) {
+        let d: { error?: string; code?: string } = {};
+        try {
+          d = JSON.parse(a.body);
+        } catch {
+          /* not JSON */
+        }
+        throw new ApiError(a.status, d.code || 'HTTP_' + a.status, d.error || 'Refused');
+      }
+    }
+  } catch (e) {
+    if (transient(e)) return false;
+    outbox = outbox.filter((x) => x.key !== o.key);
+    await saveOutbox();
+    throw e;
+  } finally {
+    inFlight.delete(o.key);
+  }
+  outbox = outbox.filter((x) => x.key !== o.key);
+  await saveOutbox();
+  return true;
+}
+
+/** Sends the queued messages in order; stops at the first that must wait. */
+export async function flushOutbox() {
+  lastFlush = Date.now();
+  for (const o of [...outbox]) {
+    try {
+      if (!(await deliver(o))) {
+        if (o.machineId === state.machineId) return; // keep the order of one machine's messages
+      }
+    } catch (e) {
+      toast('A queued message was refused: ' + errText(e));
+    }
   }
 }
 

@@ -5,6 +5,9 @@ import { go, href, useRoute } from '../router';
 import { Changes } from './Changes';
 import { ConnBanner, Spinner, Toast } from './common';
 import { Conversation } from './Conversation';
+import { Inbox } from './Inbox';
+import { LiveStrip } from './Live';
+import { inboxHome } from '../inbox';
 import { Login } from './Login';
 import { Machines } from './Machines';
 import { NewSession } from './NewSession';
@@ -50,7 +53,7 @@ export function App() {
     if (!s.booted) return;
     if (!access && r.name !== 'login' && r.name !== 'pair') go(relay && s.info ? href.pair() : href.login());
     else if (access && (r.name === 'home' || (r.name === 'login' && s.token) || (r.name === 'pair' && !relay)))
-      go(s.machineId ? href.sessions(s.machineId) : href.machines());
+      go(inboxHome() ? href.inbox() : s.machineId ? href.sessions(s.machineId) : href.machines());
   }, [s.booted, access, s.token, r.name, relay, !!s.info]);
 
   let page;
@@ -59,6 +62,7 @@ export function App() {
   else if (!access || r.name === 'login') page = <Login />;
   else if (r.name === 'machines') page = <Machines />;
   else if (r.name === 'settings') page = <Settings />;
+  else if (r.name === 'inbox') page = <Inbox />;
   else if (r.machine && r.machine !== s.machineId) page = <main class="page"><Spinner /></main>;
   else if (r.name === 'sessions') page = <Sessions machine={r.machine!} />;
   else if (r.name === 'new') page = <NewSession machine={r.machine!} />;
@@ -71,6 +75,7 @@ export function App() {
     <>
       <a class="skip" href="#main" onClick={skipToMain}>Skip to content</a>
       <ConnBanner />
+      <LiveStrip />
       {page}
       <Toast />
     </>

@@ -1,0 +1,203 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/browsertest"
+	"github.com/betcode-dev/betcode/shared/e2ee"
+	"github.com/betcode-dev/betcode/shared/fakeapi"
+)
+
+// staleResult is what web/e2e/stale.mjs reports.
+type staleResult struct {
+	Steps           []string `json:"steps"`
+	FrozenResumeMs  int      `json:"frozenResumeMs"`
+	FrozenDeltas    []string `json:"frozenDeltas"`
+	OfflineResumeMs int      `json:"offlineResumeMs"`
+	OfflineDeltas   []string `json:"offlineDeltas"`
+	OfflineStrip    string   `json:"offlineStrip"`
+	LiveStrip       string   `json:"liveStrip"`
+	UserTexts       []string `json:"userTexts"`
+	Alerts          []struct {
+		URL  string `json:"url"`
+		Text string `json:"text"`
+	} `json:"alerts"`
+}
+
+// localAgent is a gRPC client of the agent's own Unix socket (no relay, no token): what the
+// machine itself stored, to compare the browser's view with.
+func localAgent(t *testing.T, a *agent) pb.AgentServiceClient {
+	t.Helper()
+	cc, err := grpc.NewClient("unix://"+a.sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return pb.NewAgentServiceClient(cc)
+}
+
+// waitTurns waits until the one session of the agent has stored n turn_complete events.
+func waitTurns(ctx context.Context, api pb.AgentServiceClient, f **follower, t *testing.T, n int) error {
+	if *f == nil {
+		s, err := theSession(ctx, api)
+		if err != nil {
+			return err
+		}
+		*f = followSession(t, ctx, api, s.Id)
+	}
+	from := 0
+	for i := range n {
+		idx, _, err := (*f).next(ctx, from, func(ev *pb.AgentEvent) bool { return ev.GetTurnComplete() != nil })
+		if err != nil {
+			return fmt.Errorf("waiting for turn %d to complete: %w", i+1, err)
+		}
+		from = idx + 1
+	}
+	return nil
+}
+
+// TestBrowserStaleThroughRelay is issue 24's "never stale" on a paired phone, end to end through
+// the relay (the machine on --relay-e2e=required): the page is frozen (Page.setWebLifecycleState)
+// while a turn streams on at the machine, and taken offline (context.setOffline) during the next
+// turn; each time, once resumed, the DOM shows every delta exactly once, in order, within 1 s. A
+// message written offline is queued ("offline, 1 message queued") and delivered exactly once
+// when the network returns: the model gets it once, the agent stores it once.
+func TestBrowserStaleThroughRelay(t *testing.T) {
+	browsertest.Require(t)
+	w := newWorld(t, "")
+	a := w.newAgent("stale-m")
+	a.args = []string{"--relay-e2e", "required"}
+	cert, key := w.machineCert("stale-m")
+	a.start(w, cert, key)
+	ctx := ctxT(t, 3*time.Minute)
+	api := localAgent(t, a)
+
+	code, _, _ := pairCode(ctx, t, a)
+	if _, err := e2ee.ParsePairingCode(code); err != nil {
+		t.Fatalf("the machine's pairing code: %v", err)
+	}
+	const n = 40
+	p := map[string]any{
+		"code": code, "deviceName": "Stale phone", "cwd": a.project,
+		"hello": "hello there", "helloReply": fakeapi.HelloText,
+		"turn1": "first long turn", "prefix1": "a", "turn2": "second long turn", "prefix2": "b", "n": n,
+		"queued": "written while offline " + marker("q"), "queuedReply": fakeapi.HelloText,
+	}
+	// A reply of n deltas, 60 ms apart: about 2.4 s of streaming at the machine.
+	stepped := func(prefix string) fakeapi.Reply {
+		return fakeapi.Reply{Deltas: prefixedDeltas(prefix, n), Delay: 60 * time.Millisecond}
+	}
+	var follow *follower
+	out := browsertest.Run(t, browsertest.Options{
+		Script: "stale.mjs", BaseURL: w.webURL(), ChromiumArgs: w.trustRelay(), Timeout: 150 * time.Second, Params: p,
+		OnWait: func(name string, _ map[string]any) any {
+			switch name {
+			case "turn1":
+				w.api.Enqueue(stepped("a"))
+			case "turn2":
+				w.api.Enqueue(stepped("b"))
+			case "frozen": // the page is frozen: the turn ends at the machine meanwhile
+				if err := waitTurns(ctx, api, &follow, t, 2); err != nil {
+					return browserStop("%v", err)
+				}
+			case "offline":
+				if err := waitTurns(ctx, api, &follow, t, 3); err != nil {
+					return browserStop("%v", err)
+				}
+			case "delivered":
+				if err := waitTurns(ctx, api, &follow, t, 4); err != nil {
+					return browserStop("%v", err)
+				}
+			}
+			return map[string]any{}
+		},
+	})
+	var r staleResult
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stale.mjs: frozen → complete in %d ms, offline → complete in %d ms; strip %q then %q", r.FrozenResumeMs, r.OfflineResumeMs, r.OfflineStrip, r.LiveStrip)
+
+	if want := []string{"paired", "frozen", "offline"}; !slices.Equal(r.Steps, want) {
+		t.Errorf("steps %q, want %q", r.Steps, want)
+	}
+	wantDeltas := func(prefix string) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("%s%d", prefix, i)
+		}
+		return out
+	}
+	if !slices.Equal(r.FrozenDeltas, wantDeltas("a")) {
+		t.Errorf("after the freeze the page shows %q, want a0…a%d once each, in order", r.FrozenDeltas, n-1)
+	}
+	if !slices.Equal(r.OfflineDeltas, wantDeltas("b")) {
+		t.Errorf("after going offline the page shows %q, want b0…b%d once each, in order", r.OfflineDeltas, n-1)
+	}
+	if r.FrozenResumeMs > 1000 {
+		t.Errorf("the frozen page showed the whole turn %d ms after it resumed, want ≤ 1000", r.FrozenResumeMs)
+	}
+	if r.OfflineResumeMs > 1000 {
+		t.Errorf("the offline page showed the whole turn %d ms after the network returned, want ≤ 1000", r.OfflineResumeMs)
+	}
+	if !strings.Contains(r.OfflineStrip, "offline") || !strings.Contains(r.OfflineStrip, "1 message queued") {
+		t.Errorf("the strip offline says %q, want offline, 1 message queued", r.OfflineStrip)
+	}
+	if r.LiveStrip != "live" {
+		t.Errorf("the strip back online says %q, want live", r.LiveStrip)
+	}
+	queued := p["queued"].(string)
+	if got := countOf(r.UserTexts, queued); got != 1 {
+		t.Errorf("the page shows the queued message %d times (%q), want once", got, r.UserTexts)
+	}
+	// Exactly once at the machine: one model request with it, one user_input stored.
+	var asked int
+	for _, req := range w.api.Requests() {
+		if req.MainLoop() && req.Prompt() == queued {
+			asked++
+		}
+	}
+	if asked != 1 {
+		t.Errorf("the model was asked with the queued message %d times, want 1", asked)
+	}
+	s, err := theSession(ctx, api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := storedEvents(ctx, api, s.Id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored int
+	for _, ev := range evs {
+		if ev.GetUserInput().GetContent() == queued {
+			stored++
+		}
+	}
+	if stored != 1 {
+		t.Errorf("the agent stored the queued message %d times, want 1", stored)
+	}
+	for _, al := range r.Alerts {
+		t.Errorf("the app showed an error: %q (at %s)", al.Text, al.URL)
+	}
+}
+
+func countOf(xs []string, x string) int {
+	n := 0
+	for _, y := range xs {
+		if y == x {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,104 @@
+// Never stale: a paired phone's conversation while its page is frozen (the DevTools protocol's
+// Page.setWebLifecycleState frozen/active) and while it is offline (context.setOffline), with the
+// turn streaming on at the machine; on resume the DOM must show every delta exactly once, in
+// order, within 1 s. A message written offline waits in the outbox ("offline, 1 message
+// queued") and is delivered once when the network returns.
+//
+// params: code (betcode-pair:1:…), deviceName, cwd, hello (the first prompt) and helloReply,
+// turn1 / turn2 (prompts whose replies the Go test scripts: prefix1 / prefix2 and n deltas),
+// queued (the message written offline) and queuedReply.
+// Sync points: turn1, frozen (answer once the machine finished turn 1), turn2, offline (the same
+// for turn 2), delivered (the Go test checks the agent took the queued message once).
+import { baseURL, launch, laptop, log, main, params, phone, recordAlerts, sync, watch } from './lib/harness.mjs';
+import { newSession, norm, send, texts, tid, waitLastAssistant } from './lib/app.mjs';
+import { Audit, withAxe } from './lib/a11y.mjs';
+
+const full = (prefix, n) => Array.from({ length: n }, (_, i) => `${prefix}${i}`).join(' ');
+
+/** Waits until an assistant text of the page is want (spaces normalised); returns the ms it took. */
+async function shows(page, want, ms) {
+  const t0 = Date.now();
+  await page.waitForFunction(
+    (want) => [...document.querySelectorAll('[data-testid="assistant-text"]')].some((e) => (e.textContent || '').replace(/\s+/g, ' ').trim() === want),
+    want,
+    { timeout: ms, polling: 'raf' },
+  );
+  return Date.now() - t0;
+}
+
+/** How many times each numbered delta of prefix shows in the page's assistant texts, in order. */
+async function deltas(page, prefix) {
+  const all = (await texts(page, 'assistant-text')).map(norm).join(' ');
+  return all.split(' ').filter((w) => w.startsWith(prefix) && /^\w\d+$/.test(w));
+}
+
+await main(async () => {
+  const result = { steps: [] };
+  const ctx = await launch({ viewport: phone });
+  const alerts = await recordAlerts(ctx);
+  await withAxe(ctx);
+  const page = await ctx.newPage();
+  watch(page, 'phone');
+  const audit = new Audit();
+  const cdp = await ctx.newCDPSession(page);
+  const strip = page.locator(tid('live-state'));
+
+  // Pair by pasting the code, then a first turn.
+  await page.goto(new URL('#/pair', baseURL).href, { waitUntil: 'domcontentloaded' });
+  await page.locator(tid('pair-code')).waitFor();
+  await page.locator(tid('pair-device-name')).fill(params.deviceName);
+  await page.locator(tid('pair-code')).fill(params.code);
+  await page.locator(tid('pair-submit')).click();
+  await page.locator(`${tid('new-session')}, ${tid('pair-error')}`).first().waitFor({ timeout: 60000 });
+  if (await page.locator(tid('pair-error')).count()) throw new Error('pairing failed: ' + norm(await page.locator(tid('pair-error')).textContent()));
+  await newSession(page, { cwd: params.cwd, prompt: params.hello });
+  await waitLastAssistant(page, params.helloReply);
+  await page.locator(`${tid('live-state')}[data-state="live"]`).waitFor();
+  result.steps.push('paired');
+
+  // 1. Frozen mid-turn: the turn streams on at the machine, the page runs nothing.
+  await sync('turn1');
+  await send(page, params.turn1);
+  await page.waitForFunction((p) => [...document.querySelectorAll('[data-testid="assistant-text"]')].some((e) => (e.textContent || '').includes(p)), params.prefix1 + '0');
+  await cdp.send('Page.setWebLifecycleState', { state: 'frozen' });
+  await sync('frozen');
+  const t1 = Date.now();
+  await cdp.send('Page.setWebLifecycleState', { state: 'active' });
+  await shows(page, full(params.prefix1, params.n), 10000);
+  result.frozenResumeMs = Date.now() - t1;
+  result.frozenDeltas = await deltas(page, params.prefix1);
+  await page.locator(`${tid('live-state')}[data-state="live"]`).waitFor();
+  log('frozen and resumed', { ms: result.frozenResumeMs, deltas: result.frozenDeltas.length });
+  result.steps.push('frozen');
+
+  // 2. Offline mid-turn, and a message written meanwhile.
+  await sync('turn2');
+  await send(page, params.turn2);
+  await page.waitForFunction((p) => [...document.querySelectorAll('[data-testid="assistant-text"]')].some((e) => (e.textContent || '').includes(p)), params.prefix2 + '0');
+  await ctx.setOffline(true);
+  await page.locator(`${tid('live-state')}[data-state="offline"]`).waitFor();
+  await sync('offline');
+  await send(page, params.queued);
+  await page.locator(`${tid('live-state')}[data-queued="1"]`).waitFor();
+  result.offlineStrip = norm(await strip.textContent());
+  await audit.check(page, 'conversation, offline with a queued message');
+  const t2 = Date.now();
+  await ctx.setOffline(false);
+  await shows(page, full(params.prefix2, params.n), 10000);
+  result.offlineResumeMs = Date.now() - t2;
+  result.offlineDeltas = await deltas(page, params.prefix2);
+  log('back online', { ms: result.offlineResumeMs, deltas: result.offlineDeltas.length });
+  await waitLastAssistant(page, params.queuedReply, 30000);
+  await page.locator(`${tid('live-state')}[data-queued="0"][data-state="live"]`).waitFor();
+  result.liveStrip = norm(await strip.textContent());
+  result.userTexts = (await page.$$eval('.user-msg', (els) => els.map((e) => e.textContent || ''))).map((t) => norm(t).replace(/^You: /, ''));
+  await sync('delivered');
+  result.steps.push('offline');
+
+  // The strip in the other looks: laptop.
+  await page.setViewportSize(laptop);
+  await audit.check(page, 'conversation, live (laptop)');
+  result.alerts = alerts;
+  audit.assertClean();
+  return result;
+});
