@@ -182,6 +182,14 @@ func (s *Service) Pair(stream grpc.BidiStreamingServer[pb.PairRequest, pb.PairRe
 	if pairing.CheckName(hello.Name) != nil {
 		hello.Name = "device " + e2ee.FingerprintID(c.PeerStatic())[:8]
 	}
+	if offer.Share != nil {
+		// A session share's code: the teammate's device gets the share's
+		// own credential (the teammate's, made with the share) and a
+		// pairing limited to that share (agent/share enforces it).
+		o := offer
+		offer = nil // pairShare spends it
+		return s.pairShare(c, o, hello.Name)
+	}
 	token, tokenID, err := s.Relay.IssueDeviceToken(hctx, hello.Name)
 	if err != nil {
 		msg := "the relay would not issue the device's credential: " + err.Error()
@@ -203,6 +211,29 @@ func (s *Service) Pair(stream grpc.BidiStreamingServer[pb.PairRequest, pb.PairRe
 	offer = nil
 	// The device says it stored the pairing (or goes away); either way the
 	// call ends.
+	_, _ = c.ReadMessage()
+	return nil
+}
+
+// pairShare ends a Pair call whose code was a session share's: it records
+// the device as the share's and hands it the share's relay credential.
+// offer is spent (closed) here.
+func (s *Service) pairShare(c *e2ee.Conn, offer *pairing.Offer, name string) error {
+	defer close(offer.Paired)
+	if s.now().After(offer.Share.Expires) {
+		_ = writeJSON(c, pairing.Welcome{Error: pairing.ErrShareEnded.Error()})
+		return server.Status(codes.PermissionDenied, "SHARE_ENDED", pairing.ErrShareEnded.Error())
+	}
+	dev, err := s.Store.AddShare(c.PeerStatic(), name, offer.Share)
+	if err != nil {
+		_ = writeJSON(c, pairing.Welcome{Error: "the machine could not store the pairing"})
+		return server.Status(codes.Internal, "PAIRING_FAILED", err.Error())
+	}
+	if err := writeJSON(c, pairing.Welcome{MachineID: s.MachineID, MachineName: s.MachineName, DeviceID: dev.ID, Token: offer.Share.Token}); err != nil {
+		return server.Status(codes.Unavailable, "PAIRING_FAILED", "send the pairing to the device: "+err.Error())
+	}
+	s.Log.Info("teammate's device paired for a session share", "device", dev.ID, "name", dev.Name, "share", offer.Share.ID)
+	offer.Paired <- dev
 	_, _ = c.ReadMessage()
 	return nil
 }

@@ -126,7 +126,14 @@ func DialChannel(ctx context.Context, ch Channel) (net.Conn, error) {
 // `betcode-agent pair` printed there. relayCA is the relay's CA file ("":
 // the system roots).
 func Pair(ctx context.Context, code e2ee.PairingCode, relayCA string, device e2ee.KeyPair, name string) (Pairing, error) {
-	cc, err := dialRelay(code.Relay, relayCA, code.Ticket)
+	return PairWith(ctx, code, relayCA, code.Ticket, device, name)
+}
+
+// PairWith is Pair with relayToken as the Pair call's relay credential: a
+// session share's code carries none (e2ee.PairingCode.ShareUser), and the
+// teammate's own relay login makes the call.
+func PairWith(ctx context.Context, code e2ee.PairingCode, relayCA, relayToken string, device e2ee.KeyPair, name string) (Pairing, error) {
+	cc, err := dialRelay(code.Relay, relayCA, relayToken)
 	if err != nil {
 		return Pairing{}, err
 	}

@@ -42,6 +42,7 @@ import (
 	"github.com/betcode-dev/betcode/agent/server"
 	"github.com/betcode-dev/betcode/agent/session"
 	"github.com/betcode-dev/betcode/agent/sessionsvc"
+	"github.com/betcode-dev/betcode/agent/share"
 	"github.com/betcode-dev/betcode/agent/subagent"
 	"github.com/betcode-dev/betcode/agent/team"
 	"github.com/betcode-dev/betcode/agent/voice"
@@ -294,6 +295,10 @@ func Run(ctx context.Context, cfg Config) error {
 	// Which paired device answered which prompt (agent/push): its own
 	// notification is not withdrawn by a "resolved" push.
 	answers := push.NewAnswers()
+	// A teammate's device, inside its channel, may make only the calls of
+	// the session share it paired for (agent/share); the stores are set
+	// below, before the server serves.
+	shareGate := &share.Gate{}
 	// Tracing first: its spans (or the caller's trace context) cover the
 	// interceptors below.
 	srv := grpc.NewServer(append(cfg.Tracing.ServerOptions(),
@@ -304,8 +309,8 @@ func Run(ctx context.Context, cfg Config) error {
 		// 30 s (shared/tunnel, direct.go); grpc-go's default policy would
 		// answer that with GOAWAY after two.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(guard.UnaryInterceptor, server.UnaryRecover(log), ver.UnaryInterceptor, answers.UnaryInterceptor),
-		grpc.ChainStreamInterceptor(guard.StreamInterceptor, server.StreamRecover(log), ver.StreamInterceptor, answers.StreamInterceptor),
+		grpc.ChainUnaryInterceptor(guard.UnaryInterceptor, shareGate.UnaryInterceptor, server.UnaryRecover(log), ver.UnaryInterceptor, answers.UnaryInterceptor),
+		grpc.ChainStreamInterceptor(guard.StreamInterceptor, shareGate.StreamInterceptor, server.StreamRecover(log), ver.StreamInterceptor, answers.StreamInterceptor),
 	)...)
 	agentSvc := &server.Agent{Sessions: mgr, Log: log}
 	pb.RegisterAgentServiceServer(srv, agentSvc)
@@ -425,6 +430,17 @@ func Run(ctx context.Context, cfg Config) error {
 		Sessions: answeringSessions{Sessions: agentSvc, answers: answers}, Seen: seen}
 	pb.RegisterChannelServiceServer(srv, door)
 	pb.RegisterDeviceServiceServer(srv, door)
+	// Sessions shared with teammates (ShareService), enforced by shareGate.
+	grants, err := share.Open(cfg.DataDir)
+	if err != nil {
+		closeAll()
+		mgr.Close(context.Background())
+		return err
+	}
+	shareGate.Devices, shareGate.Grants = devices, grants
+	shares := &share.Service{Grants: grants, Devices: devices, Log: log,
+		SessionExists: func(ctx context.Context, id string) error { _, err := mgr.Get(ctx, id); return err }}
+	pb.RegisterShareServiceServer(srv, shares)
 
 	var link *relaylink.Link
 	if cfg.Relay != "" {
@@ -445,6 +461,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		door.Relay = link
+		shares.Relay, shares.MachineID = link, door.MachineID
 		details.Checks = append(details.Checks, healthdetail.Check{Name: "tunnel", Run: func(context.Context) (bool, string) {
 			up, since := link.Connected()
 			if up {
@@ -506,6 +523,11 @@ func Run(ctx context.Context, cfg Config) error {
 			_ = link.Run(linkCtx)
 		}
 	}()
+	shareDone := make(chan struct{})
+	go func() {
+		defer close(shareDone)
+		_ = shares.Run(linkCtx)
+	}()
 	notifyDone := make(chan struct{})
 	go func() {
 		defer close(notifyDone)
@@ -550,6 +572,7 @@ func Run(ctx context.Context, cfg Config) error {
 	stopLink()
 	<-linkDone
 	<-notifyDone
+	<-shareDone
 	web.close(cfg.ShutdownTimeout)
 	stopped := make(chan struct{})
 	go func() {

@@ -51,6 +51,7 @@ var (
 	ErrNoOffer     = errors.New("no such pairing code: it expired, was used, or was made by another run of the agent")
 	ErrOfferLimit  = errors.New("too many pairing codes waiting: use one, or wait for them to expire")
 	ErrInvalidName = errors.New("a device name is 1 to 64 printable characters")
+	ErrShareEnded  = errors.New("the session share this device was paired for has ended: ask the session's owner for a new one")
 )
 
 // Device is one paired device.
@@ -64,6 +65,17 @@ type Device struct {
 	RevokedAt   time.Time `json:"revoked_at,omitzero"`
 	// RelayTokenID is the device's relay credential, revoked with it.
 	RelayTokenID string `json:"relay_token_id,omitempty"`
+	// Share, if set, is the id of the session share (agent/share) this
+	// device paired for: a teammate's device, which may use that one
+	// session only, until Expires.
+	Share   string    `json:"share,omitempty"`
+	Expires time.Time `json:"expires,omitzero"`
+}
+
+// Ended reports whether the device may no longer open channels at now:
+// revoked, or a share's device past its share's end.
+func (d *Device) Ended(now time.Time) bool {
+	return d.Revoked() || d.Share != "" && !d.Expires.IsZero() && !now.Before(d.Expires)
 }
 
 // Revoked reports whether the device was revoked.
@@ -77,6 +89,18 @@ type Offer struct {
 	// Paired receives the device that paired with the offer, then closes;
 	// it closes without a value when the offer expires or is withdrawn.
 	Paired chan Device
+	// Share is set on a session share's offer (NewShareOffer).
+	Share *ShareOffer
+}
+
+// ShareOffer is what a share's pairing offer carries: the share, its end,
+// and the teammate's relay credential, which the machine hands the device
+// that pairs (it never hands a share device a credential of its owner's).
+type ShareOffer struct {
+	ID      string
+	Expires time.Time
+	Token   string
+	TokenID string
 }
 
 // Store is the machine's key, its paired devices and pairing offers. It is
@@ -230,6 +254,9 @@ func (s *Store) Authorize(pub []byte) (Device, error) {
 		if d.Revoked() {
 			return *d, ErrRevoked
 		}
+		if d.Ended(s.now()) {
+			return *d, ErrShareEnded
+		}
 		d.LastSeen = s.now().UTC()
 		s.dirty = true
 		return *d, nil
@@ -265,6 +292,16 @@ func (s *Store) Track(id string, c io.Closer) (forget func()) {
 
 // Add pairs a device (or pairs a revoked one again, under a new name).
 func (s *Store) Add(pub []byte, name, relayTokenID string) (Device, error) {
+	return s.add(pub, name, relayTokenID, nil)
+}
+
+// AddShare pairs a teammate's device for share: it may open channels until
+// the share's end, and reach that share's session only (agent/share).
+func (s *Store) AddShare(pub []byte, name string, share *ShareOffer) (Device, error) {
+	return s.add(pub, name, share.TokenID, share)
+}
+
+func (s *Store) add(pub []byte, name, relayTokenID string, share *ShareOffer) (Device, error) {
 	if len(pub) != 32 {
 		return Device{}, errors.New("a device key is 32 bytes")
 	}
@@ -273,6 +310,9 @@ func (s *Store) Add(pub []byte, name, relayTokenID string) (Device, error) {
 	}
 	d := Device{ID: e2ee.FingerprintID(pub), Name: name, Fingerprint: e2ee.Fingerprint(pub), PublicKey: slices.Clone(pub),
 		PairedAt: s.now().UTC(), RelayTokenID: relayTokenID}
+	if share != nil {
+		d.Share, d.Expires = share.ID, share.Expires.UTC()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := slices.Clone(s.devices)
@@ -308,9 +348,42 @@ func (s *Store) saveLocked() error {
 	return nil
 }
 
+// ByFingerprint returns the device whose key has fingerprint fp (an
+// e2ee.Addr's), revoked or not.
+func (s *Store) ByFingerprint(fp string) (Device, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range s.devices {
+		if d.Fingerprint == fp {
+			return d, true
+		}
+	}
+	return Device{}, false
+}
+
+// ByShare returns the device that paired for share id, if one did.
+func (s *Store) ByShare(id string) (Device, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.devices) - 1; i >= 0; i-- {
+		if s.devices[i].Share == id {
+			return s.devices[i], true
+		}
+	}
+	return Device{}, false
+}
+
+// NewShareOffer makes the pairing offer of a session share: the device
+// that pairs with it is a share's device (AddShare).
+func (s *Store) NewShareOffer(share ShareOffer) (*Offer, error) {
+	return s.newOffer(&share)
+}
+
 // NewOffer makes a pairing offer valid for OfferTTL. Withdraw it when its
 // code could not be made.
-func (s *Store) NewOffer() (*Offer, error) {
+func (s *Store) NewOffer() (*Offer, error) { return s.newOffer(nil) }
+
+func (s *Store) newOffer(share *ShareOffer) (*Offer, error) {
 	secret, err := e2ee.NewPairingSecret()
 	if err != nil {
 		return nil, err
@@ -319,7 +392,7 @@ func (s *Store) NewOffer() (*Offer, error) {
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
-	o := &Offer{ID: hex.EncodeToString(b[:]), Secret: secret, Expires: s.now().Add(OfferTTL), Paired: make(chan Device, 1)}
+	o := &Offer{ID: hex.EncodeToString(b[:]), Secret: secret, Expires: s.now().Add(OfferTTL), Paired: make(chan Device, 1), Share: share}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.expireLocked()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
@@ -59,4 +61,19 @@ func (l *Link) RevokeDeviceToken(ctx context.Context, tokenID string) error {
 	}
 	_, err = tc.RevokeDeviceToken(ctx, &pb.RevokeDeviceTokenRequest{TokenId: tokenID})
 	return err
+}
+
+// IssueShareToken asks the relay for a credential of user, a teammate of
+// the machine's owner, scoped to this machine and expiring at expires: the
+// relay half of a session share (docs/security.md, "Sharing a session").
+func (l *Link) IssueShareToken(ctx context.Context, name, user string, expires time.Time) (token, tokenID string, err error) {
+	tc, err := l.tunnelClient()
+	if err != nil {
+		return "", "", err
+	}
+	resp, err := tc.IssueDeviceToken(ctx, &pb.IssueDeviceTokenRequest{DeviceName: name, ShareUser: user, ExpiresAt: timestamppb.New(expires)})
+	if err != nil {
+		return "", "", err
+	}
+	return resp.Token, resp.TokenId, nil
 }

@@ -346,6 +346,8 @@ func (a *Authenticator) refusal(tok store.Token) string {
 	switch {
 	case !live && tok.Scope == store.ScopePair:
 		return ticketRefusal
+	case !live && tok.Scope == store.ScopeShare:
+		return "the share of machine " + tok.MachineID + " this credential was for has ended (revoked or expired): ask its owner for a new one"
 	case !live && tok.Scope == store.ScopeDevice:
 		return "this device's credential for machine " + tok.MachineID + " was revoked: pair the device again (betcode-agent pair on the machine, then betcode pair CODE)"
 	case tok.MachineID != "" && a.MachineRevoked(tok.MachineID, ""):
@@ -443,6 +445,37 @@ func (p *principal) reaches(owner, team string) bool {
 		return ok
 	}
 	return owner == p.user.ID
+}
+
+// SharedWith reports whether userID holds a live share of machineID: a
+// token of scope store.ScopeShare for that machine, which only the machine
+// itself can have issued (tunnelsvc.IssueDeviceToken). A disabled user
+// holds none.
+func (a *Authenticator) SharedWith(ctx context.Context, userID, machineID string) (bool, error) {
+	if userID == "" || machineID == "" {
+		return false, nil
+	}
+	p, err := a.principal(ctx, userID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if p.user.Disabled || a.MachineRevoked(machineID, "") {
+		return false, nil
+	}
+	toks, err := a.store.ListTokens(ctx, userID)
+	if err != nil {
+		return false, fmt.Errorf("list %s's tokens: %w", userID, err)
+	}
+	now := a.opt.Now()
+	for _, t := range toks {
+		if t.Scope == store.ScopeShare && t.MachineID == machineID && t.Live(now) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // CanReach reports whether user userID may use a machine owned by owner

@@ -40,7 +40,8 @@ const (
 
 // ScopeAllows reports whether a token of scope may call path: an ordinary
 // token ("") anything; a device token ChannelService's Open, Pair and
-// Deliver (a sealed envelope); a pairing ticket Pair only. Both may call the standard health check.
+// Deliver (a sealed envelope); a pairing ticket Pair only; a share's token
+// (a teammate's) Open only. All may call the standard health check.
 func ScopeAllows(scope, path string) bool {
 	switch scope {
 	case "":
@@ -49,6 +50,8 @@ func ScopeAllows(scope, path string) bool {
 		return path == openMethod || path == pairMethod || path == deliverMethod || path == healthCheck
 	case store.ScopePair:
 		return path == pairMethod || path == healthCheck
+	case store.ScopeShare:
+		return path == openMethod || path == healthCheck
 	}
 	return false // a scope this relay does not know reaches nothing
 }
@@ -102,7 +105,7 @@ func forwardedScope(r *http.Request, id *Identity) bool {
 		return true
 	}
 	scope, machine, ok := strings.Cut(v, ":")
-	if !ok || machine == "" || (scope != store.ScopeDevice && scope != store.ScopePair) {
+	if !ok || machine == "" || (scope != store.ScopeDevice && scope != store.ScopePair && scope != store.ScopeShare) {
 		return false
 	}
 	id.Scope, id.ScopeMachine = scope, machine

@@ -425,6 +425,11 @@ func TestScopeAllows(t *testing.T) {
 		{"pair", "/betcode.v1.ChannelService/Open", false},
 		{"pair", "/grpc.health.v1.Health/Check", true},
 		{"admin", "/grpc.health.v1.Health/Check", false},
+		{"share", "/betcode.v1.ChannelService/Open", true},
+		{"share", "/betcode.v1.ChannelService/Pair", false},
+		{"share", "/betcode.v1.ChannelService/Deliver", false},
+		{"share", "/betcode.v1.AgentService/StartSession", false},
+		{"share", "/grpc.health.v1.Health/Check", true},
 	} {
 		if got := ScopeAllows(tc.scope, tc.path); got != tc.want {
 			t.Errorf("ScopeAllows(%q, %q) = %v; want %v", tc.scope, tc.path, got, tc.want)

@@ -52,6 +52,7 @@ var Bufferable = map[string]bool{
 const (
 	queueMessagePath = "/betcode.v1.AgentService/QueueMessage"
 	deliverPath      = "/betcode.v1.ChannelService/Deliver"
+	pairPath         = "/betcode.v1.ChannelService/Pair"
 )
 
 // bufferedCall reads what the buffer needs of a bufferable request: its
@@ -93,6 +94,15 @@ type Authorizer interface {
 	CanReach(ctx context.Context, userID, owner, team string) (bool, error)
 	// Audit records a security event.
 	Audit(e store.AuditEvent)
+}
+
+// ShareChecker is what an Authorizer may also answer (the relay's auth.Authenticator
+// does): whether userID holds a live share of machineID (a token of scope
+// store.ScopeShare that the machine asked for, for that user). The router
+// then admits the user's own ChannelService.Pair call to the machine (the
+// share code's pairing) though the machine is not theirs.
+type ShareChecker interface {
+	SharedWith(ctx context.Context, userID, machineID string) (bool, error)
 }
 
 // StreamLimiter caps the calls open at once per token and per machine.
@@ -300,7 +310,20 @@ func (rt *Router) route(ctx context.Context, w http.ResponseWriter, r *http.Requ
 // answers NOT_FOUND (another user's machine does not exist for the caller)
 // and audits the attempt.
 func (rt *Router) authorized(ctx context.Context, w http.ResponseWriter, r *http.Request, id auth.Identity, machineID, owner, team string) bool {
+	if id.Scope == store.ScopeShare && id.ScopeMachine == machineID {
+		// A teammate's share credential: the machine itself asked for it
+		// for this user (tunnelsvc.IssueDeviceToken), and the scope lets it
+		// open end-to-end channels only, which the machine admits only
+		// for the device that paired with the share's code.
+		auth.Machine(ctx, machineID)
+		return true
+	}
 	ok, err := rt.Auth.CanReach(ctx, id.UserID, owner, team)
+	if err == nil && !ok && id.Scope == "" && r.URL.Path == pairPath {
+		if sc, is := rt.Auth.(ShareChecker); is {
+			ok, err = sc.SharedWith(ctx, id.UserID, machineID)
+		}
+	}
 	if err != nil {
 		writeStatus(w, codes.Unavailable, "", "cannot check access to the machine now; retry")
 		return false

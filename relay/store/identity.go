@@ -88,6 +88,12 @@ const (
 	ScopeDevice = "device"
 	// ScopePair: ChannelService.Pair only, on Token.MachineID, once.
 	ScopePair = "pair"
+	// ScopeShare: a teammate's credential for a session its owner's
+	// machine shared with it (docs/security.md, "Sharing a session"):
+	// ChannelService.Open only, on Token.MachineID, whoever owns the
+	// machine; while it is live, its user's own login may also make
+	// ChannelService.Pair calls to that machine (the share code's).
+	ScopeShare = "share"
 )
 
 // Live reports whether t may authenticate at now.

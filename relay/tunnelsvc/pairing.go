@@ -152,6 +152,9 @@ func (s *Service) IssueDeviceToken(ctx context.Context, req *pb.IssueDeviceToken
 	if err != nil {
 		return nil, err
 	}
+	if req.ShareUser != "" {
+		return s.issueShareToken(ctx, id, user, req)
+	}
 	defer s.lockMachine(id)()
 	n, err := s.scopedTokens(ctx, user, id, store.ScopeDevice)
 	if err != nil {
@@ -171,6 +174,62 @@ func (s *Service) IssueDeviceToken(ctx context.Context, req *pb.IssueDeviceToken
 	return &pb.IssueDeviceTokenResponse{Token: secret, TokenId: t.ID}, nil
 }
 
+// MaxShareTTL bounds how long a share's token lives.
+const MaxShareTTL = 30 * 24 * time.Hour
+
+// maxLiveShares bounds a machine's live share tokens.
+const maxLiveShares = 100
+
+// issueShareToken gives the calling machine a token for a teammate it
+// shares a session with: owned by that user (so the relay's audit shows
+// the teammate, and a disabled teammate loses it), scoped to the machine
+// (ChannelService.Open only; auth/scope.go), expiring with the share.
+// While it is live, the teammate's own login may make the share code's
+// Pair call to the machine (router.ShareChecker); any other user reaches
+// nothing. owner is the machine's owner.
+func (s *Service) issueShareToken(ctx context.Context, id, owner string, req *pb.IssueDeviceTokenRequest) (*pb.IssueDeviceTokenResponse, error) {
+	now := s.now()
+	expires := req.ExpiresAt.AsTime()
+	switch {
+	case req.ExpiresAt == nil || !expires.After(now):
+		return nil, statusErr(codes.InvalidArgument, "INVALID_ARGUMENT", "a share's token needs an expiry in the future")
+	case expires.Sub(now) > MaxShareTTL:
+		return nil, statusErr(codes.InvalidArgument, "INVALID_ARGUMENT", fmt.Sprintf("a share lasts at most %s", MaxShareTTL))
+	case req.ShareUser == owner:
+		return nil, statusErr(codes.InvalidArgument, "INVALID_ARGUMENT", "the machine's owner needs no share: pair the device instead")
+	}
+	u, err := s.Store.GetUser(ctx, req.ShareUser)
+	if errors.Is(err, store.ErrNotFound) || err == nil && u.Disabled {
+		s.audit(ctx, id, "share_token.issue", "denied", "no such user: "+req.ShareUser)
+		return nil, statusErr(codes.NotFound, "USER_NOT_FOUND", "no user "+req.ShareUser+" on this relay")
+	}
+	if err != nil {
+		return nil, statusErr(codes.Internal, "", "look up user: "+err.Error())
+	}
+	defer s.lockMachine(id)()
+	toks, err := s.Store.ListTokens(ctx, "")
+	if err != nil {
+		return nil, statusErr(codes.Internal, "", "list tokens: "+err.Error())
+	}
+	n := 0
+	for _, t := range toks {
+		if t.MachineID == id && t.Scope == store.ScopeShare && t.Live(now) {
+			n++
+		}
+	}
+	if n >= maxLiveShares {
+		s.audit(ctx, id, "share_token.issue", "denied", "limit")
+		return nil, statusErr(codes.ResourceExhausted, CodeDeviceLimit, fmt.Sprintf("machine %s has %d live shares: revoke one", id, n))
+	}
+	secret, t, err := s.issue(ctx, store.Token{UserID: u.ID, Name: "share:" + req.DeviceName, MachineID: id,
+		Scope: store.ScopeShare, CreatedAt: now, ExpiresAt: expires})
+	if err != nil {
+		return nil, err
+	}
+	s.audit(ctx, id, "share_token.issue", "ok", "token:"+t.ID+" user:"+u.ID+" owner:"+owner)
+	return &pb.IssueDeviceTokenResponse{Token: secret, TokenId: t.ID}, nil
+}
+
 // RevokeDeviceToken revokes one of the calling machine's device tokens.
 func (s *Service) RevokeDeviceToken(ctx context.Context, req *pb.RevokeDeviceTokenRequest) (*pb.RevokeDeviceTokenResponse, error) {
 	id, err := s.machineID(ctx)
@@ -181,12 +240,13 @@ func (s *Service) RevokeDeviceToken(ctx context.Context, req *pb.RevokeDeviceTok
 	if err != nil {
 		return nil, err
 	}
-	toks, err := s.Store.ListTokens(ctx, user)
+	// A share's token is its teammate's: look among everyone's.
+	toks, err := s.Store.ListTokens(ctx, "")
 	if err != nil {
 		return nil, statusErr(codes.Internal, "", "list tokens: "+err.Error())
 	}
 	for _, t := range toks {
-		if t.ID == req.TokenId && t.MachineID == id && t.Scope == store.ScopeDevice {
+		if t.ID == req.TokenId && t.MachineID == id && (t.Scope == store.ScopeDevice && t.UserID == user || t.Scope == store.ScopeShare) {
 			if _, err := s.Store.RevokeToken(ctx, t.ID, s.now()); err != nil {
 				return nil, statusErr(codes.Internal, "", "revoke token: "+err.Error())
 			}

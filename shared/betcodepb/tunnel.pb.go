@@ -119,7 +119,14 @@ func (x *IssuePairingTicketResponse) GetExpiresAt() *timestamppb.Timestamp {
 type IssueDeviceTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The device's name (the token's name: "device:" + name).
-	DeviceName    string `protobuf:"bytes,1,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
+	DeviceName string `protobuf:"bytes,1,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
+	// If set, the token is a share's (store scope "share"): it belongs to
+	// this user, a teammate of the machine's owner, reaches this machine
+	// only and lets the user pair through a share code once (docs/security.md,
+	// "Sharing a session").
+	ShareUser string `protobuf:"bytes,2,opt,name=share_user,json=shareUser,proto3" json:"share_user,omitempty"`
+	// When a share's token expires (required with share_user).
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -159,6 +166,20 @@ func (x *IssueDeviceTokenRequest) GetDeviceName() string {
 		return x.DeviceName
 	}
 	return ""
+}
+
+func (x *IssueDeviceTokenRequest) GetShareUser() string {
+	if x != nil {
+		return x.ShareUser
+	}
+	return ""
+}
+
+func (x *IssueDeviceTokenRequest) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
 }
 
 // IssueDeviceTokenResponse carries a device's relay credential.
@@ -1384,10 +1405,14 @@ const file_betcode_v1_tunnel_proto_rawDesc = "" +
 	"\x1aIssuePairingTicketResponse\x12\x16\n" +
 	"\x06ticket\x18\x01 \x01(\tR\x06ticket\x129\n" +
 	"\n" +
-	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\":\n" +
+	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x94\x01\n" +
 	"\x17IssueDeviceTokenRequest\x12\x1f\n" +
 	"\vdevice_name\x18\x01 \x01(\tR\n" +
-	"deviceName\"K\n" +
+	"deviceName\x12\x1d\n" +
+	"\n" +
+	"share_user\x18\x02 \x01(\tR\tshareUser\x129\n" +
+	"\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"K\n" +
 	"\x18IssueDeviceTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x19\n" +
 	"\btoken_id\x18\x02 \x01(\tR\atokenId\"5\n" +
@@ -1515,36 +1540,37 @@ var file_betcode_v1_tunnel_proto_goTypes = []any{
 }
 var file_betcode_v1_tunnel_proto_depIdxs = []int32{
 	21, // 0: betcode.v1.IssuePairingTicketResponse.expires_at:type_name -> google.protobuf.Timestamp
-	14, // 1: betcode.v1.TunnelFrame.heartbeat:type_name -> betcode.v1.TunnelHeartbeat
-	13, // 2: betcode.v1.TunnelFrame.error:type_name -> betcode.v1.ErrorFrame
-	12, // 3: betcode.v1.TunnelFrame.stream:type_name -> betcode.v1.StreamFrame
-	10, // 4: betcode.v1.TunnelFrame.metadata:type_name -> betcode.v1.TunnelMetadata
-	9,  // 5: betcode.v1.TunnelFrame.direct_offer:type_name -> betcode.v1.DirectOffer
-	11, // 6: betcode.v1.TunnelMetadata.entries:type_name -> betcode.v1.MetadataEntry
-	21, // 7: betcode.v1.TunnelHeartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	16, // 8: betcode.v1.RegisterRequest.info:type_name -> betcode.v1.MachineInfo
-	21, // 9: betcode.v1.HeartbeatRequest.sent_at:type_name -> google.protobuf.Timestamp
-	19, // 10: betcode.v1.HeartbeatRequest.metrics:type_name -> betcode.v1.MachineMetrics
-	21, // 11: betcode.v1.HeartbeatResponse.received_at:type_name -> google.protobuf.Timestamp
-	8,  // 12: betcode.v1.TunnelService.OpenTunnel:input_type -> betcode.v1.TunnelFrame
-	15, // 13: betcode.v1.TunnelService.Register:input_type -> betcode.v1.RegisterRequest
-	18, // 14: betcode.v1.TunnelService.Heartbeat:input_type -> betcode.v1.HeartbeatRequest
-	0,  // 15: betcode.v1.TunnelService.IssuePairingTicket:input_type -> betcode.v1.IssuePairingTicketRequest
-	2,  // 16: betcode.v1.TunnelService.IssueDeviceToken:input_type -> betcode.v1.IssueDeviceTokenRequest
-	4,  // 17: betcode.v1.TunnelService.RevokeDeviceToken:input_type -> betcode.v1.RevokeDeviceTokenRequest
-	6,  // 18: betcode.v1.TunnelService.SendPush:input_type -> betcode.v1.SendPushRequest
-	8,  // 19: betcode.v1.TunnelService.OpenTunnel:output_type -> betcode.v1.TunnelFrame
-	17, // 20: betcode.v1.TunnelService.Register:output_type -> betcode.v1.RegisterResponse
-	20, // 21: betcode.v1.TunnelService.Heartbeat:output_type -> betcode.v1.HeartbeatResponse
-	1,  // 22: betcode.v1.TunnelService.IssuePairingTicket:output_type -> betcode.v1.IssuePairingTicketResponse
-	3,  // 23: betcode.v1.TunnelService.IssueDeviceToken:output_type -> betcode.v1.IssueDeviceTokenResponse
-	5,  // 24: betcode.v1.TunnelService.RevokeDeviceToken:output_type -> betcode.v1.RevokeDeviceTokenResponse
-	7,  // 25: betcode.v1.TunnelService.SendPush:output_type -> betcode.v1.SendPushResponse
-	19, // [19:26] is the sub-list for method output_type
-	12, // [12:19] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	21, // 1: betcode.v1.IssueDeviceTokenRequest.expires_at:type_name -> google.protobuf.Timestamp
+	14, // 2: betcode.v1.TunnelFrame.heartbeat:type_name -> betcode.v1.TunnelHeartbeat
+	13, // 3: betcode.v1.TunnelFrame.error:type_name -> betcode.v1.ErrorFrame
+	12, // 4: betcode.v1.TunnelFrame.stream:type_name -> betcode.v1.StreamFrame
+	10, // 5: betcode.v1.TunnelFrame.metadata:type_name -> betcode.v1.TunnelMetadata
+	9,  // 6: betcode.v1.TunnelFrame.direct_offer:type_name -> betcode.v1.DirectOffer
+	11, // 7: betcode.v1.TunnelMetadata.entries:type_name -> betcode.v1.MetadataEntry
+	21, // 8: betcode.v1.TunnelHeartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	16, // 9: betcode.v1.RegisterRequest.info:type_name -> betcode.v1.MachineInfo
+	21, // 10: betcode.v1.HeartbeatRequest.sent_at:type_name -> google.protobuf.Timestamp
+	19, // 11: betcode.v1.HeartbeatRequest.metrics:type_name -> betcode.v1.MachineMetrics
+	21, // 12: betcode.v1.HeartbeatResponse.received_at:type_name -> google.protobuf.Timestamp
+	8,  // 13: betcode.v1.TunnelService.OpenTunnel:input_type -> betcode.v1.TunnelFrame
+	15, // 14: betcode.v1.TunnelService.Register:input_type -> betcode.v1.RegisterRequest
+	18, // 15: betcode.v1.TunnelService.Heartbeat:input_type -> betcode.v1.HeartbeatRequest
+	0,  // 16: betcode.v1.TunnelService.IssuePairingTicket:input_type -> betcode.v1.IssuePairingTicketRequest
+	2,  // 17: betcode.v1.TunnelService.IssueDeviceToken:input_type -> betcode.v1.IssueDeviceTokenRequest
+	4,  // 18: betcode.v1.TunnelService.RevokeDeviceToken:input_type -> betcode.v1.RevokeDeviceTokenRequest
+	6,  // 19: betcode.v1.TunnelService.SendPush:input_type -> betcode.v1.SendPushRequest
+	8,  // 20: betcode.v1.TunnelService.OpenTunnel:output_type -> betcode.v1.TunnelFrame
+	17, // 21: betcode.v1.TunnelService.Register:output_type -> betcode.v1.RegisterResponse
+	20, // 22: betcode.v1.TunnelService.Heartbeat:output_type -> betcode.v1.HeartbeatResponse
+	1,  // 23: betcode.v1.TunnelService.IssuePairingTicket:output_type -> betcode.v1.IssuePairingTicketResponse
+	3,  // 24: betcode.v1.TunnelService.IssueDeviceToken:output_type -> betcode.v1.IssueDeviceTokenResponse
+	5,  // 25: betcode.v1.TunnelService.RevokeDeviceToken:output_type -> betcode.v1.RevokeDeviceTokenResponse
+	7,  // 26: betcode.v1.TunnelService.SendPush:output_type -> betcode.v1.SendPushResponse
+	20, // [20:27] is the sub-list for method output_type
+	13, // [13:20] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_betcode_v1_tunnel_proto_init() }

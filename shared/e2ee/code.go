@@ -45,6 +45,22 @@ const (
 	maxCodeText = 2048
 )
 
+// shareTicketPrefix starts the Ticket of a session share's code: a share
+// code carries no relay credential. The teammate's device pairs with its
+// user's own relay login, which the relay admits to the machine only while
+// the machine shares a session with that user (docs/security.md, "Sharing
+// a session"); a third user holding the code reaches nothing.
+const shareTicketPrefix = "share:"
+
+// ShareTicket is the Ticket of a code that shares a session with user.
+func ShareTicket(user string) string { return shareTicketPrefix + user }
+
+// ShareUser returns the user a share code is for; ok is false for an
+// ordinary pairing code.
+func (c PairingCode) ShareUser() (user string, ok bool) {
+	return strings.CutPrefix(c.Ticket, shareTicketPrefix)
+}
+
 // NewPairingSecret returns a new one-time pairing secret of 32 random bytes.
 func NewPairingSecret() ([]byte, error) {
 	s := make([]byte, secretLen)

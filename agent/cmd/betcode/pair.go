@@ -53,7 +53,14 @@ relay credential scoped to that machine alone (no betcode login needed).`,
 			fmt.Fprintf(out, "pairing with machine %s through %s\n  machine key (from the code): %s\n", code.MachineID, code.Relay, code.Fingerprint)
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
-			p, err := client.Pair(ctx, code, ca, key, name)
+			token, err := pairToken(code)
+			if err != nil {
+				return &client.ExitError{Code: client.ExitInvalidArgs, Err: err}
+			}
+			if user, ok := code.ShareUser(); ok {
+				fmt.Fprintf(out, "  this code shares a session with %s: pairing with your relay login\n", user)
+			}
+			p, err := client.PairWith(ctx, code, ca, token, key, name)
 			if err != nil {
 				return &client.ExitError{Code: client.ExitPermission, Err: err}
 			}
@@ -73,6 +80,29 @@ relay credential scoped to that machine alone (no betcode login needed).`,
 	}
 	cmd.Flags().String("name", "", "this device's name on the machine (default: betcode CLI on HOSTNAME)")
 	return cmd
+}
+
+// pairToken is the relay credential of a Pair call: the code's ticket, or
+// for a session share's code the login (betcode login) of the user it
+// shares with, on the same relay.
+func pairToken(code e2ee.PairingCode) (string, error) {
+	user, ok := code.ShareUser()
+	if !ok {
+		return code.Ticket, nil
+	}
+	need := fmt.Errorf("this code shares a session with user %s: log in to %s as %s first (betcode login), then pair", user, code.Relay, user)
+	path, err := client.CredentialsPath()
+	if err != nil {
+		return "", need
+	}
+	c, err := client.LoadCredentials(path)
+	if err != nil || c.Relay != code.Relay || c.Token == "" {
+		return "", need
+	}
+	if c.User != "" && c.User != user {
+		return "", fmt.Errorf("this code shares a session with user %s, and you are logged in to %s as %s: only %s can use it", user, code.Relay, c.User, user)
+	}
+	return c.Token, nil
 }
 
 // pairRelayCA is the relay's CA for pairing: --relay-ca, else the one

@@ -38,7 +38,8 @@ object; one per line for send and watch). Errors show the BETCODE-NNNN code
 the agent returned. See docs/sessions.md.`,
 	}
 	cmd.AddCommand(newSessionCreateCmd(g), newSessionListCmd(g), newSessionGetCmd(g), newSessionSendCmd(g),
-		newSessionWatchCmd(g), newSessionStopCmd(g), newSessionRestartCmd(g))
+		newSessionWatchCmd(g), newSessionStopCmd(g), newSessionRestartCmd(g),
+		newSessionShareCmd(g), newSessionUnshareCmd(g), newSessionSharesCmd(g))
 	return cmd
 }
 

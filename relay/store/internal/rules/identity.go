@@ -96,7 +96,7 @@ func Token(t *store.Token, now time.Time) error {
 	}
 	switch {
 	case t.Scope == "" && t.MachineID == "":
-	case (t.Scope == store.ScopeDevice || t.Scope == store.ScopePair) && t.MachineID != "":
+	case (t.Scope == store.ScopeDevice || t.Scope == store.ScopePair || t.Scope == store.ScopeShare) && t.MachineID != "":
 		if err := ID("token machine id", t.MachineID); err != nil {
 			return err
 		}
