@@ -91,11 +91,14 @@ func (m *pushMailbox) messages(id string) []map[string]string {
 type notifyResult struct {
 	Steps               []string `json:"steps"`
 	Tag                 string   `json:"tag"`
+	PageTag             string   `json:"pageTag"`
 	TimeoutTag          string   `json:"timeoutTag"`
 	AnsweredFrom        string   `json:"answeredFrom"`
 	NotificationFailure string   `json:"notificationFailure"`
 	ClearMs             int      `json:"clearMs"`
 	AShownAfter         int      `json:"aShownAfter"`
+	PageClearMs         int      `json:"pageClearMs"`
+	PageAClosed         bool     `json:"pageAClosed"`
 	TimeoutShownMs      struct {
 		A int `json:"a"`
 		B int `json:"b"`
@@ -112,8 +115,10 @@ type notifyResult struct {
 // delivers them to the phone's service worker). A real Claude CLI's tool
 // asks permission; both phones show it; phone A answers from its
 // notification; phone B's notification is withdrawn within 2 s by the
-// machine's "resolved" message, and phone A gets none. A second prompt
-// nobody answers times out, and both phones' notifications clear. The
+// machine's "resolved" message, and phone A gets none. A second prompt,
+// answered in phone A's page, clears phone B's notification the same way
+// (and the app closes A's own). A third prompt nobody answers times out,
+// and both phones' notifications clear. The
 // relay's log never holds a prompt's tag: it saw sizes and times only.
 func TestBrowserNotificationsClear(t *testing.T) {
 	browsertest.Require(t)
@@ -122,7 +127,7 @@ func TestBrowserNotificationsClear(t *testing.T) {
 	srv := pushtest.New(t)
 	subA, subB := srv.Subscribe(t), srv.Subscribe(t)
 	mail, mailURL := newPushMailbox(t, srv, subA, subB)
-	const permissionTimeout = 20 * time.Second
+	const permissionTimeout = 12 * time.Second
 	a := w.newAgent("notify-m")
 	a.args = []string{"--relay-e2e", "required", "--permission-timeout", permissionTimeout.String()}
 	cert, key := w.machineCert("notify-m")
@@ -147,9 +152,9 @@ func TestBrowserNotificationsClear(t *testing.T) {
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("notify.mjs: answered from the %s%s; phone B's notification withdrawn %d ms after the answer; the timed-out prompt's shown for %d / %d ms (timeout %v); pushes delivered by %q",
+	t.Logf("notify.mjs: answered from the %s%s; phone B's notification withdrawn %d ms after the answer (%d ms after an answer in A's page); the timed-out prompt's shown for %d / %d ms (timeout %v); pushes delivered by %q",
 		r.AnsweredFrom, map[bool]string{true: " (the notification failed: " + r.NotificationFailure + ")"}[r.NotificationFailure != ""],
-		r.ClearMs, r.TimeoutShownMs.A, r.TimeoutShownMs.B, permissionTimeout, r.DeliveredVia)
+		r.ClearMs, r.PageClearMs, r.TimeoutShownMs.A, r.TimeoutShownMs.B, permissionTimeout, r.DeliveredVia)
 	for _, p := range []struct {
 		cmd interface{ Wait() error }
 		out *lockedBuffer
@@ -159,11 +164,17 @@ func TestBrowserNotificationsClear(t *testing.T) {
 		}
 	}
 
-	if wantSteps := []string{"paired", "notified", "cleared", "timeout"}; strings.Join(r.Steps, ",") != strings.Join(wantSteps, ",") {
+	if wantSteps := []string{"paired", "notified", "cleared", "page", "timeout"}; strings.Join(r.Steps, ",") != strings.Join(wantSteps, ",") {
 		t.Errorf("steps %q, want %q", r.Steps, wantSteps)
 	}
 	if r.ClearMs <= 0 || r.ClearMs > 2000 {
 		t.Errorf("phone B's notification was withdrawn %d ms after the answer, want within 2000 ms", r.ClearMs)
+	}
+	if r.PageClearMs <= 0 || r.PageClearMs > 2000 {
+		t.Errorf("phone B's notification was withdrawn %d ms after the answer in A's page, want within 2000 ms", r.PageClearMs)
+	}
+	if !r.PageAClosed {
+		t.Error("phone A still shows the notification of the prompt it answered in the page")
 	}
 	count := func(msgs []map[string]string, typ, tag string) int {
 		n := 0
@@ -176,18 +187,21 @@ func TestBrowserNotificationsClear(t *testing.T) {
 	}
 	ma, mb := mail.messages(subA.ID), mail.messages(subB.ID)
 	for name, msgs := range map[string][]map[string]string{"A": ma, "B": mb} {
-		if count(msgs, "permission_request", r.Tag) != 1 || count(msgs, "permission_request", r.TimeoutTag) != 1 {
+		if count(msgs, "permission_request", r.Tag) != 1 || count(msgs, "permission_request", r.PageTag) != 1 ||
+			count(msgs, "permission_request", r.TimeoutTag) != 1 {
 			t.Errorf("phone %s got %v, want each prompt once", name, msgs)
 		}
 		if count(msgs, "resolved", r.TimeoutTag) != 1 {
 			t.Errorf("phone %s got %v, want the timed-out prompt's resolution once", name, msgs)
 		}
 	}
-	if n := count(ma, "resolved", r.Tag); n != 0 {
-		t.Errorf("phone A, which answered, got %d resolutions of its prompt, want none", n)
-	}
-	if n := count(mb, "resolved", r.Tag); n != 1 {
-		t.Errorf("phone B got %d resolutions of the answered prompt, want 1", n)
+	for _, tag := range []string{r.Tag, r.PageTag} {
+		if n := count(ma, "resolved", tag); n != 0 {
+			t.Errorf("phone A, which answered %s, got %d resolutions of it, want none", tag, n)
+		}
+		if n := count(mb, "resolved", tag); n != 1 {
+			t.Errorf("phone B got %d resolutions of the answered prompt %s, want 1", n, tag)
+		}
 	}
 	if r.AnsweredFrom == "notification" && r.AShownAfter != 0 {
 		t.Errorf("phone A still shows the notification it answered from")

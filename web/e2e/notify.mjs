@@ -8,14 +8,15 @@
 // deliverPushMessage). A session's tool asks permission on phone A; both phones show the
 // notification; A answers from its notification's Allow action (the service worker's sealed
 // envelope; the page if that fails); phone B's notification must be gone within 2 s (measured),
-// and A gets no "resolved" message. Then a second prompt nobody answers times out
+// and A gets no "resolved" message. A second prompt is answered in A's page (the app closes A's
+// notification itself): B's clears within 2 s again. Then a third prompt nobody answers times out
 // (--permission-timeout on the machine): both phones' notifications clear.
 //
 // params: codes [A's, B's] (betcode-pair:1:…), subs [{id, endpoint, p256dh, auth}] (A's, B's),
 // mailbox (the Go test's URL handing out each subscription's messages), machineId, cwd, prompt,
 // want (the reply after the tool ran), timeoutPath (bool), permissionTimeoutMs.
 import { baseURL, launch, log, main, params, phone, watch } from './lib/harness.mjs';
-import { newSession, norm, send, tid, waitLastAssistant } from './lib/app.mjs';
+import { newSession, norm, send, texts, tid, waitLastAssistant } from './lib/app.mjs';
 
 const origin = new URL(baseURL).origin;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -135,9 +136,9 @@ async function waitShown(p, tag, want, ms) {
   return 0;
 }
 
-/** openPrompt waits for the page's newest permission prompt other than not, and returns its tag. */
-async function openPrompt(page, not) {
-  const sel = `${tid('permission-prompt')}[data-request-id]${not ? `:not([data-request-id="${not}"])` : ''}`;
+/** openPrompt waits for the page's permission prompt whose id is none of not, and returns its tag. */
+async function openPrompt(page, not = []) {
+  const sel = `${tid('permission-prompt')}[data-request-id]` + not.map((id) => `:not([data-request-id="${id}"])`).join('');
   await page.locator(sel).first().waitFor({ timeout: 90000 });
   const requestId = await page.locator(sel).first().getAttribute('data-request-id');
   const sessionId = decodeURIComponent(page.url().split('/s/')[1].split('/')[0]);
@@ -146,8 +147,7 @@ async function openPrompt(page, not) {
 
 await main(async () => {
   const result = { steps: [] };
-  const A = await openPhone('Phone A', params.codes[0], params.subs[0]);
-  const B = await openPhone('Phone B', params.codes[1], params.subs[1]);
+  const [A, B] = await Promise.all([openPhone('Phone A', params.codes[0], params.subs[0]), openPhone('Phone B', params.codes[1], params.subs[1])]);
   result.steps.push('paired');
   const stop = new AbortController();
   const pumps = [A, B].map((p) => pump(p, stop.signal).catch((err) => log('pump failed', { phone: p.name, err: String(err) })));
@@ -198,16 +198,35 @@ await main(async () => {
     await waitLastAssistant(A.page, params.want, 60000);
     result.steps.push('cleared');
 
+    // The same session, a second prompt, answered in A's page this time.
+    const replies = async () => (await texts(A.page, 'assistant-text')).map(norm).filter((t) => t === params.want).length;
+    const before = await replies();
+    await send(A.page, params.prompt);
+    const second = await openPrompt(A.page, [first.requestId]);
+    result.pageTag = second.tag;
+    const [pa, pb] = await Promise.all([waitShown(A, second.tag, true, 30000), waitShown(B, second.tag, true, 30000)]);
+    if (!pa || !pb) throw new Error(`the second prompt's notification: phone A ${pa ? 'shown' : 'not shown'}, phone B ${pb ? 'shown' : 'not shown'}`);
+    const t1 = Date.now();
+    await A.page.locator(`${tid('permission-prompt')}[data-request-id="${second.requestId}"] ${tid('allow-once')}`).click();
+    const [cb, ca] = await Promise.all([waitShown(B, second.tag, false, 30000), waitShown(A, second.tag, false, 10000)]);
+    if (!cb) throw new Error("phone B's notification was not withdrawn within 30 s of the answer in A's page");
+    result.pageClearMs = cb - t1;
+    result.pageAClosed = !!ca;
+    log("answered in A's page: phone B's notification withdrawn", { ms: result.pageClearMs, aClosed: result.pageAClosed });
+    const deadline2 = Date.now() + 60000;
+    while ((await replies()) <= before && Date.now() < deadline2) await sleep(100);
+    result.steps.push('page');
+
     if (params.timeoutPath) {
       // A second prompt nobody answers: the machine's permission timeout denies it, and both
       // phones' notifications clear.
       await send(A.page, params.prompt);
-      const second = await openPrompt(A.page, first.requestId);
-      result.timeoutTag = second.tag;
-      const [sa, sb] = await Promise.all([waitShown(A, second.tag, true, 30000), waitShown(B, second.tag, true, 30000)]);
+      const third = await openPrompt(A.page, [first.requestId, second.requestId]);
+      result.timeoutTag = third.tag;
+      const [sa, sb] = await Promise.all([waitShown(A, third.tag, true, 30000), waitShown(B, third.tag, true, 30000)]);
       if (!sa || !sb) throw new Error(`the second prompt's notification: phone A ${sa ? 'shown' : 'not shown'}, phone B ${sb ? 'shown' : 'not shown'}`);
       const ms = params.permissionTimeoutMs + 30000;
-      const [ca, cb] = await Promise.all([waitShown(A, second.tag, false, ms), waitShown(B, second.tag, false, ms)]);
+      const [ca, cb] = await Promise.all([waitShown(A, third.tag, false, ms), waitShown(B, third.tag, false, ms)]);
       if (!ca || !cb) throw new Error(`the timed-out prompt's notification stayed: phone A ${ca ? 'cleared' : 'shown'}, phone B ${cb ? 'cleared' : 'shown'}`);
       result.timeoutShownMs = { a: ca - sa, b: cb - sb };
       log('the timed-out prompt cleared on both phones', result.timeoutShownMs);

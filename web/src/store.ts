@@ -9,6 +9,7 @@ import { getCurrentMachine, listPairings, loadOrCreateDeviceKey, openChannel, re
 import { frameBegin, retryNextFrame, takeRetries } from './frame';
 import { idbDel, idbGet, idbSet } from './idb';
 import { closePromptNotification } from './notifications';
+import { closePromptNotification } from './notifications';
 import { addAsk, type Ask } from './questions';
 import type {
   FileAttachment, Info, Machine, Me, PermissionRule, Session, StreamEvent, Task,
@@ -1202,6 +1203,7 @@ export async function answerPermission(sid: string, requestId: string, behavior:
   touchPrompt(c, requestId);
   changed();
   closePromptNotification(sid, requestId);
+  closePromptNotification(sid, requestId);
   const body: Record<string, unknown> = { behavior };
   if (message) body.message = message;
   try {
@@ -1233,6 +1235,7 @@ export async function answerQuestion(sid: string, questionId: string, answers: R
   c.sending.add(questionId);
   touchPrompt(c, questionId);
   changed();
+  closePromptNotification(sid, questionId);
   closePromptNotification(sid, questionId);
   try {
     await viaWsOrRest({ type: 'question_response', sessionId: sid, questionId, answers }, () =>
