@@ -32,6 +32,8 @@ type voiceResult struct {
 	AfterHold          string   `json:"afterHold"`
 	AfterKeyboard      string   `json:"afterKeyboard"`
 	Message            string   `json:"message"`
+	ErrorText          string   `json:"errorText"`
+	MessageAfterError  string   `json:"messageAfterError"`
 	BrowserRecognition bool     `json:"browserRecognition"`
 	SettingsWarning    string   `json:"settingsWarning"`
 	FramesSent         int      `json:"framesSent"`
@@ -62,6 +64,7 @@ func TestBrowserVoiceThroughRelay(t *testing.T) {
 	for _, s := range texts {
 		stt.Enqueue(fakeopenai.TranscriptionReply{Text: s})
 	}
+	stt.Enqueue(fakeopenai.TranscriptionReply{Status: http.StatusServiceUnavailable, Message: "the model is overloaded"})
 
 	w := newWorld(t, "")
 	a := w.newAgent("voice-m")
@@ -102,14 +105,20 @@ func TestBrowserVoiceThroughRelay(t *testing.T) {
 	if r.BrowserRecognition || !strings.Contains(r.SettingsWarning, "vendor") {
 		t.Errorf("Settings: browser recognition on %v, warning %q; want off by default, with the vendor warning", r.BrowserRecognition, r.SettingsWarning)
 	}
+	if !strings.Contains(r.ErrorText, "Not transcribed") || !strings.Contains(r.ErrorText, "503: the model is overloaded") || r.MessageAfterError != texts[2] {
+		t.Errorf("the endpoint's 503 shows %q and leaves the box %q; want why, and the box as it was (%q)", r.ErrorText, r.MessageAfterError, texts[2])
+	}
 	for _, al := range r.Alerts {
+		if al.Text == r.ErrorText {
+			continue // the 503's, expected
+		}
 		t.Errorf("the app showed an error: %q (at %s)", al.Text, al.URL)
 	}
 
-	// The fake endpoint got the three recordings from the machine, as WebM/Opus.
+	// The fake endpoint got the four recordings from the machine, as WebM/Opus.
 	got := stt.Requests()
-	if len(got) != len(texts) {
-		t.Fatalf("the transcription endpoint got %d requests, want %d", len(got), len(texts))
+	if len(got) != len(texts)+1 {
+		t.Fatalf("the transcription endpoint got %d requests, want %d", len(got), len(texts)+1)
 	}
 	var audioBytes int
 	for i, g := range got {
@@ -169,8 +178,8 @@ func TestBrowserVoiceThroughRelay(t *testing.T) {
 	if status.Code(err) != codes.PermissionDenied {
 		t.Errorf("VoiceService.Transcribe through the relay in clear: %v, want PERMISSION_DENIED", err)
 	}
-	if n := len(stt.Requests()); n != len(texts) {
-		t.Errorf("the transcription endpoint got %d requests after the relay's attempts, want still %d", n, len(texts))
+	if n := len(stt.Requests()); n != len(got) {
+		t.Errorf("the transcription endpoint got %d requests after the relay's attempts, want still %d", n, len(got))
 	}
 }
 
