@@ -120,7 +120,7 @@ function itemsOf(mid: string, sessions: Iterable<Session>, out: InboxItem[]) {
   const current = mid === state.machineId;
   for (const s of sessions) {
     const c = current ? state.convs.get(s.id) : undefined;
-    const groups = new Map<string, InboxItem>();
+    let groups: Map<string, InboxItem> | undefined;
     for (const ev of s.pending || []) {
       if (ev.type === 'permission_request') {
         const rid = String(ev.requestId || '');
@@ -133,6 +133,7 @@ function itemsOf(mid: string, sessions: Iterable<Session>, out: InboxItem[]) {
       } else if (ev.type === 'question') {
         const qid = String(ev.questionId || '');
         if (!qid || c?.resolved.has(qid) || c?.answered.has(qid)) continue;
+        groups ??= new Map();
         let g = groups.get(qid);
         if (!g) {
           g = {
@@ -166,7 +167,8 @@ export function inboxItems(): InboxItem[] {
     itemsOf(state.machineId, state.sessions.values(), out);
   }
   for (const f of feeds.values()) if (f.machineId !== state.machineId) itemsOf(f.machineId, f.sessions.values(), out);
-  out.sort((a, b) => (b.at || '').localeCompare(a.at || '') || a.id.localeCompare(b.id));
+  // Newest first (RFC 3339 strings compare as times), then by id: a stable order.
+  out.sort((a, b) => (a.at < b.at ? 1 : a.at > b.at ? -1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   cached = { v: version, sv, items: out };
   return out;
 }

@@ -7,7 +7,7 @@ import { errText, useAppState } from '../store';
 import { ago, TopBar } from './common';
 
 /** How many items render at first; "Show more" adds as many (a long inbox stays fast). */
-const PAGE = 50;
+const PAGE = 20;
 
 /** The home once more than one machine is paired: what waits on the user on every machine. */
 export function Inbox() {

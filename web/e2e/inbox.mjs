@@ -1,0 +1,97 @@
+// The inbox across machines: a phone paired with two machines (pasted codes) has the inbox as its
+// home; it lists the permission prompt waiting on each machine, newest first, with the count in
+// the title ("(2) BetCode") and on the app icon (navigator.setAppBadge, recorded: headless
+// chromium shows no icon); one is answered in place (the non-current machine's, through its own
+// channel), its finished turn then waits as "not yet seen" until marked seen, and the counts go
+// down. Axe-core on the inbox, phone and laptop, light and dark. Then the speed budget: 20
+// machines × 50 sessions fed to the inbox (synthetic, through its benchmark hook) render within
+// 100 ms on a CPU throttled 4× (Emulation.setCPUThrottlingRate).
+//
+// params: codes (two betcode-pair:1:… codes), names (the two machines' names), deviceName.
+// Sync points: prompts (the Go test starts a session whose tool asks permission on each machine,
+// answering once both wait), answered (answer: the machine whose tool ran).
+import { baseURL, launch, laptop, log, main, params, phone, recordAlerts, sync, watch } from './lib/harness.mjs';
+import { norm, tid } from './lib/app.mjs';
+import { Audit, withAxe } from './lib/a11y.mjs';
+import { measureInbox } from './lib/inboxperf.mjs';
+
+/** Records the app icon's badge: headless chromium may have no Badging API, and shows no icon. */
+function recordBadge() {
+  window.__badges = [];
+  navigator.setAppBadge = (n) => (window.__badges.push(n ?? 0), Promise.resolve());
+  navigator.clearAppBadge = () => (window.__badges.push(0), Promise.resolve());
+}
+
+const items = (page, sel = '') => page.locator(`${tid('inbox-item')}${sel}`);
+
+await main(async () => {
+  const result = { steps: [] };
+  const ctx = await launch({ viewport: phone });
+  const alerts = await recordAlerts(ctx);
+  await withAxe(ctx);
+  await ctx.addInitScript(recordBadge);
+  const page = await ctx.newPage();
+  watch(page, 'phone');
+  const audit = new Audit();
+
+  // Pair both machines by pasting their codes.
+  for (const code of params.codes) {
+    await page.goto(new URL('#/pair', baseURL).href, { waitUntil: 'domcontentloaded' });
+    await page.locator(tid('pair-code')).waitFor();
+    await page.locator(tid('pair-device-name')).fill(params.deviceName);
+    await page.locator(tid('pair-code')).fill(code);
+    await page.locator(tid('pair-submit')).click();
+    await page.locator(`${tid('new-session')}, ${tid('pair-error')}`).first().waitFor({ timeout: 60000 });
+    if (await page.locator(tid('pair-error')).count()) throw new Error('pairing failed: ' + norm(await page.locator(tid('pair-error')).textContent()));
+    log('paired', { url: page.url() });
+  }
+  result.current = decodeURIComponent(page.url().split('#/m/')[1]?.split('/')[0] || '');
+  result.steps.push('paired');
+
+  // The home is the inbox now.
+  await page.goto(baseURL, { waitUntil: 'domcontentloaded' });
+  await page.locator(tid('inbox')).waitFor();
+  result.home = new URL(page.url()).hash;
+  await sync('prompts');
+  await items(page, '[data-kind="permission"]').nth(1).waitFor({ timeout: 60000 });
+  await page.waitForFunction(() => document.title === '(2) BetCode' && window.__badges.at(-1) === 2);
+  result.before = {
+    machines: await items(page, '[data-kind="permission"]').evaluateAll((es) => es.map((e) => e.getAttribute('data-machine'))),
+    title: await page.title(),
+    badge: await page.evaluate(() => window.__badges.at(-1)),
+  };
+  log('two prompts', result.before);
+  await audit.check(page, 'inbox, two machines waiting');
+  await page.setViewportSize(laptop);
+  await audit.check(page, 'inbox, two machines waiting (laptop)');
+  await page.setViewportSize(phone);
+  result.steps.push('listed');
+
+  // Answer the other machine's prompt in place.
+  const other = result.before.machines.find((m) => m !== result.current) || result.before.machines[0];
+  result.answered = other;
+  await items(page, `[data-kind="permission"][data-machine="${other}"]`).locator(tid('inbox-allow')).click();
+  await items(page, `[data-kind="permission"][data-machine="${other}"]`).waitFor({ state: 'detached' });
+  await sync('answered', { machine: other });
+  // Its turn ended: not yet seen, until marked so.
+  const done = items(page, `[data-kind="done"][data-machine="${other}"]`);
+  await done.waitFor({ timeout: 60000 });
+  result.afterAnswer = { title: await page.title(), kinds: await items(page).evaluateAll((es) => es.map((e) => e.getAttribute('data-kind'))) };
+  await audit.check(page, 'inbox, a finished turn not yet seen');
+  await done.locator(tid('inbox-seen')).click();
+  await done.waitFor({ state: 'detached' });
+  await page.waitForFunction(() => document.title === '(1) BetCode');
+  await page.waitForFunction(() => window.__badges.at(-1) === 1);
+  result.after = { title: await page.title(), badge: await page.evaluate(() => window.__badges.at(-1)), count: await items(page).count() };
+  log('one answered, one seen', result.after);
+  result.steps.push('answered');
+
+  // Speed: 20 machines × 50 sessions, each with a waiting prompt, on a CPU throttled 4×.
+  result.perf = await measureInbox(ctx, page, 5);
+  log('inbox render (4× CPU throttle)', result.perf);
+  result.steps.push('perf');
+
+  result.alerts = alerts;
+  audit.assertClean();
+  return result;
+});
