@@ -29,6 +29,8 @@ export function useVoice(onText: (text: string) => void, what: string): VoiceUI 
   const [error, setError] = useState('');
   const rec = useRef<Dictation | undefined>(undefined);
   const pressedAt = useRef(0);
+  /** A hold released while the microphone was still starting: stop as soon as it runs. */
+  const stopWhenStarted = useRef(false);
   const textCb = useRef(onText);
   textCb.current = onText;
   useEffect(() => () => rec.current?.cancel(), []);
@@ -37,6 +39,7 @@ export function useVoice(onText: (text: string) => void, what: string): VoiceUI 
     if (rec.current || phase === 'starting' || phase === 'transcribing') return;
     setError('');
     setPhase('starting');
+    stopWhenStarted.current = false;
     try {
       const m = await loadVoice();
       rec.current = await m.startDictation({
@@ -51,13 +54,17 @@ export function useVoice(onText: (text: string) => void, what: string): VoiceUI 
           setError(msg);
         },
       });
+      if (stopWhenStarted.current) rec.current.stop();
     } catch (e) {
       rec.current = undefined;
       setPhase('idle');
       setError((e as Error).message || String(e));
     }
   };
-  const stop = () => rec.current?.stop();
+  const stop = () => {
+    if (rec.current) rec.current.stop();
+    else stopWhenStarted.current = true;
+  };
   const recording = phase === 'recording' || phase === 'starting';
 
   const onPointerDown = (e: PointerEvent) => {
