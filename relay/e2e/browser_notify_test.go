@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/betcode-dev/betcode/relay/internal/pushtest"
 	"github.com/betcode-dev/betcode/shared/browsertest"
 	"github.com/betcode-dev/betcode/shared/fakeapi"
+	"github.com/betcode-dev/betcode/shared/promtest"
 )
 
 // pushMailbox hands each subscription's messages, as the loopback push
@@ -129,7 +131,7 @@ func TestBrowserNotificationsClear(t *testing.T) {
 	mail, mailURL := newPushMailbox(t, srv, subA, subB)
 	const permissionTimeout = 12 * time.Second
 	a := w.newAgent("notify-m")
-	a.args = []string{"--relay-e2e", "required", "--permission-timeout", permissionTimeout.String()}
+	a.args = []string{"--relay-e2e", "required", "--permission-timeout", permissionTimeout.String(), "--metrics-listen", "127.0.0.1:0"}
 	cert, key := w.machineCert("notify-m")
 	a.start(w, cert, key)
 	ctx := ctxT(t, 4*time.Minute)
@@ -206,6 +208,24 @@ func TestBrowserNotificationsClear(t *testing.T) {
 	if r.AnsweredFrom == "notification" && r.AShownAfter != 0 {
 		t.Errorf("phone A still shows the notification it answered from")
 	}
+	// The machine counted its sends (each once the relay answered, just
+	// after the push service had the message): four resolutions, B's of
+	// the two answered prompts and A's and B's of the timed-out one, and
+	// six prompts.
+	m := regexp.MustCompile(`agent metrics.* addr=(\S+)`).FindStringSubmatch(a.proc.Log())
+	if m == nil {
+		t.Fatal("the agent logged no metrics address")
+	}
+	var metrics []byte
+	if !eventually(10*time.Second, 50*time.Millisecond, func() bool {
+		metrics = promtest.Scrape(t, "http://"+m[1]+"/metrics")
+		r, _ := promtest.Value(metrics, "betcode_agent_push_sends_total", "kind", "resolved", "outcome", "sent")
+		p, _ := promtest.Value(metrics, "betcode_agent_push_sends_total", "kind", "permission_request", "outcome", "sent")
+		return r == 4 && p == 6
+	}) {
+		t.Errorf("betcode_agent_push_sends_total: want resolved/sent 4 and permission_request/sent 6:\n%s", metrics)
+	}
+
 	// The relay carried opaque bytes: no tag, request or session of the
 	// machine's in its log.
 	if r.Tag != "" && strings.Contains(w.relay.Log(), strings.SplitN(r.Tag, "/", 3)[2]) {

@@ -95,7 +95,7 @@ async function deliver(p, data) {
   } catch (err) {
     // An older chromium: the same push event, dispatched in the worker.
     log('deliverPushMessage failed; dispatching the push event', { err: String(err) });
-    await p.sw.evaluate((data) => self.dispatchEvent(new PushEvent('push', { data })), data);
+    await (await worker(p)).evaluate((data) => self.dispatchEvent(new PushEvent('push', { data })), data);
     p.via.add('dispatchEvent');
   }
 }
@@ -123,8 +123,31 @@ async function pump(p, stop) {
   }
 }
 
-/** shown lists the notifications p's service worker shows with tag. */
-const shown = (p, tag) => p.sw.evaluate(async (tag) => (await self.registration.getNotifications()).filter((n) => n.tag === tag).map((n) => ({ title: n.title, body: n.body })), tag);
+/**
+ * shown lists the notifications p's service worker shows with tag, asked from the page (the
+ * registration is the same; a worker stopped while idle and started again by the next push would
+ * leave a handle to it dead).
+ */
+const shown = (p, tag) =>
+  p.page.evaluate(
+    async (tag) => (await (await navigator.serviceWorker.ready).getNotifications()).filter((n) => n.tag === tag).map((n) => ({ title: n.title, body: n.body })),
+    tag,
+  );
+
+/** state says what p shows and received, for an error. */
+async function state(p) {
+  const tags = await p.page
+    .evaluate(async () => (await (await navigator.serviceWorker.ready).getNotifications()).map((n) => n.tag))
+    .catch((e) => String(e));
+  return `${p.name} shows ${JSON.stringify(tags)}, received ${JSON.stringify(p.received.map((m) => `${m.type} ${m.tag}`))}`;
+}
+
+/** worker is p's running service worker (started again if it was stopped). */
+async function worker(p) {
+  await p.page.evaluate(() => navigator.serviceWorker.ready.then(() => true));
+  const all = p.ctx.serviceWorkers();
+  return all[all.length - 1] ?? p.sw;
+}
 
 /** waitShown waits until p shows (want true) or no longer shows (false) a notification with tag; returns when, or 0. */
 async function waitShown(p, tag, want, ms) {
@@ -159,14 +182,14 @@ await main(async () => {
     const first = await openPrompt(A.page);
     result.tag = first.tag;
     const [atA, atB] = await Promise.all([waitShown(A, first.tag, true, 30000), waitShown(B, first.tag, true, 30000)]);
-    if (!atA || !atB) throw new Error(`the prompt's notification: phone A ${atA ? 'shown' : 'not shown'}, phone B ${atB ? 'shown' : 'not shown'}`);
+    if (!atA || !atB) throw new Error(`the prompt's notification (${first.tag}): phone A ${atA ? 'shown' : 'not shown'}, phone B ${atB ? 'shown' : 'not shown'}; ${await state(A)}; ${await state(B)}`);
     result.shownB = await shown(B, first.tag);
     log('both phones show the notification', { tag: first.tag, b: result.shownB });
     result.steps.push('notified');
 
     // A answers from its notification's Allow action; B's notification must go.
     let t0 = Date.now();
-    await A.sw.evaluate(async (tag) => {
+    await (await worker(A)).evaluate(async (tag) => {
       const [n] = await self.registration.getNotifications({ tag });
       self.dispatchEvent(new NotificationEvent('notificationclick', { notification: n, action: 'allow' }));
     }, first.tag);
@@ -179,7 +202,7 @@ await main(async () => {
         break;
       }
       if (result.answeredFrom === 'notification') {
-        const failure = await A.sw.evaluate(async (tag) => (await self.registration.getNotifications({ tag: tag + '/result' }))[0]?.body || '', first.tag);
+        const failure = await A.page.evaluate(async (tag) => (await (await navigator.serviceWorker.ready).getNotifications({ tag: tag + '/result' }))[0]?.body || '', first.tag);
         if (failure) {
           // The sealed answer did not go through: A answers in the page, and the clock restarts.
           result.notificationFailure = failure;
@@ -205,7 +228,7 @@ await main(async () => {
     const second = await openPrompt(A.page, [first.requestId]);
     result.pageTag = second.tag;
     const [pa, pb] = await Promise.all([waitShown(A, second.tag, true, 30000), waitShown(B, second.tag, true, 30000)]);
-    if (!pa || !pb) throw new Error(`the second prompt's notification: phone A ${pa ? 'shown' : 'not shown'}, phone B ${pb ? 'shown' : 'not shown'}`);
+    if (!pa || !pb) throw new Error(`the second prompt's notification (${second.tag}): phone A ${pa ? 'shown' : 'not shown'}, phone B ${pb ? 'shown' : 'not shown'}; ${await state(A)}; ${await state(B)}`);
     const t1 = Date.now();
     await A.page.locator(`${tid('permission-prompt')}[data-request-id="${second.requestId}"] ${tid('allow-once')}`).click();
     const [cb, ca] = await Promise.all([waitShown(B, second.tag, false, 30000), waitShown(A, second.tag, false, 10000)]);
@@ -224,7 +247,7 @@ await main(async () => {
       const third = await openPrompt(A.page, [first.requestId, second.requestId]);
       result.timeoutTag = third.tag;
       const [sa, sb] = await Promise.all([waitShown(A, third.tag, true, 30000), waitShown(B, third.tag, true, 30000)]);
-      if (!sa || !sb) throw new Error(`the second prompt's notification: phone A ${sa ? 'shown' : 'not shown'}, phone B ${sb ? 'shown' : 'not shown'}`);
+      if (!sa || !sb) throw new Error(`the third prompt's notification (${third.tag}): phone A ${sa ? 'shown' : 'not shown'}, phone B ${sb ? 'shown' : 'not shown'}; ${await state(A)}; ${await state(B)}`);
       const ms = params.permissionTimeoutMs + 30000;
       const [ca, cb] = await Promise.all([waitShown(A, third.tag, false, ms), waitShown(B, third.tag, false, ms)]);
       if (!ca || !cb) throw new Error(`the timed-out prompt's notification stayed: phone A ${ca ? 'cleared' : 'shown'}, phone B ${cb ? 'cleared' : 'shown'}`);
