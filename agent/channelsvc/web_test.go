@@ -67,8 +67,9 @@ func channelOnly(ctx context.Context, method string) error {
 }
 
 // newWebMachine is newMachine with the agent's web API behind it and a
-// push handler that names the calling device.
-func newWebMachine(t *testing.T) *machine {
+// push handler that names the calling device; register adds services to
+// the agent's gRPC server.
+func newWebMachine(t *testing.T, register ...func(*grpc.Server)) *machine {
 	t.Helper()
 	st, err := pairing.Open(t.TempDir())
 	if err != nil {
@@ -104,6 +105,9 @@ func newWebMachine(t *testing.T) *machine {
 	pb.RegisterDeviceServiceServer(srv, svc)
 	pb.RegisterAgentServiceServer(srv, webAgent{})
 	pb.RegisterVersionServiceServer(srv, webAgent{})
+	for _, r := range register {
+		r(srv)
+	}
 	bl := bufconn.Listen(1 << 20)
 	go srv.Serve(bl)
 	go srv.Serve(ln)
