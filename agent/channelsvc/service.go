@@ -229,7 +229,9 @@ func (s *Service) pairShare(c *e2ee.Conn, offer *pairing.Offer, name string) err
 		_ = writeJSON(c, pairing.Welcome{Error: "the machine could not store the pairing"})
 		return server.Status(codes.Internal, "PAIRING_FAILED", err.Error())
 	}
-	if err := writeJSON(c, pairing.Welcome{MachineID: s.MachineID, MachineName: s.MachineName, DeviceID: dev.ID, Token: offer.Share.Token}); err != nil {
+	sh := offer.Share
+	if err := writeJSON(c, pairing.Welcome{MachineID: s.MachineID, MachineName: s.MachineName, DeviceID: dev.ID, Token: sh.Token,
+		Share: &pairing.WelcomeShare{ID: sh.ID, SessionID: sh.SessionID, Mode: sh.Mode, ExpiresAt: sh.Expires.UTC()}}); err != nil {
 		return server.Status(codes.Unavailable, "PAIRING_FAILED", "send the pairing to the device: "+err.Error())
 	}
 	s.Log.Info("teammate's device paired for a session share", "device", dev.ID, "name", dev.Name, "share", offer.Share.ID)

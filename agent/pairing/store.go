@@ -101,6 +101,9 @@ type ShareOffer struct {
 	Expires time.Time
 	Token   string
 	TokenID string
+	// SessionID and Mode are what the device is told it may see and do
+	// (Welcome.Share); agent/share enforces them.
+	SessionID, Mode string
 }
 
 // Store is the machine's key, its paired devices and pairing offers. It is

@@ -1,5 +1,7 @@
 package pairing
 
+import "time"
+
 // Hello is what a device says of itself in a handshake (JSON): it travels
 // encrypted, but in the handshake's first message, which is not forward
 // secret, so it holds nothing more.
@@ -24,6 +26,18 @@ type Welcome struct {
 	Token string `json:"token,omitempty"`
 	// Error, if set, says why pairing failed after the handshake.
 	Error string `json:"error,omitempty"`
+	// Share is set for a device paired with a session share's code: the
+	// one session it may see, and how (docs/security.md, "Sharing a
+	// session").
+	Share *WelcomeShare `json:"share,omitempty"`
+}
+
+// WelcomeShare is what a share's device is told of its share.
+type WelcomeShare struct {
+	ID        string    `json:"id"`
+	SessionID string    `json:"session_id"`
+	Mode      string    `json:"mode"` // "read" or "answer"
+	ExpiresAt time.Time `json:"expires_at"`
 }
 
 // Stored is the device's answer once it stored the pairing.

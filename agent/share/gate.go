@@ -11,6 +11,7 @@ import (
 
 	"github.com/betcode-dev/betcode/agent/pairing"
 	"github.com/betcode-dev/betcode/agent/server"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 	"github.com/betcode-dev/betcode/shared/e2ee"
 )
 
@@ -36,6 +37,13 @@ var (
 	answerMethods = map[string]bool{
 		"/betcode.v1.AgentService/AnswerPermission": true,
 		"/betcode.v1.AgentService/AnswerQuestion":   true,
+	}
+	// listMethods list sessions: a share's device sees the shared one only
+	// (Gate filters the answers), so that the web app's session list and
+	// event socket work for it unchanged.
+	listMethods = map[string]bool{
+		"/betcode.v1.AgentService/WatchSessions": true,
+		"/betcode.v1.AgentService/ListSessions":  true,
 	}
 	// openMethods name no session and show nothing of any.
 	openMethods = map[string]bool{
@@ -89,7 +97,7 @@ func (g *Gate) grantOf(ctx context.Context) (Grant, bool, error) {
 // request is known).
 func allowed(gr Grant, method string) error {
 	switch {
-	case openMethods[method], readMethods[method]:
+	case openMethods[method], readMethods[method], listMethods[method]:
 		return nil
 	case answerMethods[method] && gr.Mode == ModeAnswer:
 		return nil
@@ -135,7 +143,23 @@ func (g *Gate) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnarySe
 	if err := checkSession(gr, req); err != nil {
 		return nil, err
 	}
-	return handler(ctx, req)
+	resp, err := handler(ctx, req)
+	if l, ok := resp.(*pb.ListSessionsResponse); ok && err == nil {
+		resp = onlyShared(gr, l)
+	}
+	return resp, err
+}
+
+// onlyShared is a session list with the shared session only.
+func onlyShared(gr Grant, l *pb.ListSessionsResponse) *pb.ListSessionsResponse {
+	out := &pb.ListSessionsResponse{}
+	for _, s := range l.Sessions {
+		if s.GetId() == gr.SessionID {
+			out.Sessions = append(out.Sessions, s)
+		}
+	}
+	out.Total = uint32(len(out.Sessions))
+	return out
 }
 
 // StreamInterceptor enforces the grant on streaming calls: every message
@@ -158,6 +182,14 @@ func (g *Gate) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Strea
 type gatedStream struct {
 	grpc.ServerStream
 	grant Grant
+}
+
+// SendMsg drops the session updates of other sessions (WatchSessions).
+func (s *gatedStream) SendMsg(m any) error {
+	if u, ok := m.(*pb.SessionUpdate); ok && u.Session != nil && u.Session.GetId() != s.grant.SessionID {
+		return nil
+	}
+	return s.ServerStream.SendMsg(m)
 }
 
 func (s *gatedStream) RecvMsg(m any) error {

@@ -142,7 +142,8 @@ func (s *Service) CreateShare(ctx context.Context, req *pb.CreateShareRequest) (
 			s.Log.Warn("revoke an unused share credential", "share", g.ID, "err", err)
 		}
 	}
-	o, err := s.Devices.NewShareOffer(pairing.ShareOffer{ID: g.ID, Expires: g.ExpiresAt, Token: token, TokenID: tokenID})
+	o, err := s.Devices.NewShareOffer(pairing.ShareOffer{ID: g.ID, Expires: g.ExpiresAt, Token: token, TokenID: tokenID,
+		SessionID: g.SessionID, Mode: g.Mode})
 	if err != nil {
 		undo()
 		if errors.Is(err, pairing.ErrOfferLimit) {

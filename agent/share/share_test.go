@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -223,6 +224,7 @@ func TestGate(t *testing.T) {
 		{"answer: answer another session", answerAddr, answerP, &pb.AnswerPermissionRequest{SessionId: "s-2"}, CodeShareScope},
 		{"answer: settings", answerAddr, "/betcode.v1.ConfigService/GetSettings", &pb.GetVersionRequest{}, CodeShareScope},
 		{"owner's device: anything", ownerAddr, start, &pb.StartSessionRequest{}, ""},
+		{"read: list sessions (filtered)", readAddr, "/betcode.v1.AgentService/ListSessions", &pb.ListSessionsRequest{}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := peer.NewContext(t.Context(), &peer.Peer{Addr: tc.addr})
@@ -239,6 +241,29 @@ func TestGate(t *testing.T) {
 			}
 		})
 	}
+	t.Run("session lists show the shared session only", func(t *testing.T) {
+		ctx := peer.NewContext(t.Context(), &peer.Peer{Addr: readAddr})
+		resp, err := gate.UnaryInterceptor(ctx, &pb.ListSessionsRequest{}, &grpc.UnaryServerInfo{FullMethod: "/betcode.v1.AgentService/ListSessions"},
+			func(context.Context, any) (any, error) {
+				return &pb.ListSessionsResponse{Sessions: []*pb.SessionSummary{{Id: "s-2"}, {Id: "s-1"}}, Total: 2}, nil
+			})
+		if l := resp.(*pb.ListSessionsResponse); err != nil || len(l.Sessions) != 1 || l.Sessions[0].Id != "s-1" || l.Total != 1 {
+			t.Fatalf("ListSessions: %v %v", resp, err)
+		}
+		var sent []string
+		ss := &fakeStream{ctx: ctx, msg: &pb.ResumeSessionRequest{}, sent: &sent}
+		err = gate.StreamInterceptor(nil, ss, &grpc.StreamServerInfo{FullMethod: "/betcode.v1.AgentService/WatchSessions"}, func(_ any, s grpc.ServerStream) error {
+			for _, u := range []*pb.SessionUpdate{{Session: &pb.SessionSummary{Id: "s-2"}}, {Session: &pb.SessionSummary{Id: "s-1"}}, {SnapshotDone: true}} {
+				if err := s.SendMsg(u); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil || strings.Join(sent, ",") != "s-1," {
+			t.Fatalf("WatchSessions sent %q, %v; want the shared session and the snapshot's end", sent, err)
+		}
+	})
 	t.Run("a stream naming another session", func(t *testing.T) {
 		ctx := peer.NewContext(t.Context(), &peer.Peer{Addr: readAddr})
 		ss := &fakeStream{ctx: ctx, msg: &pb.ResumeSessionRequest{SessionId: "s-2"}}
@@ -265,8 +290,14 @@ func TestGate(t *testing.T) {
 // fakeStream is a ServerStream that receives one message.
 type fakeStream struct {
 	grpc.ServerStream
-	ctx context.Context
-	msg *pb.ResumeSessionRequest
+	ctx  context.Context
+	msg  *pb.ResumeSessionRequest
+	sent *[]string
+}
+
+func (s *fakeStream) SendMsg(m any) error {
+	*s.sent = append(*s.sent, m.(*pb.SessionUpdate).GetSession().GetId())
+	return nil
 }
 
 func (s *fakeStream) Context() context.Context { return s.ctx }

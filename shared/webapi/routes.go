@@ -78,6 +78,9 @@ func (h *Handler) routes() []route {
 		{get, "/api/local-sessions", h.authed(h.localSessions)},
 		{post, "/api/local-sessions/{id}/adopt", h.authed(h.adoptSession)},
 		{post, "/api/voice/transcriptions", h.postVoice()},
+		{get, "/api/sessions/{id}/shares", h.onMachineOnly(h.listShares)},
+		{post, "/api/sessions/{id}/shares", h.onMachineOnly(h.createShare)},
+		{http.MethodDelete, "/api/shares/{shareId}", h.onMachineOnly(h.revokeShare)},
 	}
 }
 
