@@ -554,11 +554,21 @@ export function pairingPSK(secret: Uint8Array, machineId: string, offer: string)
 const unauthenticated = () =>
   new ChannelError('PAIRING_FAILED', 'pairing failed: the handshake did not authenticate: the code is wrong, expired or already used, or the relay altered the exchange');
 
-/** pair of the API: a WebSocket to /api/pair with the code's ticket, then pairOver. */
+/** The user a session share's code is for (its ticket is "share:USER"), or undefined for a pairing code. */
+export function shareCodeUser(code: PairingCode): string | undefined {
+  return code.ticket.startsWith('share:') ? code.ticket.slice('share:'.length) : undefined;
+}
+
+/** pair of the API: a WebSocket to /api/pair with the code's ticket (a share code: the login), then pairOver. */
 export async function pair(opts: PairOptions, WS?: WebSocketCtor): Promise<Pairing> {
   const code = typeof opts.code === 'string' ? parsePairingCode(opts.code) : opts.code;
   validatePairingCode(code);
-  const c = await wsCarrier(opts.wsUrl ?? defaultUrl('/api/pair'), code.ticket, code.machineId, opts.signal, WS);
+  const shareUser = shareCodeUser(code);
+  if (shareUser !== undefined && !opts.loginToken) {
+    throw new ChannelError('INVALID', `this code shares a session with user ${shareUser}: log in to the relay as ${shareUser} first, then pair with it`);
+  }
+  const token = shareUser !== undefined ? opts.loginToken! : code.ticket;
+  const c = await wsCarrier(opts.wsUrl ?? defaultUrl('/api/pair'), token, code.machineId, opts.signal, WS);
   return pairOver(c, { ...opts, code });
 }
 
@@ -610,7 +620,10 @@ export async function pairOver(c: Carrier, opts: PairOptions & { code: PairingCo
     };
     const confirm = await next();
     if (confirm.length !== 1 || confirm[0] !== 0) throw new ChannelError('PROTOCOL', `the machine's confirmation is malformed (${confirm.length} bytes)`);
-    let w: { machine_id?: string; machine_name?: string; device_id?: string; token?: string; error?: string };
+    let w: {
+      machine_id?: string; machine_name?: string; device_id?: string; token?: string; error?: string;
+      share?: { id?: string; session_id?: string; mode?: string; expires_at?: string };
+    };
     try {
       w = JSON.parse(fromUtf8(await next()));
     } catch (e) {
@@ -635,6 +648,9 @@ export async function pairOver(c: Carrier, opts: PairOptions & { code: PairingCo
       token: w.token,
       deviceId: w.device_id ?? '',
       pairedAt: new Date().toISOString(),
+      ...(w.share?.session_id
+        ? { share: { id: w.share.id ?? '', sessionId: w.share.session_id, mode: w.share.mode === 'answer' ? 'answer' : 'read', expiresAt: w.share.expires_at ?? '' } as const }
+        : {}),
     };
   } finally {
     c.close();

@@ -56,7 +56,7 @@
 //   seal(deviceKey, machineId, machineKey, payload): Promise<Uint8Array>   Noise_X one-shot (§3)
 //   sealedPayload(kind, fields): {v:1, id, at, kind, ...fields}            id: 128 random bits in hex
 export type { DeviceKey } from './keys';
-export type { Pairing } from './types';
+export type { Pairing, SharedSession } from './types';
 export type { PairingCode } from './code';
 export type { WebChannel, EventSocket, ChannelOptions, PairOptions, Answer } from './types';
 export { ChannelError } from './types';

@@ -12,6 +12,15 @@ export interface Pairing {
   token: string; // the device's relay credential (scope device, this machine)
   deviceId: string; // the machine's id of this device
   pairedAt: string; // ISO 8601
+  share?: SharedSession; // set when this device was paired with a session share's code
+}
+
+/** The one session a share's device may see (docs/security.md, "Sharing a session"). */
+export interface SharedSession {
+  id: string; // the share's id
+  sessionId: string;
+  mode: 'read' | 'answer';
+  expiresAt: string; // ISO 8601
 }
 
 /** What the machine answered a request with. */
@@ -36,6 +45,9 @@ export interface PairOptions {
   name: string;
   wsUrl?: string; // default: ws(s)://<this host>/api/pair
   signal?: AbortSignal;
+  // The relay login of this browser's user: a session share's code carries no relay credential
+  // (its ticket is "share:USER"), and the Pair call is made with USER's own login.
+  loginToken?: string;
 }
 
 export interface WebChannel {

@@ -6,7 +6,7 @@ import { advance, cachedMarkdown, newMd, parseChunks, tailSrc, type MdState } fr
 import { renderMarkdown } from '../markdown';
 import { buildAnswers, choose, optionValue, parseAnswered } from '../questions';
 import {
-  answerPermission, answerQuestion, cancelTurn, catchUpRest, conv, errText, isBusy, isOpen, onNextFrame, putSession, saveConvs,
+  answerPermission, answerQuestion, cancelTurn, catchUpRest, conv, errText, isBusy, isOpen, onNextFrame, paired, putSession, saveConvs,
   sendMessage, state, subscribe, toast, unsubscribe, useAppState, type Conv, type Item, type PermItem,
   type QuestionItem, type TextItem, type ToolItem,
 } from '../store';
@@ -16,6 +16,8 @@ import { Attachments, money, readImages, ScrollPre, Spinner, StatusChip, TopBar 
 import { shortPath } from './Sessions';
 import { TeamPanel } from './Team';
 import { appendText, useVoice } from './VoiceButton';
+import { READ_ONLY_WAIT, readOnlyShare, ShareBanner, shareOf } from './ShareBanner';
+import { SharePanel } from './SharePanel';
 
 export function Conversation({ machine, session }: { machine: string; session: string }) {
   const s = useAppState();
@@ -103,10 +105,11 @@ export function Conversation({ machine, session }: { machine: string; session: s
   const from = fl.from;
   const title = sess?.name || sess?.lastMessage?.split('\n')[0].slice(0, 60) || 'Session';
   const busy = isBusy(session);
+  const share = shareOf(machine); // a session shared with this browser: no writing, no Changes
   return (
     <div class="conv-page">
       <TopBar title={title} back={href.sessions(machine)} backLabel="Sessions">
-        <a class="btn small-btn" href={href.changes(machine, session)} data-testid="changes-tab">Changes</a>
+        {!share && <a class="btn small-btn" href={href.changes(machine, session)} data-testid="changes-tab">Changes</a>}
       </TopBar>
       <main id="main" class="conv-main">
         <div class="conv-status small muted" role="group" aria-label="Session status">
@@ -118,6 +121,7 @@ export function Conversation({ machine, session }: { machine: string; session: s
           {typeof c.contextPct === 'number' && <span>context {Math.round(c.contextPct)}%</span>}
           {c.planMode && <span class="chip">plan mode</span>}
         </div>
+        {share ? <ShareBanner share={share} /> : (paired(machine) || s.info?.role === 'agent') && <SharePanel session={session} />}
         <div
           class="log"
           ref={logRef}
@@ -149,7 +153,7 @@ export function Conversation({ machine, session }: { machine: string; session: s
           <div class="log-end" ref={endRef} aria-hidden="true" />
         </div>
         <TeamPanel session={session} todos={c.tasks} />
-        <Composer session={session} busy={busy} onSend={toBottom} />
+        {!share && <Composer session={session} busy={busy} onSend={toBottom} />}
       </main>
     </div>
   );
@@ -324,7 +328,9 @@ function ToolCard({ it }: { it: ToolItem }) {
 
 const ANSWER_TEXT: Record<string, string> = { allow: 'Allowed once', allowSession: 'Allowed for this session', deny: 'Denied' };
 
-function Permission({ it, c, open }: { it: PermItem; c: Conv; open: boolean }) {
+function Permission({ it, c, open: live }: { it: PermItem; c: Conv; open: boolean }) {
+  const ro = live && readOnlyShare();
+  const open = live && !ro;
   const [reason, setReason] = useState('');
   const voice = useVoice((t) => setReason((r) => appendText(r, t)), 'a deny reason');
   const answered = c.answered.get(it.requestId);
@@ -357,13 +363,15 @@ function Permission({ it, c, open }: { it: PermItem; c: Conv; open: boolean }) {
           {voice.status}
         </>
       ) : (
-        <p class="muted small" role="status">{answered ? ANSWER_TEXT[answered] || answered : 'No longer waiting (answered, timed out or cancelled)'}</p>
+        <p class="muted small" role="status">{ro ? READ_ONLY_WAIT : answered ? ANSWER_TEXT[answered] || answered : 'No longer waiting (answered, timed out or cancelled)'}</p>
       )}
     </section>
   );
 }
 
-function Question({ it, c, open }: { it: QuestionItem; c: Conv; open: boolean }) {
+function Question({ it, c, open: live }: { it: QuestionItem; c: Conv; open: boolean }) {
+  const ro = live && readOnlyShare();
+  const open = live && !ro;
   const [chosen, setChosen] = useState<string[][]>([]);
   const sending = c.sending.has(it.questionId);
   const answered = parseAnswered(c.answered.get(it.questionId));
@@ -412,7 +420,7 @@ function Question({ it, c, open }: { it: QuestionItem; c: Conv; open: boolean })
         </button>
       ) : (
         <p class="muted small" role="status">
-          {sending ? 'Sending…' : c.already.has(it.questionId) ? 'Already answered (or timed out)' : answered ? 'Answered' : 'No longer waiting'}
+          {ro ? READ_ONLY_WAIT : sending ? 'Sending…' : c.already.has(it.questionId) ? 'Already answered (or timed out)' : answered ? 'Answered' : 'No longer waiting'}
         </p>
       )}
     </form>

@@ -76,20 +76,26 @@ export function Pair() {
       setPhase('');
       return;
     }
+    // A session share's code (betcode session share) pairs with this browser's own relay login.
+    const shareUser = code.ticket.startsWith('share:') ? code.ticket.slice('share:'.length) : undefined;
+    if (shareUser !== undefined && !s.token) {
+      setError(`This code shares a session with ${shareUser}: log in to the relay as ${shareUser} first, then pair with it.`);
+      return;
+    }
     busy.current = true;
     setPhase('pairing');
-    setStatus(`Pairing with machine ${code.machineId}, end to end…`);
+    setStatus(shareUser !== undefined ? `Joining a session shared with ${shareUser} on machine ${code.machineId}, end to end…` : `Pairing with machine ${code.machineId}, end to end…`);
     try {
       const deviceKey = await loadOrCreateDeviceKey();
       const n = name.trim() || deviceName();
-      const p = await pair({ code, deviceKey, name: n });
+      const p = await pair({ code, deviceKey, name: n, loginToken: s.token || undefined });
       await savePairing(p);
       if (name.trim()) setDeviceName(n);
       await reloadPairings();
       setStatus(`Paired with ${p.machineName || p.machineId}`);
       setText('');
       await useMachine(p.machineId, false);
-      go(href.sessions(p.machineId));
+      go(p.share ? href.conv(p.machineId, p.share.sessionId) : href.sessions(p.machineId));
     } catch (e) {
       setError(pairError(e));
       setStatus('');
