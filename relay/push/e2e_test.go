@@ -64,7 +64,8 @@ func buildAgent(t *testing.T) string {
 // model API) connected over mTLS to the relay's tunnel service, with the
 // push service watching it as the relay wires it (OnOnline): a session's
 // permission prompt becomes a notification the loopback push service
-// decrypts, whose requestId answers the prompt, and the turn's end is
+// decrypts, whose requestId answers the prompt, which withdraws it (a
+// "resolved" message with its tag and topic), and the turn's end is
 // notified too.
 func TestEndToEnd(t *testing.T) {
 	claude := claudecli.Require(t)
@@ -189,13 +190,24 @@ func TestEndToEnd(t *testing.T) {
 	}}); err != nil {
 		t.Fatalf("AnswerPermission(%s): %v", n.RequestID, err)
 	}
+	// Answered: its notification is withdrawn (the relay cannot tell the
+	// device that answered, so every subscription gets the resolution).
+	prompt := n
+	m = e.push.Next(t, 2*time.Minute)
+	n = Notification{}
+	if err := json.Unmarshal(m.Payload, &n); err != nil {
+		t.Fatal(err)
+	}
+	if n.Type != KindResolved || n.Tag != prompt.Tag || n.RequestID != prompt.RequestID || m.Topic != topic(prompt.Tag) || n.Body != "" {
+		t.Errorf("second notification = %s (topic %q); want the resolution of %s", m.Payload, m.Topic, prompt.Tag)
+	}
 	m = e.push.Next(t, 2*time.Minute)
 	n = Notification{}
 	if err := json.Unmarshal(m.Payload, &n); err != nil {
 		t.Fatal(err)
 	}
 	if n.Type != KindTurnComplete || n.SessionID != sid || n.RequestID != "" {
-		t.Errorf("second notification = %s; want the turn_complete of %s", m.Payload, sid)
+		t.Errorf("third notification = %s; want the turn_complete of %s", m.Payload, sid)
 	}
 	if _, err := os.Stat(filepath.Join(project, fakeapi.ToolFile)); err != nil {
 		t.Errorf("the allowed tool did not run: %v", err)

@@ -51,6 +51,7 @@ type event struct {
 	createdBy string // the session's creator ("" when none)
 	key       string // deduplication key (per subscription)
 	urgency   webpush.Urgency
+	prompt    string // a resolution's: the kind of the prompt it resolves
 }
 
 // topic is the RFC 8030 Topic header for tag: at most 32 characters of the

@@ -122,6 +122,11 @@ func (s *Service) deliver(ctx context.Context, users []string, ev event) {
 		s.metrics.send(kind, OutcomeFailed)
 		return
 	}
+	// A resolution goes where its prompt went.
+	wants := kind
+	if kind == KindResolved {
+		wants = ev.prompt
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for _, user := range users {
@@ -137,7 +142,7 @@ func (s *Service) deliver(ctx context.Context, users []string, ev event) {
 				continue
 			}
 			live++
-			if kind != KindTest && !sub.Wants(kind) {
+			if kind != KindTest && !sub.Wants(wants) {
 				s.metrics.send(kind, OutcomeSuppressed)
 				continue
 			}

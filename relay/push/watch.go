@@ -114,8 +114,9 @@ func (s *Service) Watch(ctx context.Context, machineID string, conn grpc.ClientC
 		backoff.WithMaxElapsedTime(0),
 	)
 	client := pb.NewAgentServiceClient(conn)
+	open := openPrompts{}
 	for {
-		err := s.watchOnce(ctx, machineID, client, b.Reset)
+		err := s.watchOnce(ctx, machineID, client, b.Reset, open)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -141,8 +142,9 @@ func (s *Service) Watch(ctx context.Context, machineID string, conn grpc.ClientC
 }
 
 // watchOnce runs one WatchSessions stream until it ends; connected is
-// called once the snapshot is complete.
-func (s *Service) watchOnce(ctx context.Context, machineID string, client pb.AgentServiceClient, connected func()) error {
+// called once the snapshot is complete. open holds the prompts notified
+// and not yet resolved, across the streams of one Watch.
+func (s *Service) watchOnce(ctx context.Context, machineID string, client pb.AgentServiceClient, connected func(), open openPrompts) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ctx = metadata.AppendToOutgoingContext(ctx, "x-betcode-client-version", clientVersion)
@@ -154,6 +156,9 @@ func (s *Service) watchOnce(ctx context.Context, machineID string, client pb.Age
 	// error, so that the turn_complete with an error stop reason that
 	// follows it is not notified twice.
 	failed := map[string]bool{}
+	// The snapshot's sessions: a prompt notified earlier whose session it
+	// no longer lists was resolved while no stream was open.
+	snapshot := map[string]bool{}
 	for {
 		u, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -163,22 +168,34 @@ func (s *Service) watchOnce(ctx context.Context, machineID string, client pb.Age
 			return err
 		}
 		if u.GetSnapshotDone() {
+			for id := range open {
+				if !snapshot[id] {
+					s.resolveAll(machineID, open, id)
+				}
+			}
+			snapshot = nil
 			connected()
 			continue
 		}
-		s.update(machineID, u, failed)
+		if snapshot != nil && u.GetSession() != nil {
+			snapshot[u.GetSession().GetId()] = true
+		}
+		s.update(machineID, u, failed, open)
 	}
 }
 
-// update queues the notifications u calls for.
-func (s *Service) update(machineID string, u *pb.SessionUpdate, failed map[string]bool) {
+// update queues the notifications u calls for, the withdrawal of the
+// prompts it shows resolved included.
+func (s *Service) update(machineID string, u *pb.SessionUpdate, failed map[string]bool, open openPrompts) {
 	sess := u.GetSession()
 	if sess == nil || u.GetDeleted() {
 		if sess != nil {
 			delete(failed, sess.GetId())
+			s.resolveAll(machineID, open, sess.GetId())
 		}
 		return
 	}
+	defer s.resolveGone(machineID, open, sess.GetId(), u)
 	cause := u.GetCause()
 	if cause == nil {
 		// A snapshot entry (or a rename): its waiting prompts, which this
@@ -190,12 +207,14 @@ func (s *Service) update(machineID string, u *pb.SessionUpdate, failed map[strin
 				continue
 			}
 			if e, ok := promptEvent(machineID, sess, ev); ok {
+				open.remember(e)
 				s.notify(machineID, e)
 			}
 		}
 		return
 	}
 	if e, ok := promptEvent(machineID, sess, cause); ok {
+		open.remember(e)
 		s.notify(machineID, e)
 		return
 	}

@@ -134,7 +134,9 @@ func received(t *testing.T, e *env, n int) []string {
 // TestWatch follows a machine through a stream that breaks and is
 // resumed: the pending prompt of the first snapshot, live prompts and turn
 // ends are each notified once, a fatal error and the turn end that follows
-// it once, and an agent without WatchSessions ends the watch.
+// it once, a prompt resolved (gone from the session's open prompts, while
+// the stream was down too) is withdrawn once, and an agent without
+// WatchSessions ends the watch.
 func TestWatch(t *testing.T) {
 	backends(t, func(t *testing.T, open opener) {
 		e := newEnv(t, open)
@@ -142,6 +144,7 @@ func TestWatch(t *testing.T) {
 		s := session("s1", "alice")
 		s2 := session("s2", "")
 		pending := permissionEvent(t, 2, "r-old", "Bash", "make")
+		live := permissionEvent(t, 3, "r-live", "Edit", "main.go")
 		old := permissionEvent(t, 1, "r-ancient", "Bash", "rm -rf build")
 		old.Timestamp.Seconds -= int64((8 * 24 * time.Hour).Seconds()) // past the claims' retention
 		turn := func(seq uint64, reason string) *pb.AgentEvent {
@@ -152,15 +155,16 @@ func TestWatch(t *testing.T) {
 			{updates: []*pb.SessionUpdate{
 				{Session: s, Pending: []*pb.AgentEvent{old, pending}},
 				snapshotDone(),
-				{Session: s, Cause: permissionEvent(t, 3, "r-live", "Edit", "main.go")},
-				{Session: s, Cause: &pb.AgentEvent{Event: &pb.AgentEvent_TextDelta{TextDelta: &pb.TextDelta{Text: "x"}}}},
+				{Session: s, Cause: live, Pending: []*pb.AgentEvent{pending, live}},
+				{Session: s, Cause: &pb.AgentEvent{Event: &pb.AgentEvent_TextDelta{TextDelta: &pb.TextDelta{Text: "x"}}}, Pending: []*pb.AgentEvent{pending, live}},
 			}, err: status.Error(codes.Unavailable, "tunnel broke")},
 			{updates: []*pb.SessionUpdate{
-				// The resumed snapshot repeats the prompt still pending.
+				// The resumed snapshot repeats the prompt still pending;
+				// r-live was answered meanwhile.
 				{Session: s, Pending: []*pb.AgentEvent{pending}},
 				{Session: s2},
 				snapshotDone(),
-				{Session: s, Cause: turn(10, "end_turn")},
+				{Session: s, Cause: turn(10, "end_turn")}, // r-old went with the turn
 				{Session: s2, Cause: fatal},
 				{Session: s2, Cause: turn(21, "error")},
 				{Session: s, Cause: turn(30, "cancelled")},
@@ -170,15 +174,15 @@ func TestWatch(t *testing.T) {
 		if err := e.svc.Watch(t.Context(), "m1", cc); err != nil {
 			t.Fatalf("Watch = %v; want nil once the agent answers UNIMPLEMENTED", err)
 		}
-		want := []string{"permission_request/r-live", "permission_request/r-old", "turn_complete/", "turn_failed/"}
+		want := []string{"permission_request/r-live", "permission_request/r-old", "resolved/r-live", "resolved/r-old", "turn_complete/", "turn_failed/"}
 		if got := received(t, e, len(want)); !slices.Equal(got, want) {
 			t.Errorf("notifications = %v; want %v", got, want)
 		}
-		// Five deliveries: r-old twice (one suppressed), r-live, the turn
-		// end and the fatal error (the error turn end after it, the
-		// cancelled turn and the prompt older than the retention are
-		// not notified).
-		e.waitDelivered(t, 5)
+		// Seven deliveries: r-old twice (one suppressed), r-live, their
+		// resolutions, the turn end and the fatal error (the error turn
+		// end after it, the cancelled turn and the prompt older than the
+		// retention are not notified).
+		e.waitDelivered(t, 7)
 		if len(e.push.Messages()) != 0 || sends(e.svc, KindPermission, OutcomeSuppressed) != 1 {
 			t.Errorf("%d more messages, %v suppressed; want none more, the repeated pending prompt suppressed",
 				len(e.push.Messages()), sends(e.svc, KindPermission, OutcomeSuppressed))
