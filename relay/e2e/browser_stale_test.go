@@ -92,6 +92,7 @@ func TestBrowserStaleThroughRelay(t *testing.T) {
 		"hello": "hello there", "helloReply": fakeapi.HelloText,
 		"turn1": "first long turn", "prefix1": "a", "turn2": "second long turn", "prefix2": "b", "n": n,
 		"queued": "written while offline " + marker("q"), "queuedReply": fakeapi.HelloText,
+		"inflight": "cut in flight " + marker("f"),
 	}
 	// A reply of n deltas, 60 ms apart: about 2.4 s of streaming at the machine.
 	stepped := func(prefix string) fakeapi.Reply {
@@ -118,6 +119,10 @@ func TestBrowserStaleThroughRelay(t *testing.T) {
 				if err := waitTurns(ctx, api, &follow, t, 4); err != nil {
 					return browserStop("%v", err)
 				}
+			case "inflight":
+				if err := waitTurns(ctx, api, &follow, t, 5); err != nil {
+					return browserStop("%v", err)
+				}
 			}
 			return map[string]any{}
 		},
@@ -128,7 +133,7 @@ func TestBrowserStaleThroughRelay(t *testing.T) {
 	}
 	t.Logf("stale.mjs: frozen → complete in %d ms, offline → complete in %d ms; strip %q then %q", r.FrozenResumeMs, r.OfflineResumeMs, r.OfflineStrip, r.LiveStrip)
 
-	if want := []string{"paired", "frozen", "offline"}; !slices.Equal(r.Steps, want) {
+	if want := []string{"paired", "frozen", "offline", "inflight"}; !slices.Equal(r.Steps, want) {
 		t.Errorf("steps %q, want %q", r.Steps, want)
 	}
 	wantDeltas := func(prefix string) []string {
@@ -156,20 +161,6 @@ func TestBrowserStaleThroughRelay(t *testing.T) {
 	if r.LiveStrip != "live" {
 		t.Errorf("the strip back online says %q, want live", r.LiveStrip)
 	}
-	queued := p["queued"].(string)
-	if got := countOf(r.UserTexts, queued); got != 1 {
-		t.Errorf("the page shows the queued message %d times (%q), want once", got, r.UserTexts)
-	}
-	// Exactly once at the machine: one model request with it, one user_input stored.
-	var asked int
-	for _, req := range w.api.Requests() {
-		if req.MainLoop() && req.Prompt() == queued {
-			asked++
-		}
-	}
-	if asked != 1 {
-		t.Errorf("the model was asked with the queued message %d times, want 1", asked)
-	}
 	s, err := theSession(ctx, api)
 	if err != nil {
 		t.Fatal(err)
@@ -178,14 +169,26 @@ func TestBrowserStaleThroughRelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stored int
-	for _, ev := range evs {
-		if ev.GetUserInput().GetContent() == queued {
-			stored++
+	for _, k := range []string{"queued", "inflight"} {
+		msg := p[k].(string)
+		if got := countOf(r.UserTexts, msg); got != 1 {
+			t.Errorf("the page shows the %s message %d times (%q), want once", k, got, r.UserTexts)
 		}
-	}
-	if stored != 1 {
-		t.Errorf("the agent stored the queued message %d times, want 1", stored)
+		// Exactly once at the machine: one model request with it, one user_input stored.
+		var asked, stored int
+		for _, req := range w.api.Requests() {
+			if req.MainLoop() && req.Prompt() == msg {
+				asked++
+			}
+		}
+		for _, ev := range evs {
+			if ev.GetUserInput().GetContent() == msg {
+				stored++
+			}
+		}
+		if asked != 1 || stored != 1 {
+			t.Errorf("the %s message: the model was asked %d times, the agent stored it %d times; want once each", k, asked, stored)
+		}
 	}
 	for _, al := range r.Alerts {
 		t.Errorf("the app showed an error: %q (at %s)", al.Text, al.URL)

@@ -6,9 +6,10 @@
 //
 // params: code (betcode-pair:1:…), deviceName, cwd, hello (the first prompt) and helloReply,
 // turn1 / turn2 (prompts whose replies the Go test scripts: prefix1 / prefix2 and n deltas),
-// queued (the message written offline) and queuedReply.
+// queued (the message written offline) and queuedReply, inflight (the message cut in flight).
 // Sync points: turn1, frozen (answer once the machine finished turn 1), turn2, offline (the same
-// for turn 2), delivered (the Go test checks the agent took the queued message once).
+// for turn 2), delivered (once the queued message's turn ended), inflight (once the turn of the
+// message cut in flight ended). The Go test then checks the agent took each message once.
 import { baseURL, launch, laptop, log, main, params, phone, recordAlerts, sync, watch } from './lib/harness.mjs';
 import { newSession, norm, send, texts, tid, waitLastAssistant } from './lib/app.mjs';
 import { Audit, withAxe } from './lib/a11y.mjs';
@@ -91,9 +92,19 @@ await main(async () => {
   await waitLastAssistant(page, params.queuedReply, 30000);
   await page.locator(`${tid('live-state')}[data-queued="0"][data-state="live"]`).waitFor();
   result.liveStrip = norm(await strip.textContent());
-  result.userTexts = (await page.$$eval('.user-msg', (els) => els.map((e) => e.textContent || ''))).map((t) => norm(t).replace(/^You: /, ''));
   await sync('delivered');
   result.steps.push('offline');
+
+  // 3. A message sent and cut at once: the network drops while its send (or its ack) is in
+  // flight. The outbox sends it again with the same key once back; the machine takes it once.
+  await send(page, params.inflight);
+  await ctx.setOffline(true);
+  await page.locator(`${tid('live-state')}[data-state="offline"]`).waitFor();
+  await ctx.setOffline(false);
+  await page.locator(`${tid('live-state')}[data-queued="0"][data-state="live"]`).waitFor();
+  await sync('inflight');
+  result.userTexts = (await page.$$eval('.user-msg', (els) => els.map((e) => e.textContent || ''))).map((t) => norm(t).replace(/^You: /, ''));
+  result.steps.push('inflight');
 
   // The strip in the other looks: laptop.
   await page.setViewportSize(laptop);
