@@ -211,7 +211,9 @@ func (s *Service) Run(ctx context.Context) error {
 	for {
 		now := s.now()
 		for _, g := range s.Grants.ended(now) {
-			s.cut(g, "expired")
+			if g.RevokedAt.IsZero() { // RevokeShare ends the revoked ones itself
+				s.cut(g, "expired")
+			}
 		}
 		at, changed := s.Grants.next(now)
 		t := time.NewTimer(time.Hour)

@@ -202,7 +202,7 @@ func TestSessionShare(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	code, _ := shareCode(ctx, t, a, sid, "--with", "bob", "--until", "1h")
+	code, readID := shareCode(ctx, t, a, sid, "--with", "bob", "--until", "1h")
 	t.Run("a third user can neither use the code nor reach the machine", func(t *testing.T) {
 		if _, err := pairShare(ctx, t, w, carol, code); err == nil || !strings.Contains(err.Error(), "no machine") {
 			t.Errorf("carol pairing with bob's share code: %v, want the relay's NOT_FOUND", err)
@@ -242,7 +242,12 @@ func TestSessionShare(t *testing.T) {
 		}
 		wantDenied(t, "ResumeSession of a session not shared", err, "SHARE_SCOPE")
 		allowed := map[string]bool{"ResumeSession": true, "ListPermissionLog": true, "GetSession": true, "WatchSession": true,
-			"AnswerPermission": true, "AnswerQuestion": true, "GetVersion": true, "NegotiateCapabilities": true}
+			"AnswerPermission": true, "AnswerQuestion": true, "GetVersion": true, "NegotiateCapabilities": true,
+			"ListSessions": true, "WatchSessions": true}
+		list, err := rapi.ListSessions(ctx, &pb.ListSessionsRequest{})
+		if err != nil || len(list.Sessions) != 1 || list.Sessions[0].Id != sid {
+			t.Errorf("the teammate's ListSessions: %v %v, want the shared session only", list, err)
+		}
 		n := 0
 		for _, m := range agentMethods(t) {
 			if allowed[string(m.Name())] {
@@ -275,12 +280,12 @@ func TestSessionShare(t *testing.T) {
 	t.Run("unshare cuts the teammate within a second", func(t *testing.T) {
 		ended := watchEnd(ctx, t, ac)
 		start := time.Now()
-		out, err := (&device{env: cleanEnv()}).run(ctx, t, "", "--agent", "unix://"+a.sock, "session", "unshare", answerID)
-		if err != nil || !strings.Contains(out, "1 open channel(s) closed") {
-			t.Fatalf("betcode session unshare: %v\n%s", err, out)
+		resp, err := pb.NewShareServiceClient(local).RevokeShare(ctx, &pb.RevokeShareRequest{ShareId: answerID})
+		if err != nil || resp.ChannelsClosed != 1 {
+			t.Fatalf("RevokeShare: %v %v", resp, err)
 		}
 		d := ended().Sub(start)
-		t.Logf("unshare cut the teammate's open stream %s after the command started", d)
+		t.Logf("unshare cut the teammate's open stream %s after the call", d)
 		if d > time.Second {
 			t.Errorf("the teammate's stream ended %s after unshare, want <= 1s", d)
 		}
@@ -320,5 +325,13 @@ func TestSessionShare(t *testing.T) {
 	out, err := (&device{env: cleanEnv()}).run(ctx, t, "", "--agent", "unix://"+a.sock, "session", "shares", sid)
 	if err != nil || strings.Count(out, "sh-") != 3 || !strings.Contains(out, "revoked") || !strings.Contains(out, "active") {
 		t.Errorf("betcode session shares: %v\n%s", err, out)
+	}
+	// The read-only teammate's channel is still open: betcode session unshare closes it.
+	if _, err := rapi.ListSessions(ctx, &pb.ListSessionsRequest{}); err != nil {
+		t.Fatalf("the read-only teammate before unshare: %v", err)
+	}
+	out, err = (&device{env: cleanEnv()}).run(ctx, t, "", "--agent", "unix://"+a.sock, "session", "unshare", readID)
+	if err != nil || !strings.Contains(out, "1 open channel(s) closed") {
+		t.Errorf("betcode session unshare: %v\n%s", err, out)
 	}
 }
