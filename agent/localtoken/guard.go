@@ -32,8 +32,9 @@ const openPrefix = "/grpc.health.v1.Health/"
 // reach ChannelService (a device's end-to-end channel, whose calls then
 // arrive on a connection of their own) and the standard health check; with
 // RequireChannel off (--relay-e2e=optional) every other service too, except
-// DeviceService, which the relay never reaches: it could pair itself, and
-// VoiceService, whose audio must never cross the relay in clear.
+// DeviceService, which the relay never reaches: it could pair itself,
+// VoiceService, whose audio must never cross the relay in clear, and
+// ShareService, whose share codes hold pairing secrets.
 type Guard struct {
 	want []byte // "Bearer " + token
 	path string // the token file, for the refusal's hint
@@ -50,6 +51,7 @@ const (
 	channelPrefix = "/betcode.v1.ChannelService/"
 	devicePrefix  = "/betcode.v1.DeviceService/"
 	voicePrefix   = "/betcode.v1.VoiceService/"
+	sharePrefix   = "/betcode.v1.ShareService/"
 )
 
 // NewGuard returns a Guard for token, which is kept in tokenPath.
@@ -84,6 +86,9 @@ func (g *Guard) check(ctx context.Context, method string) error {
 		case strings.HasPrefix(method, devicePrefix):
 			return server.Status(codes.PermissionDenied, "E2E_REQUIRED",
 				"paired devices are managed on the machine or from a paired device, never through the relay in clear")
+		case strings.HasPrefix(method, sharePrefix):
+			return server.Status(codes.PermissionDenied, "E2E_REQUIRED",
+				"sessions are shared on the machine or from a paired device, never through the relay in clear: a share code holds a pairing secret")
 		case strings.HasPrefix(method, voicePrefix):
 			return server.Status(codes.PermissionDenied, "E2E_REQUIRED",
 				"dictation goes to the machine only inside an end-to-end channel from a paired device, never through the relay in clear: pair this device")
