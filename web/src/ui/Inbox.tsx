@@ -1,6 +1,6 @@
 import { memo } from 'preact/compat';
 import { useState } from 'preact/hooks';
-import { answerPermissionIn, answerQuestionIn, feeds, inboxItems, markSeen, type InboxItem } from '../inbox';
+import { answerPermissionIn, answerQuestionIn, feeds, inboxHome, inboxItems, markSeen, type InboxItem } from '../inbox';
 import { buildAnswers, optionValue } from '../questions';
 import { href } from '../router';
 import { errText, useAppState } from '../store';
@@ -41,6 +41,18 @@ export function Inbox() {
         )}
       </main>
     </>
+  );
+}
+
+/** A link to the inbox with its count, on screens of one machine once more than one is paired. */
+export function InboxLink() {
+  useAppState();
+  if (!inboxHome()) return null;
+  const n = inboxItems().length;
+  return (
+    <a class="btn" href={href.inbox()} data-testid="to-inbox" aria-label={n ? `Inbox, ${n} waiting` : 'Inbox'}>
+      Inbox{n ? ` (${n})` : ''}
+    </a>
   );
 }
 

@@ -5,6 +5,7 @@ import { go, href } from '../router';
 import { providerBadge } from '../providers';
 import type { LocalSession, Session } from '../types';
 import { ago, E2EBadge, ErrorBox, money, Spinner, StatusChip, TopBar } from './common';
+import { InboxLink } from './Inbox';
 
 export function Sessions({ machine }: { machine: string }) {
   const s = useAppState();
@@ -22,7 +23,9 @@ export function Sessions({ machine }: { machine: string }) {
   const multi = s.info?.role !== 'agent';
   return (
     <>
-      <TopBar title={s.machine?.name || 'Sessions'} back={multi ? href.machines() : undefined} backLabel="Machines" />
+      <TopBar title={s.machine?.name || 'Sessions'} back={multi ? href.machines() : undefined} backLabel="Machines">
+        <InboxLink />
+      </TopBar>
       <main class="page" id="main">
         <E2EBadge />
         <div class="toolbar">
