@@ -156,6 +156,13 @@ func TestAnswersInterceptors(t *testing.T) {
 	}
 	_, _ = a.UnaryInterceptor(device, perm("r-2"), nil, stale)
 	_, _ = a.UnaryInterceptor(local, perm("r-3"), nil, ok)
+	// A peer that is not a paired device's channel (the machine's own
+	// address, as a relay-made call could claim) is no answerer either.
+	machine := peer.NewContext(context.Background(), &peer.Peer{Addr: e2ee.Addr{Role: e2ee.RoleMachine, Fingerprint: "fp-m"}})
+	_, _ = a.UnaryInterceptor(machine, perm("r-5"), nil, ok)
+	if got := a.Take("r-5"); len(got) != 0 {
+		t.Fatalf("a machine-role peer noted as answerer: %v", got)
+	}
 	_, _ = a.UnaryInterceptor(device, &pb.AnswerQuestionRequest{Response: &pb.UserQuestionResponse{QuestionId: "q-1"}}, nil, ok)
 	if r2, r3, q1 := a.Take("r-2"), a.Take("r-3"), a.Take("q-1"); len(r2) != 0 || len(r3) != 0 || !q1["fp-a"] {
 		t.Fatalf("refused answer noted %v, local answer noted %v, question answer noted %v", r2, r3, q1)

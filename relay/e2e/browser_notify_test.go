@@ -226,9 +226,19 @@ func TestBrowserNotificationsClear(t *testing.T) {
 		t.Errorf("betcode_agent_push_sends_total: want resolved/sent 4 and permission_request/sent 6:\n%s", metrics)
 	}
 
-	// The relay carried opaque bytes: no tag, request or session of the
-	// machine's in its log.
-	if r.Tag != "" && strings.Contains(w.relay.Log(), strings.SplitN(r.Tag, "/", 3)[2]) {
-		t.Error("the relay's log holds the prompt's request id")
+	// The relay carried opaque bytes: no prompt of the machine's (its
+	// request id) in its log, nor a subscription's keys, which went to the
+	// machine inside the channels: it could neither read a resolution nor
+	// forge one.
+	relayLog := w.relay.Log()
+	for _, tag := range []string{r.Tag, r.PageTag, r.TimeoutTag} {
+		if parts := strings.SplitN(tag, "/", 3); len(parts) == 3 && strings.Contains(relayLog, parts[2]) {
+			t.Errorf("the relay's log holds the request id of %s", tag)
+		}
+	}
+	for _, s := range []*pushtest.Subscription{subA, subB} {
+		if strings.Contains(relayLog, s.Auth) || strings.Contains(relayLog, s.P256dh) {
+			t.Errorf("the relay's log holds the keys of subscription %s", s.ID)
+		}
 	}
 }

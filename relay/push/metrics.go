@@ -28,7 +28,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		sends: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "betcode_relay_push_sends_total",
-			Help: "Web Push sends by notification kind (permission_request, question, turn_complete, turn_failed, test) and outcome (sent, suppressed, no_subscription, failed, expired).",
+			Help: "Web Push sends by notification kind (permission_request, question, turn_complete, turn_failed, resolved, test, relayed) and outcome (sent, suppressed, no_subscription, failed, expired).",
 		}, []string{"kind", "outcome"}),
 		watchers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "betcode_relay_push_watched_machines",
