@@ -17,6 +17,7 @@ import type { Teammate } from '../src/types';
 import './e2ee.test'; // web/src/e2ee against Go's vectors
 import './api.test'; // api.ts: machine calls through a paired machine's channel
 import './voice.test'; // ui/VoiceButton.tsx: dictated text into a box
+import './share.test'; // e2ee/channel.ts: a share code pairs with the user's own login
 import './inbox.test'; // inbox.ts: what waits on the user across machines
 
 test('markdown escapes raw HTML', () => {
