@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/betcode-dev/betcode/relay/internal/pgtest"
+	"github.com/betcode-dev/betcode/relay/pki"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 	"github.com/betcode-dev/betcode/shared/e2ee"
 	"github.com/betcode-dev/betcode/shared/fakeapi"
@@ -259,6 +261,31 @@ func TestSessionShare(t *testing.T) {
 		t.Logf("%d methods refused to the teammate", n)
 	})
 
+	t.Run("the teammate's CLI pairs with its login and sees the shared session only", func(t *testing.T) {
+		code, _ := shareCode(ctx, t, a, sid, "--with", "bob", "--until", "1h")
+		ca := filepath.Join(w.pki, pki.CACertFile)
+		cli := func(user, login string) *device {
+			d := newDevice(t, w)
+			cmd := exec.CommandContext(ctx, bin(t, "betcode"), "login", "--relay", w.addr, "--relay-ca", ca)
+			cmd.Env, cmd.Stdin = d.env, strings.NewReader(login+"\n")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("betcode login as %s: %v\n%s", user, err, out)
+			}
+			return d
+		}
+		if out, err := cli("carol", carol).run(ctx, t, "", "pair", code, "--relay-ca", ca); err == nil || !strings.Contains(out, "only bob can use it") {
+			t.Errorf("carol's betcode pair with bob's code: %v\n%s", err, out)
+		}
+		d := cli("bob", bob)
+		if out, err := d.run(ctx, t, "", "pair", code, "--relay-ca", ca, "--name", "bob's laptop"); err != nil || !strings.Contains(out, "shares a session with bob") {
+			t.Fatalf("bob's betcode pair with the share code: %v\n%s", err, out)
+		}
+		out, err := d.run(ctx, t, "", "sessions")
+		if err != nil || !strings.Contains(out, sid) || strings.Contains(out, other.Session.Id) {
+			t.Errorf("bob's betcode sessions: %v, want the shared session only:\n%s", err, out)
+		}
+	})
+
 	answerCode, answerID := shareCode(ctx, t, a, sid, "--with", "bob", "--answer")
 	answerer, err := pairShare(ctx, t, w, bob, answerCode)
 	if err != nil {
@@ -323,7 +350,7 @@ func TestSessionShare(t *testing.T) {
 		}
 	})
 	out, err := (&device{env: cleanEnv()}).run(ctx, t, "", "--agent", "unix://"+a.sock, "session", "shares", sid)
-	if err != nil || strings.Count(out, "sh-") != 3 || !strings.Contains(out, "revoked") || !strings.Contains(out, "active") {
+	if err != nil || strings.Count(out, "sh-") != 4 || !strings.Contains(out, "revoked") || !strings.Contains(out, "active") {
 		t.Errorf("betcode session shares: %v\n%s", err, out)
 	}
 	// The read-only teammate's channel is still open: betcode session unshare closes it.
