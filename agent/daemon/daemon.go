@@ -487,7 +487,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var notifier *push.Notifier
 	if link != nil {
 		notifier, err = push.New(push.Options{MachineID: door.MachineID, Store: pushSubs, Devices: devices, Sender: link, Log: log,
-			Answers: answers, Registerer: reg,
+			Answers: answers, Registerer: reg, OpenFile: filepath.Join(cfg.DataDir, push.OpenFile),
 			Watch: func(ctx context.Context, send func(*pb.SessionUpdate) error) error {
 				return mgr.Watch(ctx, session.WatchOptions{}, send)
 			}})

@@ -88,6 +88,10 @@ type Options struct {
 	// Registerer, if set, gets the notifier's metrics
 	// (betcode_agent_push_sends_total).
 	Registerer prometheus.Registerer
+	// OpenFile, if set, keeps the prompts notified and not yet resolved
+	// across restarts (OpenFile in the data directory), so that the first
+	// snapshot after one withdraws those that went with the agent.
+	OpenFile string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -115,8 +119,10 @@ type Notifier struct {
 	metrics *metrics
 
 	// open holds the prompts notified and not yet resolved, by session
-	// and request id; only Run's goroutine uses it.
-	open map[string]map[string]event
+	// and request id; only Run's goroutine uses it. openDirty: changed
+	// since saved to OpenFile.
+	open      map[string]map[string]event
+	openDirty bool
 
 	mu   sync.Mutex
 	sent map[string]time.Time // notification key -> when sent
@@ -157,8 +163,12 @@ func New(opt Options) (*Notifier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("push: register metrics: %w", err)
 	}
-	return &Notifier{opt: opt, sem: make(chan struct{}, opt.Concurrency), sent: map[string]time.Time{}, metrics: m,
-		open: map[string]map[string]event{}}, nil
+	n := &Notifier{opt: opt, sem: make(chan struct{}, opt.Concurrency), sent: map[string]time.Time{}, metrics: m,
+		open: map[string]map[string]event{}}
+	if err := n.loadOpen(); err != nil {
+		return nil, err
+	}
+	return n, nil
 }
 
 // Run watches the sessions and notifies until ctx ends, restarting a
@@ -182,12 +192,14 @@ func (n *Notifier) Run(ctx context.Context) error {
 					}
 				}
 				snapshot = nil
+				n.saveOpen()
 				return nil
 			}
 			if snapshot != nil && u.GetSession() != nil {
 				snapshot[u.GetSession().GetId()] = true
 			}
 			n.update(ctx, u, failed)
+			n.saveOpen()
 			return nil
 		})
 		if ctx.Err() != nil {

@@ -2,9 +2,19 @@ package push
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 
+	"github.com/betcode-dev/betcode/agent/internal/atomicfile"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
+
+// OpenFile is the notifier's file of open prompts in the agent's data
+// directory (Options.OpenFile).
+const OpenFile = "push-open.json"
 
 // KindResolved is the payload type of the message that withdraws a
 // prompt's notification once the prompt is resolved (answered on any
@@ -30,6 +40,7 @@ func (n *Notifier) remember(e event) {
 		n.open[sid] = map[string]event{}
 	}
 	n.open[sid][e.n.RequestID] = e
+	n.openDirty = true
 }
 
 // resolveGone withdraws the notifications of session sid's prompts that
@@ -49,6 +60,7 @@ func (n *Notifier) resolveGone(ctx context.Context, sid string, u *pb.SessionUpd
 	for id, e := range open {
 		if !still[id] {
 			delete(open, id)
+			n.openDirty = true
 			n.resolve(ctx, e)
 		}
 	}
@@ -62,8 +74,66 @@ func (n *Notifier) resolveGone(ctx context.Context, sid string, u *pb.SessionUpd
 func (n *Notifier) resolveAll(ctx context.Context, sid string) {
 	for _, e := range n.open[sid] {
 		n.resolve(ctx, e)
+		n.openDirty = true
 	}
 	delete(n.open, sid)
+}
+
+// openPrompt is an open prompt as OpenFile keeps it.
+type openPrompt struct {
+	N       Notification `json:"n"`
+	Key     string       `json:"key"`
+	Urgency string       `json:"urgency"`
+}
+
+// loadOpen reads OpenFile, if set and present.
+func (n *Notifier) loadOpen() error {
+	if n.opt.OpenFile == "" {
+		return nil
+	}
+	b, err := os.ReadFile(n.opt.OpenFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("push: read the open prompts: %w", err)
+	}
+	var saved []openPrompt
+	if err := json.Unmarshal(b, &saved); err != nil {
+		// Only resolutions are lost: start afresh.
+		n.opt.Log.Warn("push: unreadable open prompts, starting with none", "file", n.opt.OpenFile, "err", err)
+		return nil
+	}
+	for _, p := range saved {
+		n.remember(event{n: p.N, key: p.Key, urgency: p.Urgency})
+	}
+	n.openDirty = false
+	return nil
+}
+
+// saveOpen writes OpenFile (0600) if the open prompts changed.
+func (n *Notifier) saveOpen() {
+	if n.opt.OpenFile == "" || !n.openDirty {
+		return
+	}
+	saved := []openPrompt{}
+	for _, prompts := range n.open {
+		for _, e := range prompts {
+			// What a resolution needs, not the prompt's text.
+			p := openPrompt{N: e.n, Key: e.key, Urgency: e.urgency}
+			p.N.Title, p.N.Body, p.N.URL = "", "", ""
+			saved = append(saved, p)
+		}
+	}
+	b, err := json.Marshal(saved)
+	if err == nil {
+		err = atomicfile.Write(n.opt.OpenFile, b, 0o600)
+	}
+	if err != nil {
+		n.opt.Log.Warn("push: save the open prompts", "file", n.opt.OpenFile, "err", err)
+		return
+	}
+	n.openDirty = false
 }
 
 // resolve sends the "resolved" message of prompt e: its tag, and the same

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -297,5 +299,41 @@ func TestDeliveryAgainstPushService(t *testing.T) {
 	}
 	if n, err := testutil.GatherAndCount(reg, "betcode_agent_push_sends_total"); err != nil || n != 4 {
 		t.Errorf("registered series: %d, %v; want 4", n, err)
+	}
+}
+
+// TestNotifierResolvesAfterRestart: a prompt notified before the agent
+// stopped (its CLI went with it) is withdrawn by the first snapshot after
+// the restart, from OpenFile, which keeps no prompt's text.
+func TestNotifierResolvesAfterRestart(t *testing.T) {
+	devices := fakeDevices{{ID: "phone", Fingerprint: "fp-phone", PairedAt: time.Now().Add(-time.Hour)}}
+	file := filepath.Join(t.TempDir(), OpenFile)
+	opts := func(o *Options) { o.OpenFile = file }
+	before := newHarnessWith(t, devices, opts)
+	b := newBrowser(t, "phone", "https://push.example/phone")
+	if _, err := before.store.Add(b.sub); err != nil {
+		t.Fatal(err)
+	}
+	before.updates <- withPending(permissionUpdate("r-1"), "r-1")
+	before.waitDelivered(t)
+	// The update after the delivery is handled once the file holds r-1.
+	before.updates <- withPending(&pb.SessionUpdate{Session: &pb.SessionSummary{Id: "s-1"}}, "r-1")
+	saved, err := os.ReadFile(file)
+	if err != nil || !bytes.Contains(saved, []byte(`"requestId":"r-1"`)) || bytes.Contains(saved, []byte("MARKER-42")) {
+		t.Fatalf("%s: %v %s; want r-1 without the prompt's text", OpenFile, err, saved)
+	}
+
+	after := newHarnessWith(t, devices, opts)
+	if _, err := after.store.Add(b.sub); err != nil {
+		t.Fatal(err)
+	}
+	after.updates <- &pb.SessionUpdate{Session: &pb.SessionSummary{Id: "s-1"}} // not loaded: no open prompts
+	after.updates <- &pb.SessionUpdate{SnapshotDone: true}
+	n := after.waitDelivered(t)
+	if n.Type != KindResolved || n.Tag != "m-1/s-1/r-1" {
+		t.Fatalf("delivered %+v after the restart, want r-1's resolution", n)
+	}
+	if got := decryptFor(t, b, after.sender.sent()[0]); got.Type != KindResolved || got.RequestID != "r-1" {
+		t.Fatalf("sent %+v", got)
 	}
 }
