@@ -35,6 +35,10 @@ type inboxResult struct {
 		Badge int    `json:"badge"`
 		Count int    `json:"count"`
 	} `json:"after"`
+	SecondTab struct {
+		Count int    `json:"count"`
+		Title string `json:"title"`
+	} `json:"secondTab"`
 	Perf struct {
 		Runs []struct {
 			Rendered float64 `json:"rendered"`
@@ -131,6 +135,9 @@ func TestBrowserInboxThroughRelay(t *testing.T) {
 	}
 	if r.After.Title != "(1) BetCode" || r.After.Badge != 1 || r.After.Count != 1 {
 		t.Errorf("after: title %q, badge %d, %d items; want (1) BetCode, 1, 1", r.After.Title, r.After.Badge, r.After.Count)
+	}
+	if r.SecondTab.Count != 1 || r.SecondTab.Title != "(1) BetCode" {
+		t.Errorf("a second tab: %d items, title %q; want 1 and (1) BetCode", r.SecondTab.Count, r.SecondTab.Title)
 	}
 	for id, a := range byID {
 		_, err := os.Stat(filepath.Join(a.project, fakeapi.ToolFile))

@@ -86,6 +86,18 @@ await main(async () => {
   log('one answered, one seen', result.after);
   result.steps.push('answered');
 
+  // A second tab (the app opened again) starts at the same inbox: the same one item.
+  const tab = await ctx.newPage();
+  watch(tab, 'tab2');
+  tab.on('framenavigated', (f) => f === tab.mainFrame() && log('tab2 at', { url: f.url() }));
+  await tab.goto(new URL('#/inbox', baseURL).href, { waitUntil: 'domcontentloaded' });
+  await tab.locator(tid('inbox')).waitFor();
+  await items(tab).first().waitFor();
+  await tab.waitForFunction(() => document.title === '(1) BetCode');
+  result.secondTab = { count: await items(tab).count(), title: await tab.title() };
+  await tab.close();
+  await page.bringToFront();
+
   // Speed: 20 machines × 50 sessions, each with a waiting prompt, on a CPU throttled 4×.
   result.perf = await measureInbox(ctx, page, 5);
   log('inbox render (4× CPU throttle)', result.perf);
