@@ -53,6 +53,13 @@ func (s *Service) Deliver(ctx context.Context, req *pb.DeliverRequest) (*pb.Deli
 		s.Log.Info("sealed envelope refused", "device", e2ee.FingerprintID(pub), "err", err)
 		return nil, server.Status(codes.PermissionDenied, "DEVICE_NOT_PAIRED", err.Error())
 	}
+	if dev.Share != "" {
+		// A teammate's device acts only inside its channels, where
+		// agent/share.Gate holds it to its share; a sealed envelope would
+		// bypass that (docs/security.md, "Sharing a session").
+		s.Log.Info("sealed envelope refused: a session share's device", "device", dev.ID, "share", dev.Share)
+		return nil, server.Status(codes.PermissionDenied, "SHARE_SCOPE", "a shared session's device sends nothing in sealed envelopes: open a channel")
+	}
 	msg, err := e2ee.ParseSealed(payload)
 	if err != nil {
 		s.Log.Info("sealed envelope refused", "device", dev.ID, "err", err)

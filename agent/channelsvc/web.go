@@ -262,6 +262,11 @@ func (w *webChannel) answer(ctx context.Context, f webFrame) (int, string) {
 		route == "/ws", route == "/channel", route == "/pair", route == "/sealed":
 		return http.StatusNotFound, `{"error":"no such resource inside a channel: ` + jsonEscape(route) + `","code":"NOT_FOUND"}`
 	case route == "/push" || strings.HasPrefix(route, "/push/"):
+		if w.dev.Share != "" {
+			// The machine's notifications tell of every session: a
+			// teammate's device sees the shared one only.
+			return http.StatusForbidden, `{"error":"a shared session's device gets no push notifications from this machine","code":"SHARE_SCOPE"}`
+		}
 		if w.s.PushHandler == nil {
 			return http.StatusNotFound, `{"error":"this machine sends no push notifications","code":"NOT_FOUND"}`
 		}
