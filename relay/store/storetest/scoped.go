@@ -48,8 +48,18 @@ func testScopedTokens(t *testing.T, open Open) {
 		t.Errorf("revoked device token reopened = %+v, %v; want %+v", got, err, want)
 	}
 
+	// A share's token (a teammate's, for another user's machine) reads
+	// back with its scope and end.
+	share := store.Token{ID: "t4", UserID: "bob", Name: "share:sh-1", Hash: hash("t4"), CreatedAt: base,
+		ExpiresAt: base.Add(24 * time.Hour), MachineID: "m-1", Scope: store.ScopeShare}
+	must(t, s.CreateToken(ctx, share))
+	if got, err := s.TokenByHash(ctx, share.Hash); err != nil || !equalToken(got, share) {
+		t.Errorf("TokenByHash(share) = %+v, %v; want %+v", got, err, share)
+	}
+
 	for name, tk := range map[string]store.Token{
 		"scope without machine": {ID: "t8", UserID: "alice", Hash: hash("t8"), Scope: store.ScopeDevice},
+		"share without machine": {ID: "t12", UserID: "bob", Hash: hash("t12"), Scope: store.ScopeShare},
 		"machine without scope": {ID: "t9", UserID: "alice", Hash: hash("t9"), MachineID: "m-1"},
 		"unknown scope":         {ID: "t10", UserID: "alice", Hash: hash("t10"), MachineID: "m-1", Scope: "admin"},
 		"bad machine id":        {ID: "t11", UserID: "alice", Hash: hash("t11"), MachineID: "m\x00", Scope: store.ScopePair},
