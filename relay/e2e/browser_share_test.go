@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/betcode-dev/betcode/shared/browsertest"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/browsertest"
 	"github.com/betcode-dev/betcode/shared/fakeapi"
 )
 
