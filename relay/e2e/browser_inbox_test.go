@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ type inboxResult struct {
 	Current string   `json:"current"`
 	Before  struct {
 		Machines []string `json:"machines"`
+		Kinds    []string `json:"kinds"`
 		Title    string   `json:"title"`
 		Badge    int      `json:"badge"`
 	} `json:"before"`
@@ -35,6 +37,12 @@ type inboxResult struct {
 		Badge int    `json:"badge"`
 		Count int    `json:"count"`
 	} `json:"after"`
+	QuestionOf string `json:"questionOf"`
+	Final      struct {
+		Title string `json:"title"`
+		Badge int    `json:"badge"`
+		Count int    `json:"count"`
+	} `json:"final"`
 	SecondTab struct {
 		Count int    `json:"count"`
 		Title string `json:"title"`
@@ -57,10 +65,12 @@ type inboxResult struct {
 }
 
 // TestBrowserInboxThroughRelay is issue 24's inbox across machines: one phone paired with two
-// machines (two agents behind one relay, both --relay-e2e=required) lists the permission prompt
-// waiting on each in its inbox, its home; the prompt of the machine that is not the current one
-// is answered in place (through that machine's own channel) and its tool runs there, not on the
-// other; the title's and the badge's counts go down. The script then times the inbox's render of
+// machines (two agents behind one relay, both --relay-e2e=required) lists what waits on each in
+// its inbox, its home, newest first: a permission prompt on one, a question on the other. The
+// permission of the machine that is not the current one is answered in place (through that
+// machine's own channel) and its tool runs there, not on the other; the question of the current
+// one is answered in place too and its answers reach the model; each finished turn then waits as
+// "not yet seen" until marked so; the title's and the badge's counts go down to none. The script then times the inbox's render of
 // 20 machines × 50 sessions on a CPU throttled 4× (≤ 100 ms, docs/benchmarks.md).
 func TestBrowserInboxThroughRelay(t *testing.T) {
 	browsertest.Require(t)
@@ -87,16 +97,19 @@ func TestBrowserInboxThroughRelay(t *testing.T) {
 	}
 	out := browsertest.Run(t, browsertest.Options{
 		Script: "inbox.mjs", BaseURL: w.webURL(), ChromiumArgs: w.trustRelay(), Timeout: 3 * time.Minute,
-		Params: map[string]any{"codes": codes, "deviceName": "Inbox phone"},
+		Params: map[string]any{"codes": codes, "deviceName": "Inbox phone", "choose": []string{"Postgres", "Auth"}},
 		OnWait: func(name string, msg map[string]any) any {
 			switch name {
-			case "prompts": // a session whose tool asks permission on each machine
-				for _, a := range agents {
-					if err := promptWaiting(ctx, t, localAgent(t, a), a.project); err != nil {
-						return browserStop("%s: %v", a.id, err)
-					}
+			case "prompts": // a tool asking permission on the first machine, a question on the second
+				if err := promptWaiting(ctx, t, localAgent(t, agents[0]), agents[0].project, "please RUNTOOL now",
+					func(ev *pb.AgentEvent) bool { return ev.GetPermissionRequest() != nil }); err != nil {
+					return browserStop("%s: %v", agents[0].id, err)
 				}
-			case "answered": // the allowed tool ran on that machine's project
+				if err := promptWaiting(ctx, t, localAgent(t, agents[1]), agents[1].project, "please ASK",
+					func(ev *pb.AgentEvent) bool { return ev.GetUserQuestion() != nil }); err != nil {
+					return browserStop("%s: %v", agents[1].id, err)
+				}
+			case "answered": // the answered turn ended on that machine
 				a := byID[msg["machine"].(string)]
 				if a == nil {
 					return browserStop("unknown machine %v", msg["machine"])
@@ -118,7 +131,7 @@ func TestBrowserInboxThroughRelay(t *testing.T) {
 	}
 	t.Logf("inbox.mjs: home %s, before %+v, after answering %+v, then %+v; render of 20×50 (4× throttle): median %.0f ms to the DOM, %.0f ms to the next frame (%+v)", r.Home, r.Before, r.AfterAnswer, r.After, r.Perf.MedianRendered, r.Perf.MedianPainted, r.Perf.Runs)
 
-	if want := []string{"paired", "listed", "answered", "perf"}; !slices.Equal(r.Steps, want) {
+	if want := []string{"paired", "listed", "answered", "question", "perf"}; !slices.Equal(r.Steps, want) {
 		t.Errorf("steps %q, want %q", r.Steps, want)
 	}
 	if r.Home != "#/inbox" {
@@ -126,6 +139,10 @@ func TestBrowserInboxThroughRelay(t *testing.T) {
 	}
 	if len(r.Before.Machines) != 2 || r.Before.Machines[0] == r.Before.Machines[1] {
 		t.Errorf("the inbox lists prompts of %q, want one of each machine", r.Before.Machines)
+	}
+	// Newest first: the question was asked after the permission.
+	if !slices.Equal(r.Before.Kinds, []string{"question", "permission"}) {
+		t.Errorf("the inbox lists %q, want the question (newer) then the permission", r.Before.Kinds)
 	}
 	if r.Before.Title != "(2) BetCode" || r.Before.Badge != 2 {
 		t.Errorf("before: title %q, badge %d; want (2) BetCode and 2", r.Before.Title, r.Before.Badge)
@@ -136,8 +153,24 @@ func TestBrowserInboxThroughRelay(t *testing.T) {
 	if r.After.Title != "(1) BetCode" || r.After.Badge != 1 || r.After.Count != 1 {
 		t.Errorf("after: title %q, badge %d, %d items; want (1) BetCode, 1, 1", r.After.Title, r.After.Badge, r.After.Count)
 	}
-	if r.SecondTab.Count != 1 || r.SecondTab.Title != "(1) BetCode" {
-		t.Errorf("a second tab: %d items, title %q; want 1 and (1) BetCode", r.SecondTab.Count, r.SecondTab.Title)
+	if r.QuestionOf != r.Current {
+		t.Errorf("the question was asked on %s, want the current machine %s", r.QuestionOf, r.Current)
+	}
+	if r.Final.Title != "BetCode" || r.Final.Badge != 0 || r.Final.Count != 0 {
+		t.Errorf("at the end: title %q, badge %d, %d items; want BetCode, 0 (cleared), 0", r.Final.Title, r.Final.Badge, r.Final.Count)
+	}
+	// The answers reached the model, as the tool's result.
+	answered := false
+	for _, req := range w.api.Requests() {
+		if tr := req.LastToolResult(); tr != nil && strings.Contains(tr.Content, "Postgres") && strings.Contains(tr.Content, "Auth") {
+			answered = true
+		}
+	}
+	if !answered {
+		t.Error("no model request carries the question's answers (Postgres, Auth) as a tool result")
+	}
+	if r.SecondTab.Count != 0 || r.SecondTab.Title != "BetCode" {
+		t.Errorf("a second tab: %d items, title %q; want 0 and BetCode", r.SecondTab.Count, r.SecondTab.Title)
 	}
 	for id, a := range byID {
 		_, err := os.Stat(filepath.Join(a.project, fakeapi.ToolFile))
@@ -160,13 +193,13 @@ func TestBrowserInboxThroughRelay(t *testing.T) {
 	}
 }
 
-// promptWaiting starts a session whose tool asks permission and waits until the request is stored.
-func promptWaiting(ctx context.Context, t *testing.T, api pb.AgentServiceClient, dir string) error {
-	st, err := api.StartSession(ctx, &pb.StartSessionRequest{WorkingDirectory: dir, Name: "Make a file",
-		Message: &pb.UserMessage{Content: "please RUNTOOL now"}})
+// promptWaiting starts a session with prompt and waits until an event that until accepts is stored.
+func promptWaiting(ctx context.Context, t *testing.T, api pb.AgentServiceClient, dir, prompt string, until func(*pb.AgentEvent) bool) error {
+	st, err := api.StartSession(ctx, &pb.StartSessionRequest{WorkingDirectory: dir, Name: "Inbox " + prompt,
+		Message: &pb.UserMessage{Content: prompt}})
 	if err != nil {
 		return err
 	}
-	_, _, err = followSession(t, ctx, api, st.Session.Id).next(ctx, 0, func(ev *pb.AgentEvent) bool { return ev.GetPermissionRequest() != nil })
+	_, _, err = followSession(t, ctx, api, st.Session.Id).next(ctx, 0, until)
 	return err
 }

@@ -1,5 +1,5 @@
 // The inbox across machines: a phone paired with two machines (pasted codes) has the inbox as its
-// home; it lists the permission prompt waiting on each machine, newest first, with the count in
+// home; it lists what waits on each machine (a permission prompt, a question), newest first, with the count in
 // the title ("(2) BetCode") and on the app icon (navigator.setAppBadge, recorded: headless
 // chromium shows no icon); one is answered in place (the non-current machine's, through its own
 // channel), its finished turn then waits as "not yet seen" until marked seen, and the counts go
@@ -7,9 +7,10 @@
 // machines × 50 sessions fed to the inbox (synthetic, through its benchmark hook) render within
 // 100 ms on a CPU throttled 4× (Emulation.setCPUThrottlingRate).
 //
-// params: codes (two betcode-pair:1:… codes), names (the two machines' names), deviceName.
-// Sync points: prompts (the Go test starts a session whose tool asks permission on each machine,
-// answering once both wait), answered (answer: the machine whose tool ran).
+// params: codes (two betcode-pair:1:… codes), deviceName, choose (two option labels to pick in
+// the question). Sync points: prompts (the Go test starts a session on each machine: a tool that
+// asks permission on the first, a question on the second; it answers once both wait), answered
+// (twice: once the answered machine's turn ended).
 import { baseURL, launch, laptop, log, main, params, phone, recordAlerts, sync, watch } from './lib/harness.mjs';
 import { norm, tid } from './lib/app.mjs';
 import { Audit, withAxe } from './lib/a11y.mjs';
@@ -53,10 +54,12 @@ await main(async () => {
   await page.locator(tid('inbox')).waitFor();
   result.home = new URL(page.url()).hash;
   await sync('prompts');
-  await items(page, '[data-kind="permission"]').nth(1).waitFor({ timeout: 60000 });
+  await items(page, '[data-kind="permission"]').first().waitFor({ timeout: 60000 });
+  await items(page, '[data-kind="question"]').first().waitFor({ timeout: 60000 });
   await page.waitForFunction(() => document.title === '(2) BetCode' && window.__badges.at(-1) === 2);
   result.before = {
-    machines: await items(page, '[data-kind="permission"]').evaluateAll((es) => es.map((e) => e.getAttribute('data-machine'))),
+    machines: await items(page).evaluateAll((es) => es.map((e) => e.getAttribute('data-machine'))),
+    kinds: await items(page).evaluateAll((es) => es.map((e) => e.getAttribute('data-kind'))),
     title: await page.title(),
     badge: await page.evaluate(() => window.__badges.at(-1)),
   };
@@ -67,8 +70,8 @@ await main(async () => {
   await page.setViewportSize(phone);
   result.steps.push('listed');
 
-  // Answer the other machine's prompt in place.
-  const other = result.before.machines.find((m) => m !== result.current) || result.before.machines[0];
+  // Answer the permission prompt in place (the machine that is not the current one: its channel).
+  const other = await items(page, '[data-kind="permission"]').getAttribute('data-machine');
   result.answered = other;
   await items(page, `[data-kind="permission"][data-machine="${other}"]`).locator(tid('inbox-allow')).click();
   await items(page, `[data-kind="permission"][data-machine="${other}"]`).waitFor({ state: 'detached' });
@@ -86,14 +89,32 @@ await main(async () => {
   log('one answered, one seen', result.after);
   result.steps.push('answered');
 
-  // A second tab (the app opened again) starts at the same inbox: the same one item.
+  // Answer the question in place (the current machine's: the store's stream), then see its turn.
+  const qm = await items(page, '[data-kind="question"]').getAttribute('data-machine');
+  result.questionOf = qm;
+  const qi = items(page, '[data-kind="question"]');
+  await qi.locator('label', { hasText: params.choose[0] }).click();
+  await qi.locator('label', { hasText: params.choose[1] }).click();
+  await qi.locator(tid('inbox-answer')).click();
+  await qi.waitFor({ state: 'detached' });
+  await sync('answered', { machine: qm });
+  const done2 = items(page, `[data-kind="done"][data-machine="${qm}"]`);
+  await done2.waitFor({ timeout: 60000 });
+  await done2.locator(tid('inbox-seen')).click();
+  await page.waitForFunction(() => document.title === 'BetCode' && window.__badges.at(-1) === 0);
+  result.final = { title: await page.title(), badge: await page.evaluate(() => window.__badges.at(-1)), count: await items(page).count() };
+  await audit.check(page, 'inbox, nothing waiting');
+  log('question answered, all seen', result.final);
+  result.steps.push('question');
+
+  // A second tab (the app opened again) starts at the same inbox: nothing waiting there either.
   const tab = await ctx.newPage();
   watch(tab, 'tab2');
   tab.on('framenavigated', (f) => f === tab.mainFrame() && log('tab2 at', { url: f.url() }));
   await tab.goto(new URL('#/inbox', baseURL).href, { waitUntil: 'domcontentloaded' });
   await tab.locator(tid('inbox')).waitFor();
-  await items(tab).first().waitFor();
-  await tab.waitForFunction(() => document.title === '(1) BetCode');
+  await tab.locator(tid('inbox-count'), { hasText: 'Nothing waiting' }).waitFor();
+  await tab.waitForFunction(() => document.title === 'BetCode');
   result.secondTab = { count: await items(tab).count(), title: await tab.title() };
   await tab.close();
   await page.bringToFront();

@@ -62,7 +62,7 @@ const KIND: Record<InboxItem['kind'], string> = {
   permission: 'Permission', question: 'Question', error: 'Turn failed', done: 'Turn finished',
 };
 
-/** One waiting item; re-renders only when it changed (its session's version of it). */
+/** One waiting item; re-renders only when its session changed. */
 const Row = memo(
   function Row({ it }: { it: InboxItem }) {
     const sname = it.session.name || it.session.lastMessage?.slice(0, 60) || it.session.id;
@@ -92,7 +92,8 @@ const Row = memo(
       </li>
     );
   },
-  (a, b) => a.it.id === b.it.id && a.it.at === b.it.at && a.it.session.updatedAt === b.it.session.updatedAt && a.it.machineName === b.it.machineName,
+  // Every change of a session is a new Session object (the store's putSession, a watcher's update).
+  (a, b) => a.it.id === b.it.id && a.it.at === b.it.at && a.it.session === b.it.session && a.it.machineName === b.it.machineName,
 );
 
 function summary(input: Record<string, unknown> | undefined): string {
