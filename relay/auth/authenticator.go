@@ -347,7 +347,8 @@ func (a *Authenticator) refusal(tok store.Token) string {
 	case !live && tok.Scope == store.ScopePair:
 		return ticketRefusal
 	case !live && tok.Scope == store.ScopeShare:
-		return "the share of machine " + tok.MachineID + " this credential was for has ended (revoked or expired): ask its owner for a new one"
+		// Short: a browser sees it as a WebSocket close reason (123 bytes).
+		return "this session share has ended: ask its owner for a new one"
 	case !live && tok.Scope == store.ScopeDevice:
 		return "this device's credential for machine " + tok.MachineID + " was revoked: pair the device again (betcode-agent pair on the machine, then betcode pair CODE)"
 	case tok.MachineID != "" && a.MachineRevoked(tok.MachineID, ""):

@@ -29,6 +29,7 @@ type shareResult struct {
 	ReadMessageBox    int      `json:"readMessageBox"`
 	AnswerMessageBox  int      `json:"answerMessageBox"`
 	CutMs             int      `json:"cutMs"`
+	AfterCut          string   `json:"afterCut"`
 	Alerts            []struct {
 		URL  string `json:"url"`
 		Text string `json:"text"`
@@ -108,6 +109,9 @@ func TestBrowserShareThroughRelay(t *testing.T) {
 	}
 	if r.CutMs < 0 || r.CutMs > 1000 {
 		t.Errorf("stopping the share closed bob's channel after %d ms, want <= 1000", r.CutMs)
+	}
+	if !strings.Contains(r.AfterCut, "share") || !strings.Contains(r.AfterCut, "ended") {
+		t.Errorf("after the share was stopped bob's app says %q, want that the share ended", r.AfterCut)
 	}
 	if len(r.OwnerShares) != 2 || !strings.Contains(strings.Join(r.OwnerShares, "|"), "can answer") {
 		t.Errorf("the owner's Share panel lists %q, want bob's two shares", r.OwnerShares)

@@ -132,6 +132,12 @@ await main(async () => {
   result.cutMs = first ? first - at : -1;
   log('unshared', { cutMs: result.cutMs });
   result.steps.push('cut');
+  // Bob's app tries the channel again and is refused: it says why (the share ended).
+  await page.bringToFront();
+  const failed = page.locator(`${tid('chan-state')}[data-state="failed"]`);
+  await failed.first().waitFor({ timeout: 15000 }).catch(() => {});
+  result.afterCut = (await failed.count()) ? norm(await failed.first().textContent()) : '';
+  log('after the cut', { chanState: result.afterCut });
 
   await owner.locator(`${tid('share-item')}[data-state="stopped"]`).first().waitFor();
   result.alerts = [...oalerts, ...alerts];

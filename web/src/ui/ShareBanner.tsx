@@ -1,9 +1,10 @@
 // The teammate's side of a shared session (docs/security.md, "Sharing a session"): a browser paired
 // with a session share's code sees that one session, read-only or able to answer its prompts, and
-// this banner says which and until when. The machine enforces it (agent/share.Gate); the app only
+// this banner says which, until when, and whether the channel holds (a stopped share refuses it). The machine enforces it (agent/share.Gate); the app only
 // hides what it would refuse.
 import type { SharedSession } from '../e2ee';
 import { paired, state } from '../store';
+import { ChanState } from './common';
 
 /** The share this browser was paired for on machine, if it was paired with a share's code. */
 export function shareOf(machine: string): SharedSession | undefined {
@@ -29,7 +30,7 @@ export function ShareBanner({ share }: { share: SharedSession }) {
     <p class="share-banner" role="status" data-testid="share-banner" data-mode={share.mode}>
       <strong>Shared with you</strong>
       {share.mode === 'read' ? ': read-only. You can watch this session, not answer its prompts or write to it.' : ': you can answer its prompts, not write to it.'}
-      {end && <> Until {end}.</>}
+      {end && <> Until {end}.</>} <ChanState />
     </p>
   );
 }
