@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,15 +27,8 @@ type bootstrapRelay struct {
 
 func startBootstrapRelay(t *testing.T, name, pkiDir, dataDir, dbURL string, extra ...string) *bootstrapRelay {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	args := []string{"serve", "--listen", addr, "--tls-cert", filepath.Join(pkiDir, pki.RelayCertFile),
-		"--tls-key", filepath.Join(pkiDir, pki.RelayKeyFile), "--client-ca", filepath.Join(pkiDir, pki.CACertFile),
-		"--data-dir", dataDir, "--log-level", "debug"}
+	addr := freePort(t)
+	args := serveArgs(pkiDir, addr, dataDir)
 	if dbURL != "" {
 		args = append(args, "--database-url", dbURL, "--advertise-addr", addr)
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -202,6 +201,9 @@ type world struct {
 	extraArgs []string
 	// front, if set, is every replica's --front.
 	front string
+	// relayBin, if set, is the betcode-relay to run (another release's);
+	// default this tree's.
+	relayBin string
 
 	stOnce sync.Once
 	st     store.Store
@@ -225,20 +227,21 @@ func newWorldOf(t *testing.T, w *world) *world {
 	}
 	t.Cleanup(func() { api.Close() })
 	w.api = api
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.addr = ln.Addr().String()
-	ln.Close()
+	w.addr = freePort(t)
 	w.startRelay()
 	return w
 }
 
+// serveArgs is betcode-relay serve's command line for a relay on addr with
+// the PKI in pkiDir and its data in dataDir.
+func serveArgs(pkiDir, addr, dataDir string) []string {
+	return []string{"serve", "--listen", addr, "--tls-cert", filepath.Join(pkiDir, pki.RelayCertFile),
+		"--tls-key", filepath.Join(pkiDir, pki.RelayKeyFile), "--client-ca", filepath.Join(pkiDir, pki.CACertFile),
+		"--data-dir", dataDir, "--heartbeat-interval", "1s", "--log-level", "debug"}
+}
+
 func (w *world) startRelay() {
-	args := []string{"serve", "--listen", w.addr, "--tls-cert", filepath.Join(w.pki, pki.RelayCertFile),
-		"--tls-key", filepath.Join(w.pki, pki.RelayKeyFile), "--client-ca", filepath.Join(w.pki, pki.CACertFile),
-		"--data-dir", w.dataDir, "--heartbeat-interval", "1s", "--log-level", "debug"}
+	args := serveArgs(w.pki, w.addr, w.dataDir)
 	if w.dbURL != "" {
 		args = append(args, "--database-url", w.dbURL)
 	}
@@ -249,7 +252,11 @@ func (w *world) startRelay() {
 		args = append(args, "--front", w.front)
 	}
 	args = append(args, w.extraArgs...)
-	w.relay = start(w.t, "relay", nil, bin(w.t, "betcode-relay"), args...)
+	path, name := w.relayBin, "relay "+filepath.Base(filepath.Dir(w.relayBin))
+	if path == "" {
+		path, name = bin(w.t, "betcode-relay"), "relay"
+	}
+	w.relay = start(w.t, name, nil, path, args...)
 	w.relay.waitLine(w.t, `relay serving`, 60*time.Second)
 }
 

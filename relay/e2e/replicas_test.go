@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/betcode-dev/betcode/relay/pki"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 	"github.com/betcode-dev/betcode/shared/fakeapi"
 )
@@ -22,16 +20,8 @@ import (
 // database and PKI, and returns its address.
 func (w *world) startReplica(name string) (string, *proc) {
 	w.t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	args := []string{"serve", "--listen", addr, "--advertise-addr", addr,
-		"--tls-cert", filepath.Join(w.pki, pki.RelayCertFile), "--tls-key", filepath.Join(w.pki, pki.RelayKeyFile),
-		"--client-ca", filepath.Join(w.pki, pki.CACertFile), "--data-dir", w.t.TempDir(), "--database-url", w.dbURL,
-		"--heartbeat-interval", "1s", "--log-level", "debug"}
+	addr := freePort(w.t)
+	args := append(serveArgs(w.pki, addr, w.t.TempDir()), "--advertise-addr", addr, "--database-url", w.dbURL)
 	if w.front != "" {
 		args = append(args, "--front", w.front)
 	}

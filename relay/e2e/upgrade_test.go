@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,17 +86,7 @@ func current(t *testing.T) release {
 	return release{name: "current", relay: bin(t, "betcode-relay"), agent: bin(t, "betcode-agent"), cli: bin(t, "betcode")}
 }
 
-// startRelayOf starts relay binary path on w's address and database.
-func (w *world) startRelayOf(path string, extra ...string) {
-	w.t.Helper()
-	args := append([]string{"serve", "--listen", w.addr, "--tls-cert", filepath.Join(w.pki, pki.RelayCertFile),
-		"--tls-key", filepath.Join(w.pki, pki.RelayKeyFile), "--client-ca", filepath.Join(w.pki, pki.CACertFile),
-		"--data-dir", w.dataDir, "--database-url", w.dbURL, "--heartbeat-interval", "1s", "--log-level", "debug"}, extra...)
-	w.relay = start(w.t, "relay "+filepath.Base(filepath.Dir(path)), nil, path, args...)
-	w.relay.waitLine(w.t, `relay serving`, 60*time.Second)
-}
-
-// startAgentOf starts agent binary path for machine a, end to end only
+// startOf starts agent binary path for machine a, end to end only
 // (--relay-e2e required, a flag both releases know), and waits for its
 // link.
 func (a *agent) startOf(w *world, path string, wait string) {
@@ -191,27 +180,10 @@ func TestPreviousRelease(t *testing.T) {
 	start = time.Now()
 	defer func() { t.Logf("the three phases took %s", time.Since(start).Round(time.Second)) }()
 	ctx := ctxT(t, 4*time.Minute)
-	w := &world{t: t, pki: t.TempDir(), dataDir: t.TempDir(), dbURL: pgtest.URL(t)}
-	if _, err := pki.Init(w.pki, []string{"localhost", "127.0.0.1"}, pki.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	api, err := fakeapi.Start(fakeapi.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { api.Close() })
-	w.api = api
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.addr = ln.Addr().String()
-	ln.Close()
-
 	// 1. The previous relay, a current agent and client. The operator
 	// creates alice and a token of hers with the previous release's admin
 	// command, as its schema stores them.
-	w.startRelayOf(prev.relay)
+	w := newWorldOf(t, &world{t: t, pki: t.TempDir(), dataDir: t.TempDir(), dbURL: pgtest.URL(t), relayBin: prev.relay})
 	admin := func(args ...string) string {
 		cmd := exec.CommandContext(ctx, prev.relay, append([]string{"admin"}, append(args, "--database-url", w.dbURL)...)...)
 		cmd.Env = cleanEnv()
@@ -240,7 +212,8 @@ func TestPreviousRelease(t *testing.T) {
 
 	// 2. The current relay on the previous release's database, the
 	// previous agent, the previous client and a current one.
-	w.startRelayOf(cur.relay)
+	w.relayBin = cur.relay
+	w.startRelay()
 	older := w.newAgent("older")
 	older.startOf(w, prev.agent, `relay link up`)
 	machines, err := pb.NewMachineServiceClient(w.dial(w.addr, token)).ListMachines(ctx, &pb.ListMachinesRequest{})
@@ -259,6 +232,7 @@ func TestPreviousRelease(t *testing.T) {
 
 	// 3. An agent too old for the relay is told what to install.
 	w.relay.stop()
-	w.startRelayOf(cur.relay, "--min-agent-version", "v0.99.0")
+	w.extraArgs = []string{"--min-agent-version", "v0.99.0"}
+	w.startRelay()
 	older.proc.waitLine(t, `requires betcode-agent >= v0\.99\.0 \(this is `+regexp.QuoteMeta(prev.name)+`\): install it with`, 60*time.Second)
 }
