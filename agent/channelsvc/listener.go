@@ -39,6 +39,18 @@ func (l *Listener) deliver(ctx context.Context, c net.Conn) error {
 	}
 }
 
+// dial returns one end of a new in-memory connection whose other end the
+// server accepts.
+func (l *Listener) dial(ctx context.Context) (net.Conn, error) {
+	a, b := net.Pipe()
+	if err := l.deliver(ctx, b); err != nil {
+		a.Close()
+		b.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
 // Accept returns the next channel's connection.
 func (l *Listener) Accept() (net.Conn, error) {
 	select {

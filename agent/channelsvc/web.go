@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/betcode-dev/betcode/agent/pairing"
 	"github.com/betcode-dev/betcode/agent/server"
@@ -68,7 +67,12 @@ type webChannel struct {
 	cc   *grpc.ClientConn // to the agent's gRPC server, as the device
 	api  *webapi.Handler
 	http *http.Server // api for the event socket, on pipe
-	pipe *bufconn.Listener
+	// pipe hands http the in-memory connections the event socket dials.
+	// Not grpc's bufconn: its SetReadDeadline can lose a reset to a timer
+	// that fired meanwhile, and net/http sets and resets one when a
+	// request's connection is hijacked, so a WebSocket's reads could fail
+	// with "i/o timeout" at random (net.Pipe's deadlines are exact).
+	pipe *Listener
 	wg   sync.WaitGroup // every goroutine but the frame reader and http's
 
 	wmu sync.Mutex // serializes frames to c
@@ -86,7 +90,7 @@ func (s *Service) serveWeb(ctx context.Context, c *e2ee.Conn, dev pairing.Device
 	ctx, cancel := context.WithCancel(context.WithValue(ctx, deviceKey{}, dev))
 	defer cancel()
 	w := &webChannel{s: s, c: c, dev: dev, log: s.Log.With("device", dev.ID), ctx: ctx,
-		reqs: map[string]context.CancelFunc{}, slots: make(chan struct{}, MaxWebRequests), pipe: bufconn.Listen(256 << 10)}
+		reqs: map[string]context.CancelFunc{}, slots: make(chan struct{}, MaxWebRequests), pipe: NewListener()}
 	local, remote := c.LocalAddr(), c.RemoteAddr()
 	var err error
 	w.cc, err = grpc.NewClient("passthrough:///channel",

@@ -77,12 +77,15 @@ func (ev *eventSocket) run(subs json.RawMessage) {
 	w := ev.w
 	code, reason := websocket.StatusNormalClosure, ""
 	defer func() {
+		if code != websocket.StatusNormalClosure {
+			w.log.Info("web channel: the event socket closed", "code", int(code), "reason", reason)
+		}
 		w.sendFrame(webFrame{T: "ws.close", Code: int(code), Reason: &reason})
 	}()
 	ctx, cancel := context.WithCancel(w.ctx)
 	defer cancel()
 	client := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return w.pipe.DialContext(ctx) },
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return w.pipe.dial(ctx) },
 	}}
 	defer client.CloseIdleConnections()
 	c, _, err := websocket.Dial(ctx, "ws://channel/api/ws", &websocket.DialOptions{HTTPClient: client})
@@ -113,6 +116,11 @@ func (ev *eventSocket) run(subs json.RawMessage) {
 				err := c.Write(wctx, websocket.MessageText, []byte(m))
 				wcancel()
 				if err != nil {
+					// The socket is broken (or the machine's side stopped
+					// reading for 20 s): end the reader too, or nobody
+					// would act on stop and the channel would wait for
+					// this socket forever.
+					c.CloseNow()
 					return
 				}
 			case <-ev.stop:
@@ -134,6 +142,7 @@ func (ev *eventSocket) run(subs json.RawMessage) {
 				}
 			} else {
 				code, reason = websocket.StatusGoingAway, "the channel ended"
+				w.log.Info("web channel: reading the event socket failed", "err", err)
 			}
 			break
 		}

@@ -322,6 +322,7 @@ func (s *socket) writeLoop() {
 		err := s.c.Write(ctx, websocket.MessageText, b)
 		cancel()
 		if err != nil {
+			s.log.Debug("web: WebSocket write failed", "err", err)
 			s.fail(websocket.StatusTryAgainLater, "write failed or too slow")
 			s.c.CloseNow()
 			return // writing stays set: nothing more is written
@@ -349,6 +350,7 @@ func (s *socket) schedulePing() {
 		err := s.c.Ping(ctx)
 		cancel()
 		if err != nil {
+			s.log.Debug("web: WebSocket ping failed", "err", err)
 			s.fail(websocket.StatusPolicyViolation, "no pong")
 			s.c.CloseNow()
 			return
@@ -390,6 +392,9 @@ func (s *socket) closeConn() {
 		}
 		cancel()
 		s.writeMu.Unlock()
+	}
+	if code != websocket.StatusNormalClosure && code != websocket.StatusGoingAway {
+		s.log.Debug("web: WebSocket closed", "code", int(code), "reason", reason)
 	}
 	s.c.Close(code, reason)
 }
@@ -499,6 +504,7 @@ func (s *socket) hello(typ websocket.MessageType, data []byte) bool {
 
 // readFailed ends the socket after the reader failed.
 func (s *socket) readFailed(err error) {
+	s.log.Debug("web: WebSocket read ended", "err", err)
 	code := websocket.CloseStatus(err)
 	switch {
 	case code == -1:
