@@ -58,7 +58,9 @@ type inboxResult struct {
 		MedianRendered float64 `json:"medianRendered"`
 		MedianPainted  float64 `json:"medianPainted"`
 	} `json:"perf"`
-	Alerts []struct {
+	APIRequests []string `json:"apiRequests"`
+	WebSockets  []string `json:"webSockets"`
+	Alerts      []struct {
 		URL  string `json:"url"`
 		Text string `json:"text"`
 	} `json:"alerts"`
@@ -188,6 +190,7 @@ func TestBrowserInboxThroughRelay(t *testing.T) {
 	if len(r.Perf.Runs) != 5 || r.Perf.MedianRendered > 100 {
 		t.Errorf("renders of 20×50 sessions on a CPU throttled 4×: median %.0f ms (%+v), want ≤ 100", r.Perf.MedianRendered, r.Perf.Runs)
 	}
+	nothingInClear(t, r.APIRequests, r.WebSockets)
 	for _, al := range r.Alerts {
 		t.Errorf("the app showed an error: %q (at %s)", al.Text, al.URL)
 	}
@@ -202,4 +205,25 @@ func promptWaiting(ctx context.Context, t *testing.T, api pb.AgentServiceClient,
 	}
 	_, _, err = followSession(t, ctx, api, st.Session.Id).next(ctx, 0, until)
 	return err
+}
+
+// nothingInClear checks that a page of a paired device sent nothing of its machines to the relay
+// in clear: no REST call but the relay's own (/api/info, /api/push) and sealed envelopes, no
+// WebSocket but the end-to-end channel's and the pairing's.
+func nothingInClear(t *testing.T, requests, sockets []string) {
+	t.Helper()
+	for _, req := range requests {
+		f := strings.Fields(req)
+		if len(f) < 2 || (f[1] != "/api/info" && f[1] != "/api/sealed" && f[1] != "/api/push") {
+			t.Errorf("a request reached the relay outside the channel: %s", req)
+		}
+	}
+	for _, ws := range sockets {
+		if ws != "/api/channel" && ws != "/api/pair" {
+			t.Errorf("a WebSocket to %s: only /api/channel and /api/pair may carry the machines' calls", ws)
+		}
+	}
+	if !slices.Contains(sockets, "/api/channel") {
+		t.Errorf("WebSockets %q: want /api/channel", sockets)
+	}
 }

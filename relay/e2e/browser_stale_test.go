@@ -28,6 +28,8 @@ type staleResult struct {
 	OfflineStrip    string   `json:"offlineStrip"`
 	LiveStrip       string   `json:"liveStrip"`
 	UserTexts       []string `json:"userTexts"`
+	APIRequests     []string `json:"apiRequests"`
+	WebSockets      []string `json:"webSockets"`
 	Alerts          []struct {
 		URL  string `json:"url"`
 		Text string `json:"text"`
@@ -190,6 +192,7 @@ func TestBrowserStaleThroughRelay(t *testing.T) {
 			t.Errorf("the %s message: the model was asked %d times, the agent stored it %d times; want once each", k, asked, stored)
 		}
 	}
+	nothingInClear(t, r.APIRequests, r.WebSockets)
 	for _, al := range r.Alerts {
 		t.Errorf("the app showed an error: %q (at %s)", al.Text, al.URL)
 	}

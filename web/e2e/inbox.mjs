@@ -31,6 +31,15 @@ await main(async () => {
   const alerts = await recordAlerts(ctx);
   await withAxe(ctx);
   await ctx.addInitScript(recordBadge);
+  // Every /api request and WebSocket, for the Go test: nothing of the machines in clear.
+  const origin = new URL(baseURL).origin;
+  const requests = [];
+  const sockets = [];
+  ctx.on('request', (r) => {
+    const u = new URL(r.url());
+    if (u.origin === origin && u.pathname.startsWith('/api')) requests.push(`${r.method()} ${u.pathname}`);
+  });
+  ctx.on('page', (p) => p.on('websocket', (ws) => sockets.push(new URL(ws.url()).pathname)));
   const page = await ctx.newPage();
   watch(page, 'phone');
   const audit = new Audit();
@@ -124,6 +133,8 @@ await main(async () => {
   log('inbox render (4× CPU throttle)', result.perf);
   result.steps.push('perf');
 
+  result.apiRequests = requests;
+  result.webSockets = sockets;
   result.alerts = alerts;
   audit.assertClean();
   return result;

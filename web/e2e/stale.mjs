@@ -38,6 +38,15 @@ await main(async () => {
   const ctx = await launch({ viewport: phone });
   const alerts = await recordAlerts(ctx);
   await withAxe(ctx);
+  // Every /api request and WebSocket, for the Go test: nothing of the machines in clear.
+  const origin = new URL(baseURL).origin;
+  const requests = [];
+  const sockets = [];
+  ctx.on('request', (r) => {
+    const u = new URL(r.url());
+    if (u.origin === origin && u.pathname.startsWith('/api')) requests.push(`${r.method()} ${u.pathname}`);
+  });
+  ctx.on('page', (p) => p.on('websocket', (ws) => sockets.push(new URL(ws.url()).pathname)));
   const page = await ctx.newPage();
   watch(page, 'phone');
   const audit = new Audit();
@@ -109,6 +118,8 @@ await main(async () => {
   // The strip in the other looks: laptop.
   await page.setViewportSize(laptop);
   await audit.check(page, 'conversation, live (laptop)');
+  result.apiRequests = requests;
+  result.webSockets = sockets;
   result.alerts = alerts;
   audit.assertClean();
   return result;
