@@ -99,7 +99,9 @@ func TestBrowserInboxThroughRelay(t *testing.T) {
 	}
 	out := browsertest.Run(t, browsertest.Options{
 		Script: "inbox.mjs", BaseURL: w.webURL(), ChromiumArgs: w.trustRelay(), Timeout: 3 * time.Minute,
-		Params: map[string]any{"codes": codes, "deviceName": "Inbox phone", "choose": []string{"Postgres", "Auth"}},
+		// BETCODE_SCREENSHOTS_DIR (make screenshots): the inbox's pictures for docs/screenshots.
+		Params: map[string]any{"codes": codes, "deviceName": "Inbox phone", "choose": []string{"Postgres", "Auth"},
+			"outDir": os.Getenv("BETCODE_SCREENSHOTS_DIR")},
 		OnWait: func(name string, msg map[string]any) any {
 			switch name {
 			case "prompts": // a tool asking permission on the first machine, a question on the second

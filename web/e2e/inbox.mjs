@@ -15,6 +15,8 @@ import { baseURL, launch, laptop, log, main, params, phone, recordAlerts, sync, 
 import { norm, tid } from './lib/app.mjs';
 import { Audit, withAxe } from './lib/a11y.mjs';
 import { measureInbox } from './lib/inboxperf.mjs';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 
 /** Records the app icon's badge: headless chromium may have no Badging API, and shows no icon. */
 function recordBadge() {
@@ -77,6 +79,20 @@ await main(async () => {
   await page.setViewportSize(laptop);
   await audit.check(page, 'inbox, two machines waiting (laptop)');
   await page.setViewportSize(phone);
+  // The screen for docs/screenshots (make screenshots passes outDir): phone and laptop, light and dark.
+  if (params.outDir) {
+    mkdirSync(params.outDir, { recursive: true });
+    for (const [size, viewport] of [['phone', phone], ['laptop', laptop]]) {
+      for (const scheme of ['light', 'dark']) {
+        await page.setViewportSize(viewport);
+        await page.emulateMedia({ colorScheme: scheme });
+        await page.evaluate(() => document.fonts.ready.then(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))));
+        await page.screenshot({ path: join(params.outDir, `inbox-${size}-${scheme}.png`), animations: 'disabled', caret: 'hide' });
+      }
+    }
+    await page.setViewportSize(phone);
+    await page.emulateMedia({ colorScheme: 'light' });
+  }
   result.steps.push('listed');
 
   // Answer the permission prompt in place (the machine that is not the current one: its channel).
