@@ -18,7 +18,8 @@ import type {
 // ---------------------------------------------------------------- conversation items
 
 export interface TextItem { k: 'text'; key: string; v: number; text: string; done: boolean }
-export interface UserItem { k: 'user'; key: string; v: number; text: string; local?: boolean }
+/** local: shown before the machine echoed it; queued: in the outbox, kept below what streams meanwhile. */
+export interface UserItem { k: 'user'; key: string; v: number; text: string; local?: boolean; queued?: boolean }
 export interface ToolItem {
   k: 'tool'; key: string; v: number; toolId: string; toolName: string; input: Record<string, unknown>;
   description: string; done: boolean; output?: string; isError?: boolean; durationMs?: number;
@@ -999,19 +1000,19 @@ export function unsubscribe(sid: string) {
   sendRaw({ type: 'unsubscribe', sessionId: sid });
 }
 
-/** Where the stream's items go: before the trailing echoes of messages the machine has not taken yet. */
+/** Where the stream's items go: before the trailing echoes of messages still in the outbox. */
 function tailAt(c: Conv): number {
   let i = c.items.length;
   while (i > 0) {
     const it = c.items[i - 1];
-    if (it.k !== 'user' || !it.local) break;
+    if (it.k !== 'user' || !it.queued) break;
     i--;
   }
   return i;
 }
 
 function push(c: Conv, it: Item) {
-  if (it.k === 'user' && it.local) {
+  if (it.k === 'user' && it.queued) {
     c.items.push(it);
     return;
   }
@@ -1066,6 +1067,7 @@ function streamItem(m: StreamEvent) {
       const echo = c.items.find((i): i is UserItem => i.k === 'user' && !!i.local && i.text === text);
       if (echo) {
         echo.local = false;
+        echo.queued = false;
         echo.v++;
       } else push(c, { k: 'user', key, v: 0, text });
       break;
@@ -1268,8 +1270,9 @@ export async function answerQuestion(sid: string, questionId: string, answers: R
 export async function sendMessage(sid: string, text: string, files: FileAttachment[]) {
   const o: Outgoing = { key: newKey(), machineId: state.machineId, sessionId: sid, text, at: Date.now() };
   if (files.length) o.files = files;
-  // Shown at once; taken back if the server refuses it.
-  const echo = echoUser(sid, text + (files.length ? `\n[${files.length} image${files.length > 1 ? 's' : ''}]` : ''));
+  // Shown at once, below what streams until the machine took it; taken back if it refuses it.
+  const echo = echoUser(sid, text + (files.length ? `\n[${files.length} image${files.length > 1 ? 's' : ''}]` : ''), true);
+  if (echo) o.echo = echo.key;
   outbox.push(o);
   await saveOutbox();
   try {
@@ -1284,8 +1287,8 @@ export async function sendMessage(sid: string, text: string, files: FileAttachme
   }
 }
 
-/** A message in the outbox: key is the idempotency key every attempt sends. */
-export interface Outgoing { key: string; machineId: string; sessionId: string; text: string; files?: FileAttachment[]; at: number }
+/** A message in the outbox: key is the idempotency key every attempt sends; echo, its echo item's key. */
+export interface Outgoing { key: string; machineId: string; sessionId: string; text: string; files?: FileAttachment[]; at: number; echo?: string }
 
 let outbox: Outgoing[] = [];
 const inFlight = new Set<string>();
@@ -1343,8 +1346,20 @@ async function deliver(o: Outgoing): Promise<boolean> {
     inFlight.delete(o.key);
   }
   outbox = outbox.filter((x) => x.key !== o.key);
+  taken(o);
   await saveOutbox();
   return true;
+}
+
+/** The machine took o: its echo stops keeping below the stream (it is in the stream's order now). */
+function taken(o: Outgoing) {
+  const c = o.machineId === state.machineId ? state.convs.get(o.sessionId) : undefined;
+  const it = c?.items.find((i): i is UserItem => i.k === 'user' && i.key === o.echo);
+  if (!c || !it || !it.queued) return;
+  it.queued = false;
+  it.v++;
+  c.v++;
+  scheduleSave(c);
 }
 
 /** Sends the queued messages in order; stops at the first that must wait. */
@@ -1362,10 +1377,10 @@ export async function flushOutbox() {
 }
 
 /** Shows what the user sent: the event stream carries no user message of its own. */
-export function echoUser(sid: string, text: string): Item | undefined {
+export function echoUser(sid: string, text: string, queued = false): Item | undefined {
   if (!text.trim()) return;
   const c = conv(sid);
-  const it: UserItem = { k: 'user', key: 'local-' + newKey(), v: 0, text, local: true };
+  const it: UserItem = { k: 'user', key: 'local-' + newKey(), v: 0, text, local: true, queued };
   push(c, it);
   c.v++;
   scheduleSave(c);
