@@ -27,6 +27,7 @@ type staleResult struct {
 	OfflineDeltas   []string `json:"offlineDeltas"`
 	OfflineStrip    string   `json:"offlineStrip"`
 	LiveStrip       string   `json:"liveStrip"`
+	DownStrip       string   `json:"downStrip"`
 	UserTexts       []string `json:"userTexts"`
 	APIRequests     []string `json:"apiRequests"`
 	WebSockets      []string `json:"webSockets"`
@@ -68,12 +69,33 @@ func waitTurns(ctx context.Context, api pb.AgentServiceClient, f **follower, t *
 	return nil
 }
 
+// waitReplyTo waits until the one session of the agent has stored the user input text and a
+// turn_complete after it (the turn counts of waitTurns do not survive a kill -9 of the agent:
+// events of its last moments may not have been written).
+func waitReplyTo(ctx context.Context, t *testing.T, api pb.AgentServiceClient, text string) error {
+	s, err := theSession(ctx, api)
+	if err != nil {
+		return err
+	}
+	f := followSession(t, ctx, api, s.Id)
+	at, _, err := f.next(ctx, 0, func(ev *pb.AgentEvent) bool { return ev.GetUserInput().GetContent() == text })
+	if err != nil {
+		return fmt.Errorf("waiting for %q to be stored: %w", text, err)
+	}
+	if _, _, err := f.next(ctx, at+1, func(ev *pb.AgentEvent) bool { return ev.GetTurnComplete() != nil }); err != nil {
+		return fmt.Errorf("waiting for the turn of %q: %w", text, err)
+	}
+	return nil
+}
+
 // TestBrowserStaleThroughRelay is issue 24's "never stale" on a paired phone, end to end through
 // the relay (the machine on --relay-e2e=required): the page is frozen (Page.setWebLifecycleState)
 // while a turn streams on at the machine, and taken offline (context.setOffline) during the next
 // turn; each time, once resumed, the DOM shows every delta exactly once, in order, within 1 s. A
 // message written offline is queued ("offline, 1 message queued") and delivered exactly once
-// when the network returns: the model gets it once, the agent stores it once.
+// when the network returns: the model gets it once, the agent stores it once; so is a message
+// cut while in flight, and one written while the machine is away (its agent killed, then started
+// again on the same data).
 func TestBrowserStaleThroughRelay(t *testing.T) {
 	browsertest.Require(t)
 	w := newWorld(t, "")
@@ -81,7 +103,7 @@ func TestBrowserStaleThroughRelay(t *testing.T) {
 	a.args = []string{"--relay-e2e", "required"}
 	cert, key := w.machineCert("stale-m")
 	a.start(w, cert, key)
-	ctx := ctxT(t, 3*time.Minute)
+	ctx := ctxT(t, 4*time.Minute)
 	api := localAgent(t, a)
 
 	code, _, _ := pairCode(ctx, t, a)
@@ -94,7 +116,7 @@ func TestBrowserStaleThroughRelay(t *testing.T) {
 		"hello": "hello there", "helloReply": fakeapi.HelloText,
 		"turn1": "first long turn", "prefix1": "a", "turn2": "second long turn", "prefix2": "b", "n": n,
 		"queued": "written while offline " + marker("q"), "queuedReply": fakeapi.HelloText,
-		"inflight": "cut in flight " + marker("f"),
+		"inflight": "cut in flight " + marker("f"), "whileDown": "written while the machine is away " + marker("d"),
 	}
 	// A reply of n deltas, 60 ms apart: about 2.4 s of streaming at the machine.
 	stepped := func(prefix string) fakeapi.Reply {
@@ -102,7 +124,7 @@ func TestBrowserStaleThroughRelay(t *testing.T) {
 	}
 	var follow *follower
 	out := browsertest.Run(t, browsertest.Options{
-		Script: "stale.mjs", BaseURL: w.webURL(), ChromiumArgs: w.trustRelay(), Timeout: 150 * time.Second, Params: p,
+		Script: "stale.mjs", BaseURL: w.webURL(), ChromiumArgs: w.trustRelay(), Timeout: 200 * time.Second, Params: p,
 		OnWait: func(name string, _ map[string]any) any {
 			switch name {
 			case "turn1":
@@ -125,6 +147,15 @@ func TestBrowserStaleThroughRelay(t *testing.T) {
 				if err := waitTurns(ctx, api, &follow, t, 5); err != nil {
 					return browserStop("%v", err)
 				}
+			case "machineDown":
+				a.proc.kill()
+				follow = nil // its stream ended with the agent
+			case "machineUp":
+				a.start(w, cert, key)
+			case "machineDelivered": // its turn ended on the new agent process
+				if err := waitReplyTo(ctx, t, api, p["whileDown"].(string)); err != nil {
+					return browserStop("%v", err)
+				}
 			}
 			return map[string]any{}
 		},
@@ -135,7 +166,7 @@ func TestBrowserStaleThroughRelay(t *testing.T) {
 	}
 	t.Logf("stale.mjs: frozen → complete in %d ms, offline → complete in %d ms; strip %q then %q", r.FrozenResumeMs, r.OfflineResumeMs, r.OfflineStrip, r.LiveStrip)
 
-	if want := []string{"paired", "frozen", "offline", "inflight"}; !slices.Equal(r.Steps, want) {
+	if want := []string{"paired", "frozen", "offline", "inflight", "machine"}; !slices.Equal(r.Steps, want) {
 		t.Errorf("steps %q, want %q", r.Steps, want)
 	}
 	wantDeltas := func(prefix string) []string {
@@ -171,7 +202,10 @@ func TestBrowserStaleThroughRelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"queued", "inflight"} {
+	if !strings.Contains(r.DownStrip, "1 message queued") {
+		t.Errorf("the strip with the machine away says %q, want 1 message queued", r.DownStrip)
+	}
+	for _, k := range []string{"queued", "inflight", "whileDown"} {
 		msg := p[k].(string)
 		if got := countOf(r.UserTexts, msg); got != 1 {
 			t.Errorf("the page shows the %s message %d times (%q), want once", k, got, r.UserTexts)

@@ -6,10 +6,13 @@
 //
 // params: code (betcode-pair:1:…), deviceName, cwd, hello (the first prompt) and helloReply,
 // turn1 / turn2 (prompts whose replies the Go test scripts: prefix1 / prefix2 and n deltas),
-// queued (the message written offline) and queuedReply, inflight (the message cut in flight).
+// queued (the message written offline) and queuedReply, inflight (the message cut in flight), whileDown (the message written while the
+// machine is away).
 // Sync points: turn1, frozen (answer once the machine finished turn 1), turn2, offline (the same
 // for turn 2), delivered (once the queued message's turn ended), inflight (once the turn of the
-// message cut in flight ended). The Go test then checks the agent took each message once.
+// message cut in flight ended), machineDown / machineUp (the Go test kills the agent, then starts
+// it again), machineDelivered (once that message's turn ended). The Go test then checks the agent
+// took each message once.
 import { baseURL, launch, laptop, log, main, params, phone, recordAlerts, sync, watch } from './lib/harness.mjs';
 import { newSession, norm, send, texts, tid, waitLastAssistant } from './lib/app.mjs';
 import { Audit, withAxe } from './lib/a11y.mjs';
@@ -112,8 +115,21 @@ await main(async () => {
   await ctx.setOffline(false);
   await page.locator(`${tid('live-state')}[data-queued="0"][data-state="live"]`).waitFor();
   await sync('inflight');
-  result.userTexts = (await page.$$eval('.user-msg', (els) => els.map((e) => e.textContent || ''))).map((t) => norm(t).replace(/^You: /, ''));
   result.steps.push('inflight');
+
+  // 4. The machine goes away (its agent killed): a message waits in the outbox, and is delivered
+  // once when the machine is back (a new agent process on the same data).
+  await sync('machineDown');
+  await page.locator(`${tid('live-state')}[data-state="reconnecting"]`).waitFor({ timeout: 60000 });
+  await send(page, params.whileDown);
+  await page.locator(`${tid('live-state')}[data-queued="1"]`).waitFor();
+  result.downStrip = norm(await strip.textContent());
+  await sync('machineUp');
+  await page.locator(`${tid('live-state')}[data-queued="0"][data-state="live"]`).waitFor({ timeout: 90000 });
+  await sync('machineDelivered');
+  result.steps.push('machine');
+
+  result.userTexts = (await page.$$eval('.user-msg', (els) => els.map((e) => e.textContent || ''))).map((t) => norm(t).replace(/^You: /, ''));
 
   // The strip in the other looks: laptop.
   await page.setViewportSize(laptop);

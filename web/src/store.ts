@@ -747,6 +747,12 @@ function watchLifecycle() {
     if (gap > 3 * WATCH_MS) wake(); // the timers stood still: frozen, or the device slept
     else if (ws?.readyState === OPEN && state.conn === 'open' && now - lastMessageAt > HEARTBEAT_MS) wake();
     else if (outbox.length && state.conn === 'open' && state.online && now - lastFlush > 10000) void flushOutbox();
+    else if (outbox.length && state.conn === 'idle' && !ws && !opening && state.online && canConnect() && now - lastFlush > 10000) {
+      // Given up on (the machine refused or did not answer): messages wait, so try again now and then.
+      lastFlush = now;
+      attempt = 0;
+      connect();
+    }
   }, WATCH_MS);
 }
 
@@ -1305,11 +1311,17 @@ function saveOutbox(): Promise<void> {
   });
 }
 
+/** Codes of a call that did not reach the machine, or that it could not take yet: try again later. */
+const AWAY = new Set([
+  'NETWORK', 'UNAVAILABLE', 'CLOSED', 'DEADLINE_EXCEEDED', 'TIMEOUT', 'NO_ANSWER', 'RESOURCE_EXHAUSTED',
+  'MACHINE_OFFLINE', 'TUNNEL_DISCONNECTED', 'HTTP_502', 'HTTP_503', 'HTTP_504',
+]);
+
 /** Whether a failed send may succeed later: the network, the channel or the machine was away. */
 function transient(e: unknown): boolean {
   if (!(e instanceof ApiError)) return true; // not connected, the socket closed, no answer
-  if (e.status === 502 || e.status === 503 || e.status === 504) return true;
-  return e.status === 0 && ['NETWORK', 'UNAVAILABLE', 'CLOSED', 'DEADLINE_EXCEEDED', 'TIMEOUT'].includes(e.code);
+  if (e.status === 429 || e.status === 502 || e.status === 503 || e.status === 504) return true;
+  return e.status === 0 && (AWAY.has(e.code) || /_(OFFLINE|DISCONNECTED|UNAVAILABLE)$/.test(e.code));
 }
 
 /**
