@@ -11,8 +11,9 @@ import (
 )
 
 // installBudget bounds TestGoInstallAtVersion: the install compiles the
-// agent (about 40 s on a warm build cache here, 2 min cold on 2 cores).
-const installBudget = 5 * time.Minute
+// agent (about 40 s on a warm build cache here, 2 min cold on 2 cores,
+// past 5 min while other builds load the machine).
+const installBudget = 10 * time.Minute
 
 // repoRoot returns the root of the git repository holding this package.
 func repoRoot(t *testing.T) string {
@@ -66,7 +67,9 @@ func TestGoInstallAtVersion(t *testing.T) {
 	cmd := exec.CommandContext(ctx, "go", "install", "github.com/betcode-dev/betcode/agent/cmd/betcode-agent@"+sharedVersion)
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(os.Environ(),
-		"GOWORK=off", "GOFLAGS=-mod=mod -modcacherw -trimpath",
+		// CGO off and -trimpath, as the release builds: their compiled
+		// dependencies are in the build cache then, not built again.
+		"GOWORK=off", "GOFLAGS=-mod=mod -modcacherw -trimpath", "CGO_ENABLED=0",
 		"GOPROXY="+p.URL()+","+downloads+",https://proxy.golang.org",
 		"GONOSUMDB=github.com/betcode-dev", "GOSUMDB=off",
 		"GOMODCACHE="+t.TempDir(), "GOBIN="+gobin,
