@@ -9,7 +9,6 @@ import { getCurrentMachine, listPairings, loadOrCreateDeviceKey, openChannel, re
 import { frameBegin, retryNextFrame, takeRetries } from './frame';
 import { idbDel, idbGet, idbSet } from './idb';
 import { closePromptNotification } from './notifications';
-import { closePromptNotification } from './notifications';
 import { addAsk, type Ask } from './questions';
 import type {
   FileAttachment, Info, Machine, Me, PermissionRule, Session, StreamEvent, Task,
@@ -1211,7 +1210,6 @@ export async function answerPermission(sid: string, requestId: string, behavior:
   touchPrompt(c, requestId);
   changed();
   closePromptNotification(sid, requestId);
-  closePromptNotification(sid, requestId);
   const body: Record<string, unknown> = { behavior };
   if (message) body.message = message;
   try {
@@ -1243,7 +1241,6 @@ export async function answerQuestion(sid: string, questionId: string, answers: R
   c.sending.add(questionId);
   touchPrompt(c, questionId);
   changed();
-  closePromptNotification(sid, questionId);
   closePromptNotification(sid, questionId);
   try {
     await viaWsOrRest({ type: 'question_response', sessionId: sid, questionId, answers }, () =>
