@@ -8,6 +8,7 @@
 
 import { ApiError } from './api';
 import type { EventSocket } from './e2ee';
+import { closePromptNotification } from './notifications';
 import { addAsk, type Ask } from './questions';
 import { parse } from './router';
 import {
@@ -206,6 +207,7 @@ export async function answerPermissionIn(it: InboxItem, behavior: 'allow' | 'all
     return;
   }
   await viaChannel(it.machineId, `/sessions/${encodeURIComponent(it.session.id)}/permissions/${encodeURIComponent(it.promptId!)}`, { behavior });
+  closePromptNotification(it.session.id, it.promptId!); // the machine sends the answering device no resolution
   dropPending(it.machineId, it.session.id, it.promptId!);
 }
 
@@ -218,6 +220,7 @@ export async function answerQuestionIn(it: InboxItem, answers: Record<string, st
     return;
   }
   await viaChannel(it.machineId, `/sessions/${encodeURIComponent(it.session.id)}/questions/${encodeURIComponent(it.promptId!)}`, { answers });
+  closePromptNotification(it.session.id, it.promptId!); // the machine sends the answering device no resolution
   dropPending(it.machineId, it.session.id, it.promptId!);
 }
 
