@@ -183,7 +183,11 @@ export async function boot() {
     },
     () => {},
   );
-  for (let i = 0; i < 3; i++) {
+  // No IndexedDB (the user logs in each time): one try. A busy or failing one: try again for about
+  // 3 s, and say why in the console, rather than boot as a device that paired nothing (and send the
+  // user to the pairing screen).
+  const tries = typeof indexedDB === 'undefined' ? 1 : 8;
+  for (let i = 0; i < tries; i++) {
     try {
       state.token = (await idbGet<string>('token')) || '';
       state.machineId = (await idbGet<string>('machine')) || (await getCurrentMachine()) || '';
@@ -191,9 +195,13 @@ export async function boot() {
       outbox = (await idbGet<Outgoing[]>('outbox')) || [];
       state.outbox = outbox.length;
       break;
-    } catch {
-      // No IndexedDB (the user logs in each time), or a busy one: try again a little later.
-      await new Promise((r) => setTimeout(r, 200));
+    } catch (e) {
+      if (i === tries - 1) {
+        console.error('BetCode: this browser storage (IndexedDB) cannot be read; the token and the pairings are not loaded', e);
+        break;
+      }
+      console.warn('BetCode: reading this browser storage (IndexedDB) failed; trying again', e);
+      await new Promise((r) => setTimeout(r, Math.min(100 * 2 ** i, 800)));
     }
   }
   // Whether the app is served by a relay (paired machines go end to end, pairing is the home) or
