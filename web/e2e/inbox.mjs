@@ -132,18 +132,6 @@ await main(async () => {
   log('question answered, all seen', result.final);
   result.steps.push('question');
 
-  // A second tab (the app opened again) starts at the same inbox: nothing waiting there either.
-  const tab = await ctx.newPage();
-  watch(tab, 'tab2');
-  tab.on('framenavigated', (f) => f === tab.mainFrame() && log('tab2 at', { url: f.url() }));
-  await tab.goto(new URL('#/inbox', baseURL).href, { waitUntil: 'domcontentloaded' });
-  await tab.locator(tid('inbox')).waitFor();
-  await tab.locator(tid('inbox-count'), { hasText: 'Nothing waiting' }).waitFor();
-  await tab.waitForFunction(() => document.title === 'BetCode');
-  result.secondTab = { count: await items(tab).count(), title: await tab.title() };
-  await tab.close();
-  await page.bringToFront();
-
   // Speed: 20 machines × 50 sessions, each with a waiting prompt, on a CPU throttled 4×.
   result.perf = await measureInbox(ctx, page, 5);
   log('inbox render (4× CPU throttle)', result.perf);
