@@ -207,15 +207,9 @@ func (s *Service) issueShareToken(ctx context.Context, id, owner string, req *pb
 		return nil, statusErr(codes.Internal, "", "look up user: "+err.Error())
 	}
 	defer s.lockMachine(id)()
-	toks, err := s.Store.ListTokens(ctx, "")
+	n, err := s.scopedTokens(ctx, "", id, store.ScopeShare) // a share's token is its teammate's: count everyone's
 	if err != nil {
-		return nil, statusErr(codes.Internal, "", "list tokens: "+err.Error())
-	}
-	n := 0
-	for _, t := range toks {
-		if t.MachineID == id && t.Scope == store.ScopeShare && t.Live(now) {
-			n++
-		}
+		return nil, err
 	}
 	if n >= maxLiveShares {
 		s.audit(ctx, id, "share_token.issue", "denied", "limit")
