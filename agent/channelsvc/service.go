@@ -182,30 +182,27 @@ func (s *Service) Pair(stream grpc.BidiStreamingServer[pb.PairRequest, pb.PairRe
 	if pairing.CheckName(hello.Name) != nil {
 		hello.Name = "device " + e2ee.FingerprintID(c.PeerStatic())[:8]
 	}
+	var (
+		dev     pairing.Device
+		welcome pairing.Welcome
+	)
 	if offer.Share != nil {
-		// A session share's code: the teammate's device gets the share's
-		// own credential (the teammate's, made with the share) and a
-		// pairing limited to that share (agent/share enforces it).
-		o := offer
-		offer = nil // pairShare spends it
-		return s.pairShare(c, o, hello.Name)
+		dev, welcome, err = s.addShareDevice(c, offer.Share, hello.Name)
+	} else {
+		dev, welcome, err = s.addDevice(hctx, c, hello.Name)
 	}
-	token, tokenID, err := s.Relay.IssueDeviceToken(hctx, hello.Name)
 	if err != nil {
-		msg := "the relay would not issue the device's credential: " + err.Error()
-		_ = writeJSON(c, pairing.Welcome{Error: msg})
-		return server.Status(codes.Unavailable, "PAIRING_FAILED", msg)
+		return err
 	}
-	dev, err := s.Store.Add(c.PeerStatic(), hello.Name, tokenID)
-	if err != nil {
-		_ = s.Relay.RevokeDeviceToken(context.WithoutCancel(ctx), tokenID)
-		_ = writeJSON(c, pairing.Welcome{Error: "the machine could not store the pairing"})
-		return server.Status(codes.Internal, "PAIRING_FAILED", err.Error())
-	}
-	if err := writeJSON(c, pairing.Welcome{MachineID: s.MachineID, MachineName: s.MachineName, DeviceID: dev.ID, Token: token}); err != nil {
+	welcome.MachineID, welcome.MachineName, welcome.DeviceID = s.MachineID, s.MachineName, dev.ID
+	if err := writeJSON(c, welcome); err != nil {
 		return server.Status(codes.Unavailable, "PAIRING_FAILED", "send the pairing to the device: "+err.Error())
 	}
-	s.Log.Info("device paired", "device", dev.ID, "name", dev.Name, "fingerprint", dev.Fingerprint)
+	if dev.Share != "" {
+		s.Log.Info("teammate's device paired for a session share", "device", dev.ID, "name", dev.Name, "share", dev.Share)
+	} else {
+		s.Log.Info("device paired", "device", dev.ID, "name", dev.Name, "fingerprint", dev.Fingerprint)
+	}
 	offer.Paired <- dev
 	close(offer.Paired)
 	offer = nil
@@ -215,29 +212,41 @@ func (s *Service) Pair(stream grpc.BidiStreamingServer[pb.PairRequest, pb.PairRe
 	return nil
 }
 
-// pairShare ends a Pair call whose code was a session share's: it records
-// the device as the share's and hands it the share's relay credential.
-// offer is spent (closed) here.
-func (s *Service) pairShare(c *e2ee.Conn, offer *pairing.Offer, name string) error {
-	defer close(offer.Paired)
-	if s.now().After(offer.Share.Expires) {
-		_ = writeJSON(c, pairing.Welcome{Error: pairing.ErrShareEnded.Error()})
-		return server.Status(codes.PermissionDenied, "SHARE_ENDED", pairing.ErrShareEnded.Error())
+// addDevice pairs the device of an ordinary pairing code: it gets a relay
+// credential of its own, scoped to this machine. On failure it tells the
+// device why.
+func (s *Service) addDevice(ctx context.Context, c *e2ee.Conn, name string) (pairing.Device, pairing.Welcome, error) {
+	token, tokenID, err := s.Relay.IssueDeviceToken(ctx, name)
+	if err != nil {
+		msg := "the relay would not issue the device's credential: " + err.Error()
+		_ = writeJSON(c, pairing.Welcome{Error: msg})
+		return pairing.Device{}, pairing.Welcome{}, server.Status(codes.Unavailable, "PAIRING_FAILED", msg)
 	}
-	dev, err := s.Store.AddShare(c.PeerStatic(), name, offer.Share)
+	dev, err := s.Store.Add(c.PeerStatic(), name, tokenID)
+	if err != nil {
+		_ = s.Relay.RevokeDeviceToken(context.WithoutCancel(ctx), tokenID)
+		_ = writeJSON(c, pairing.Welcome{Error: "the machine could not store the pairing"})
+		return pairing.Device{}, pairing.Welcome{}, server.Status(codes.Internal, "PAIRING_FAILED", err.Error())
+	}
+	return dev, pairing.Welcome{Token: token}, nil
+}
+
+// addShareDevice pairs the device of a session share's code: the
+// teammate's device gets the share's own relay credential (the
+// teammate's, made with the share) and a pairing limited to that share
+// (agent/share enforces it). On failure it tells the device why.
+func (s *Service) addShareDevice(c *e2ee.Conn, sh *pairing.ShareOffer, name string) (pairing.Device, pairing.Welcome, error) {
+	if s.now().After(sh.Expires) {
+		_ = writeJSON(c, pairing.Welcome{Error: pairing.ErrShareEnded.Error()})
+		return pairing.Device{}, pairing.Welcome{}, server.Status(codes.PermissionDenied, "SHARE_ENDED", pairing.ErrShareEnded.Error())
+	}
+	dev, err := s.Store.AddShare(c.PeerStatic(), name, sh)
 	if err != nil {
 		_ = writeJSON(c, pairing.Welcome{Error: "the machine could not store the pairing"})
-		return server.Status(codes.Internal, "PAIRING_FAILED", err.Error())
+		return pairing.Device{}, pairing.Welcome{}, server.Status(codes.Internal, "PAIRING_FAILED", err.Error())
 	}
-	sh := offer.Share
-	if err := writeJSON(c, pairing.Welcome{MachineID: s.MachineID, MachineName: s.MachineName, DeviceID: dev.ID, Token: sh.Token,
-		Share: &pairing.WelcomeShare{ID: sh.ID, SessionID: sh.SessionID, Mode: sh.Mode, ExpiresAt: sh.Expires.UTC()}}); err != nil {
-		return server.Status(codes.Unavailable, "PAIRING_FAILED", "send the pairing to the device: "+err.Error())
-	}
-	s.Log.Info("teammate's device paired for a session share", "device", dev.ID, "name", dev.Name, "share", offer.Share.ID)
-	offer.Paired <- dev
-	_, _ = c.ReadMessage()
-	return nil
+	return dev, pairing.Welcome{Token: sh.Token,
+		Share: &pairing.WelcomeShare{ID: sh.ID, SessionID: sh.SessionID, Mode: sh.Mode, ExpiresAt: sh.Expires.UTC()}}, nil
 }
 
 func writeJSON(c *e2ee.Conn, v any) error {
