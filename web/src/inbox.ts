@@ -6,13 +6,12 @@
 // and its changes (pending prompts are inside each Session). Nothing here goes to the relay in
 // clear. The count is the app icon's badge (Badging API) and the title's "(N) BetCode".
 
-import { ApiError } from './api';
 import type { EventSocket } from './e2ee';
 import { closePromptNotification } from './notifications';
 import { addAsk, type Ask } from './questions';
 import { parse } from './router';
 import {
-  answerPermission, answerQuestion, channelFor, changed, conv, keepChannels, onChange, state, stateVersion,
+  answerPermission, answerQuestion, channelFor, changed, conv, keepChannels, onChange, postVia, state, stateVersion,
 } from './store';
 import type { Session, StreamEvent } from './types';
 
@@ -176,19 +175,6 @@ export function inboxItems(): InboxItem[] {
 
 // ---------------------------------------------------------------- answers
 
-async function viaChannel(mid: string, path: string, body: unknown) {
-  const a = await (await channelFor(mid)).request('POST', path, JSON.stringify(body));
-  if (a.status > 299) {
-    let d: { error?: string; code?: string } = {};
-    try {
-      d = JSON.parse(a.body);
-    } catch {
-      /* not JSON */
-    }
-    throw new ApiError(a.status, d.code || 'HTTP_' + a.status, d.error || 'Refused');
-  }
-}
-
 /** Drops a prompt from a watched machine's list at once (its watcher confirms it). */
 function dropPending(mid: string, sid: string, id: string) {
   const s = feeds.get(mid)?.sessions.get(sid);
@@ -206,7 +192,7 @@ export async function answerPermissionIn(it: InboxItem, behavior: 'allow' | 'all
     inboxChanged();
     return;
   }
-  await viaChannel(it.machineId, `/sessions/${encodeURIComponent(it.session.id)}/permissions/${encodeURIComponent(it.promptId!)}`, { behavior });
+  await postVia(it.machineId, `/sessions/${encodeURIComponent(it.session.id)}/permissions/${encodeURIComponent(it.promptId!)}`, { behavior });
   closePromptNotification(it.session.id, it.promptId!); // the machine sends the answering device no resolution
   dropPending(it.machineId, it.session.id, it.promptId!);
 }
@@ -219,7 +205,7 @@ export async function answerQuestionIn(it: InboxItem, answers: Record<string, st
     inboxChanged();
     return;
   }
-  await viaChannel(it.machineId, `/sessions/${encodeURIComponent(it.session.id)}/questions/${encodeURIComponent(it.promptId!)}`, { answers });
+  await postVia(it.machineId, `/sessions/${encodeURIComponent(it.session.id)}/questions/${encodeURIComponent(it.promptId!)}`, { answers });
   closePromptNotification(it.session.id, it.promptId!); // the machine sends the answering device no resolution
   dropPending(it.machineId, it.session.id, it.promptId!);
 }

@@ -1316,6 +1316,23 @@ function saveOutbox(): Promise<void> {
   });
 }
 
+/**
+ * POSTs body to path on paired machine mid through its own channel (not the current machine's,
+ * which api's calls take); an answer over 299 rejects as an ApiError, a channel that cannot be
+ * opened with its own error.
+ */
+export async function postVia(mid: string, path: string, body: unknown): Promise<void> {
+  const a = await (await channelFor(mid)).request('POST', path, JSON.stringify(body));
+  if (a.status <= 299) return;
+  let d: { error?: string; code?: string } = {};
+  try {
+    d = JSON.parse(a.body);
+  } catch {
+    /* not JSON */
+  }
+  throw new ApiError(a.status, d.code || 'HTTP_' + a.status, d.error || 'Refused');
+}
+
 /** Codes of a call that did not reach the machine, or that it could not take yet: try again later. */
 const AWAY = new Set([
   'NETWORK', 'UNAVAILABLE', 'CLOSED', 'DEADLINE_EXCEEDED', 'TIMEOUT', 'NO_ANSWER', 'RESOURCE_EXHAUSTED',
@@ -1343,16 +1360,7 @@ async function deliver(o: Outgoing): Promise<boolean> {
     if (o.machineId === state.machineId) {
       await viaWsOrRest({ type: 'user_message', sessionId: o.sessionId, text: o.text, files: o.files, idempotencyKey: o.key }, () => post(path, body));
     } else {
-      const a = await (await channelFor(o.machineId)).request('POST', path, JSON.stringify(body));
-      if (a.status > 299) {
-        let d: { error?: string; code?: string } = {};
-        try {
-          d = JSON.parse(a.body);
-        } catch {
-          /* not JSON */
-        }
-        throw new ApiError(a.status, d.code || 'HTTP_' + a.status, d.error || 'Refused');
-      }
+      await postVia(o.machineId, path, body);
     }
   } catch (e) {
     if (transient(e)) return false;
