@@ -46,13 +46,20 @@ type Guard struct {
 // channel (--relay-e2e=required).
 func (g *Guard) RequireChannel(on bool) { g.requireChannel.Store(on) }
 
-// Methods the relay may call outside a channel whatever the policy.
-const (
-	channelPrefix = "/betcode.v1.ChannelService/"
-	devicePrefix  = "/betcode.v1.DeviceService/"
-	voicePrefix   = "/betcode.v1.VoiceService/"
-	sharePrefix   = "/betcode.v1.ShareService/"
-)
+// channelPrefix is the service the relay may call outside a channel
+// whatever the policy.
+const channelPrefix = "/betcode.v1.ChannelService/"
+
+// neverInClear are the services the relay never reaches outside a channel
+// whatever the policy, each with the refusal's reason.
+var neverInClear = []struct{ prefix, why string }{
+	{"/betcode.v1.DeviceService/",
+		"paired devices are managed on the machine or from a paired device, never through the relay in clear"},
+	{"/betcode.v1.ShareService/",
+		"sessions are shared on the machine or from a paired device, never through the relay in clear: a share code holds a pairing secret"},
+	{"/betcode.v1.VoiceService/",
+		"dictation goes to the machine only inside an end-to-end channel from a paired device, never through the relay in clear: pair this device"},
+}
 
 // NewGuard returns a Guard for token, which is kept in tokenPath.
 func NewGuard(token, tokenPath string) *Guard {
@@ -80,19 +87,15 @@ func (g *Guard) check(ctx context.Context, method string) error {
 		return nil
 	}
 	if relayed(ctx) {
-		switch {
-		case strings.HasPrefix(method, channelPrefix):
+		if strings.HasPrefix(method, channelPrefix) {
 			return nil
-		case strings.HasPrefix(method, devicePrefix):
-			return server.Status(codes.PermissionDenied, "E2E_REQUIRED",
-				"paired devices are managed on the machine or from a paired device, never through the relay in clear")
-		case strings.HasPrefix(method, sharePrefix):
-			return server.Status(codes.PermissionDenied, "E2E_REQUIRED",
-				"sessions are shared on the machine or from a paired device, never through the relay in clear: a share code holds a pairing secret")
-		case strings.HasPrefix(method, voicePrefix):
-			return server.Status(codes.PermissionDenied, "E2E_REQUIRED",
-				"dictation goes to the machine only inside an end-to-end channel from a paired device, never through the relay in clear: pair this device")
-		case g.requireChannel.Load():
+		}
+		for _, s := range neverInClear {
+			if strings.HasPrefix(method, s.prefix) {
+				return server.Status(codes.PermissionDenied, "E2E_REQUIRED", s.why)
+			}
+		}
+		if g.requireChannel.Load() {
 			return server.Status(codes.PermissionDenied, "E2E_REQUIRED",
 				"this machine serves calls through the relay only inside an end-to-end channel: pair this device (betcode-agent pair on the machine, then betcode pair CODE)")
 		}
