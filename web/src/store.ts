@@ -612,17 +612,22 @@ function handle(sock: Sock) {
     if (ws !== sock) return;
     ws = undefined;
     clearInterval(pingTimer);
-    for (const [, w] of waiting) {
-      clearTimeout(w.timer);
-      w.reject(new Error('The connection closed'));
-    }
-    waiting.clear();
+    failWaiting();
     if (ev.code === 4401 && !paired(state.machineId)) {
       void logout('Your token was refused: log in again');
       return;
     }
     scheduleRetry();
   };
+}
+
+/** Rejects every client message still waiting for its ack: the stream it went on is gone. */
+function failWaiting() {
+  for (const [, w] of waiting) {
+    clearTimeout(w.timer);
+    w.reject(new Error('The connection closed'));
+  }
+  waiting.clear();
 }
 
 function scheduleRetry() {
@@ -699,11 +704,7 @@ function dropStream() {
   ws = undefined;
   opening = 0;
   clearInterval(pingTimer);
-  for (const [, w] of waiting) {
-    clearTimeout(w.timer);
-    w.reject(new Error('The connection closed'));
-  }
-  waiting.clear();
+  failWaiting();
   sock?.close();
   const e = channels.get(state.machineId);
   if (e) {
