@@ -29,7 +29,7 @@ func TestWebChannelVoice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := newWebMachine(t, func(s *grpc.Server) { pb.RegisterVoiceServiceServer(s, voice.NewService(c, nil)) })
+	m := newWebMachine(t, func(s *grpc.Server) { pb.RegisterVoiceServiceServer(s, voice.NewService(c)) })
 	ctx := ctxT(t)
 	w, err := m.dialWeb(ctx, t, pairDevice(ctx, t, m, "phone"), pairing.ProtocolWeb)
 	if err != nil {

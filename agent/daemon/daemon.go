@@ -370,7 +370,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}))
 	pb.RegisterGitLabServiceServer(srv, gitlabSvc)
 	// VoiceService: never served to the relay in clear (localtoken.Guard).
-	pb.RegisterVoiceServiceServer(srv, voice.NewService(transcriber, log))
+	pb.RegisterVoiceServiceServer(srv, voice.NewService(transcriber))
 	pb.RegisterWorkspaceServiceServer(srv, workspace.New(workspace.Options{Sessions: workspace.SessionDirs(mgr.Get), Home: home, Logger: log}))
 	pb.RegisterWorktreeServiceServer(srv, worktrees)
 	hs := health.NewServer()

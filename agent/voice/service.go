@@ -3,7 +3,6 @@ package voice
 import (
 	"context"
 	"errors"
-	"log/slog"
 
 	"google.golang.org/grpc/codes"
 
@@ -30,17 +29,11 @@ var _ Transcriber = (*Client)(nil)
 // Service is the VoiceService gRPC server.
 type Service struct {
 	pb.UnimplementedVoiceServiceServer
-	t   Transcriber
-	log *slog.Logger
+	t Transcriber
 }
 
-// NewService serves t; log nil discards.
-func NewService(t Transcriber, log *slog.Logger) *Service {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &Service{t: t, log: log}
-}
+// NewService serves t (a Client logs its endpoint's failures itself).
+func NewService(t Transcriber) *Service { return &Service{t: t} }
 
 // Transcribe implements VoiceService.Transcribe.
 func (s *Service) Transcribe(ctx context.Context, req *pb.TranscribeRequest) (*pb.TranscribeResponse, error) {

@@ -57,7 +57,7 @@ func client(t *testing.T, cfg voice.Config) *voice.Client {
 // grpcStatus runs Transcribe through the service and returns its status.
 func grpcStatus(t *testing.T, c *voice.Client, a voice.Audio) (res *pb.TranscribeResponse, code codes.Code, reason, msg string) {
 	t.Helper()
-	res, err := voice.NewService(c, nil).Transcribe(context.Background(), &pb.TranscribeRequest{Audio: a.Data, MimeType: a.MimeType, Language: a.Language})
+	res, err := voice.NewService(c).Transcribe(context.Background(), &pb.TranscribeRequest{Audio: a.Data, MimeType: a.MimeType, Language: a.Language})
 	st := status.Convert(err)
 	for _, d := range st.Details() {
 		if ei, ok := d.(*errdetails.ErrorInfo); ok {
