@@ -825,7 +825,6 @@ function onMessage(m: StreamEvent) {
         if (c.want && !helloSubs.has(c.sessionId)) sendRaw({ type: 'subscribe', sessionId: c.sessionId, afterSequence: c.lastSeq });
         if (!c.want && helloSubs.has(c.sessionId)) sendRaw({ type: 'unsubscribe', sessionId: c.sessionId });
       }
-      state.resyncing = false;
       changed();
       void flushOutbox();
       return;
@@ -1305,9 +1304,6 @@ export interface Outgoing { key: string; machineId: string; sessionId: string; t
 let outbox: Outgoing[] = [];
 const inFlight = new Set<string>();
 let lastFlush = 0;
-
-/** The queued messages, oldest first. */
-export const queued = (): readonly Outgoing[] => outbox;
 
 function saveOutbox(): Promise<void> {
   state.outbox = outbox.length;
