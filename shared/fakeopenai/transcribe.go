@@ -82,13 +82,13 @@ func (s *Transcriptions) Endpoint() string { return s.URL() + TranscriptionsPath
 func (s *Transcriptions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost || r.URL.Path != TranscriptionsPath {
 		s.RecordOther(r)
-		writeTranscriptionError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
+		_ = writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path, 0)
 		return
 	}
 	t, err := readTranscription(r)
 	if err != nil {
 		s.Log.Warn("fake transcriptions: bad request", "err", err)
-		writeTranscriptionError(w, http.StatusBadRequest, err.Error())
+		_ = writeError(w, http.StatusBadRequest, err.Error(), 0)
 		return
 	}
 	reply, queued := s.Record(func(seq int) Transcription { t.Seq = seq; return t }, true)
@@ -100,7 +100,7 @@ func (s *Transcriptions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if reply.Status != 0 && reply.Status != http.StatusOK {
-		writeTranscriptionError(w, reply.Status, reply.Message)
+		_ = writeError(w, reply.Status, reply.Message, 0)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -145,11 +145,4 @@ func readTranscription(r *http.Request) (Transcription, error) {
 		return t, errors.New("you must provide a model parameter")
 	}
 	return t, nil
-}
-
-// writeTranscriptionError writes an OpenAI error body.
-func writeTranscriptionError(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error"}})
 }
