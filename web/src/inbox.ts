@@ -108,7 +108,8 @@ function baseline(mid: string, sessions: Iterable<Session>) {
 /** Whether the inbox is the home: more than one machine paired (on a relay). */
 export const inboxHome = () => state.info?.role !== 'agent' && state.pairings.length > 1;
 
-function machineName(mid: string): string {
+/** The name machine mid was paired under (the current machine's own name), else its id. */
+export function machineName(mid: string): string {
   const p = state.pairings.find((x) => x.machineId === mid);
   return p?.machineName || (mid === state.machineId ? state.machine?.name : '') || mid;
 }

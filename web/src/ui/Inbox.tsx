@@ -1,6 +1,6 @@
 import { memo } from 'preact/compat';
 import { useState } from 'preact/hooks';
-import { answerPermissionIn, answerQuestionIn, feeds, inboxHome, inboxItems, markSeen, type InboxItem } from '../inbox';
+import { answerPermissionIn, answerQuestionIn, feeds, inboxHome, inboxItems, machineName, markSeen, type InboxItem } from '../inbox';
 import { buildAnswers, optionValue } from '../questions';
 import { href } from '../router';
 import { errText, useAppState } from '../store';
@@ -26,7 +26,7 @@ export function Inbox() {
         </p>
         {down.length > 0 && (
           <p class="muted small" data-testid="inbox-down">
-            Not connected yet: {down.map((f) => nameOf(s.pairings, f.machineId)).join(', ')}
+            Not connected yet: {down.map((f) => machineName(f.machineId)).join(', ')}
           </p>
         )}
         <ul class="list" aria-label="Waiting on you">
@@ -55,8 +55,6 @@ export function InboxLink() {
     </a>
   );
 }
-
-const nameOf = (ps: { machineId: string; machineName: string }[], id: string) => ps.find((p) => p.machineId === id)?.machineName || id;
 
 const KIND: Record<InboxItem['kind'], string> = {
   permission: 'Permission', question: 'Question', error: 'Turn failed', done: 'Turn finished',
