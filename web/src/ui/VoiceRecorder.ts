@@ -4,6 +4,7 @@
 // browser's speech recognition is used instead only where it runs on the device, or when the
 // user turned it on in Settings knowing that some browsers send the audio to their vendor.
 import { ApiError, post } from '../api';
+import { base64 } from '../e2ee';
 import { paired, state } from '../store';
 import { browserRecognitionOn } from './VoiceSettings';
 
@@ -90,7 +91,7 @@ async function transcribe(blob: Blob, cb: Callbacks) {
   }
   cb.onPhase('transcribing');
   try {
-    const base64Data = toBase64(new Uint8Array(await blob.arrayBuffer()));
+    const base64Data = base64(new Uint8Array(await blob.arrayBuffer()));
     const r = await post<{ text: string }>('/voice/transcriptions', { mimeType: blob.type, base64Data, language: lang().split('-')[0] });
     cb.onPhase('idle');
     if (r.text) cb.onText(r.text);
@@ -100,12 +101,6 @@ async function transcribe(blob: Blob, cb: Callbacks) {
     const msg = (e as Error).message || String(e);
     cb.onError(code === 'VOICE_NOT_CONFIGURED' ? 'Voice is not set up on this machine: ' + msg : code === 'UNIMPLEMENTED' || code === 'HTTP_404' ? 'This machine is too old for dictation: update betcode-agent.' : 'Not transcribed: ' + msg);
   }
-}
-
-function toBase64(b: Uint8Array): string {
-  let s = '';
-  for (let i = 0; i < b.length; i += 0x8000) s += String.fromCharCode(...b.subarray(i, i + 0x8000));
-  return btoa(s);
 }
 
 const lang = () => document.documentElement.lang || navigator.language || 'en';
