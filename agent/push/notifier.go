@@ -18,6 +18,7 @@ import (
 
 	"github.com/betcode-dev/betcode/agent/pairing"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/openprompts"
 	"github.com/betcode-dev/betcode/shared/webpush"
 )
 
@@ -121,7 +122,7 @@ type Notifier struct {
 	// open holds the prompts notified and not yet resolved, by session
 	// and request id; only Run's goroutine uses it. openDirty: changed
 	// since saved to OpenFile.
-	open      map[string]map[string]event
+	open      openprompts.Set[event]
 	openDirty bool
 
 	mu   sync.Mutex
@@ -164,7 +165,7 @@ func New(opt Options) (*Notifier, error) {
 		return nil, fmt.Errorf("push: register metrics: %w", err)
 	}
 	n := &Notifier{opt: opt, sem: make(chan struct{}, opt.Concurrency), sent: map[string]time.Time{}, metrics: m,
-		open: map[string]map[string]event{}}
+		open: openprompts.Set[event]{}}
 	if err := n.loadOpen(); err != nil {
 		return nil, err
 	}
@@ -186,11 +187,7 @@ func (n *Notifier) Run(ctx context.Context) error {
 		err := n.opt.Watch(ctx, func(u *pb.SessionUpdate) error {
 			if u.GetSnapshotDone() {
 				b.Reset()
-				for id := range n.open {
-					if !snapshot[id] {
-						n.resolveAll(ctx, id)
-					}
-				}
+				n.withdraw(ctx, n.open.Unlisted(snapshot))
 				snapshot = nil
 				n.saveOpen()
 				return nil
@@ -222,17 +219,17 @@ func (n *Notifier) Run(ctx context.Context) error {
 func (n *Notifier) update(ctx context.Context, u *pb.SessionUpdate, failed map[string]bool) {
 	machineID := n.opt.MachineID
 	sess := u.GetSession()
-	if sess == nil || u.GetDeleted() {
-		if sess != nil {
-			delete(failed, sess.GetId())
-			n.resolveAll(ctx, sess.GetId())
-		}
+	if sess == nil {
 		return
 	}
 	// Every update carries the session's open prompts: the ones notified
 	// and no longer open were resolved (answered here or elsewhere, by a
-	// rule, by their timeout, or withdrawn with the turn).
-	defer n.resolveGone(ctx, sess.GetId(), u)
+	// rule, by their timeout, or withdrawn with the turn or the session).
+	defer func() { n.withdraw(ctx, n.open.Gone(u)) }()
+	if u.GetDeleted() {
+		delete(failed, sess.GetId())
+		return
+	}
 	cause := u.GetCause()
 	if cause == nil {
 		// A snapshot entry (or a rename): its waiting prompts, which this

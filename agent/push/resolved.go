@@ -9,7 +9,6 @@ import (
 	"os"
 
 	"github.com/betcode-dev/betcode/agent/internal/atomicfile"
-	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
 // OpenFile is the notifier's file of open prompts in the agent's data
@@ -24,59 +23,20 @@ const OpenFile = "push-open.json"
 // subscription chooses: it goes where the prompt's notification went.
 const KindResolved = "resolved"
 
-// promptID is the request id of a pending prompt event, or "".
-func promptID(ev *pb.AgentEvent) string {
-	if r := ev.GetPermissionRequest(); r != nil {
-		return r.GetRequestId()
-	}
-	return ev.GetUserQuestion().GetQuestionId()
-}
-
 // remember records a notified prompt as open until an update shows it
 // resolved.
 func (n *Notifier) remember(e event) {
-	sid := e.n.SessionID
-	if n.open[sid] == nil {
-		n.open[sid] = map[string]event{}
-	}
-	n.open[sid][e.n.RequestID] = e
+	n.open.Add(e.n.SessionID, e.n.RequestID, e)
 	n.openDirty = true
 }
 
-// resolveGone withdraws the notifications of session sid's prompts that
-// u (an update of sid) no longer lists as open.
-func (n *Notifier) resolveGone(ctx context.Context, sid string, u *pb.SessionUpdate) {
-	open := n.open[sid]
-	if len(open) == 0 {
-		return
-	}
-	still := map[string]bool{}
-	for _, ev := range u.GetPending() {
-		still[promptID(ev)] = true
-	}
-	if c := u.GetCause(); c != nil {
-		still[promptID(c)] = true // the prompt this update announces
-	}
-	for id, e := range open {
-		if !still[id] {
-			delete(open, id)
-			n.openDirty = true
-			n.resolve(ctx, e)
-		}
-	}
-	if len(open) == 0 {
-		delete(n.open, sid)
-	}
-}
-
-// resolveAll withdraws the notifications of every open prompt of session
-// sid (deleted, or gone from a new snapshot).
-func (n *Notifier) resolveAll(ctx context.Context, sid string) {
-	for _, e := range n.open[sid] {
+// withdraw sends the resolutions of prompts, which an update or a
+// snapshot showed resolved (and n.open no longer holds).
+func (n *Notifier) withdraw(ctx context.Context, prompts []event) {
+	for _, e := range prompts {
 		n.resolve(ctx, e)
 		n.openDirty = true
 	}
-	delete(n.open, sid)
 }
 
 // openPrompt is an open prompt as OpenFile keeps it.

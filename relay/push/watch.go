@@ -15,6 +15,7 @@ import (
 
 	"github.com/betcode-dev/betcode/relay/registry"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/openprompts"
 	"github.com/betcode-dev/betcode/shared/tunnel"
 )
 
@@ -114,7 +115,7 @@ func (s *Service) Watch(ctx context.Context, machineID string, conn grpc.ClientC
 		backoff.WithMaxElapsedTime(0),
 	)
 	client := pb.NewAgentServiceClient(conn)
-	open := openPrompts{}
+	open := openprompts.Set[event]{}
 	for {
 		err := s.watchOnce(ctx, machineID, client, b.Reset, open)
 		if ctx.Err() != nil {
@@ -144,7 +145,7 @@ func (s *Service) Watch(ctx context.Context, machineID string, conn grpc.ClientC
 // watchOnce runs one WatchSessions stream until it ends; connected is
 // called once the snapshot is complete. open holds the prompts notified
 // and not yet resolved, across the streams of one Watch.
-func (s *Service) watchOnce(ctx context.Context, machineID string, client pb.AgentServiceClient, connected func(), open openPrompts) error {
+func (s *Service) watchOnce(ctx context.Context, machineID string, client pb.AgentServiceClient, connected func(), open openprompts.Set[event]) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ctx = metadata.AppendToOutgoingContext(ctx, "x-betcode-client-version", clientVersion)
@@ -168,11 +169,7 @@ func (s *Service) watchOnce(ctx context.Context, machineID string, client pb.Age
 			return err
 		}
 		if u.GetSnapshotDone() {
-			for id := range open {
-				if !snapshot[id] {
-					s.resolveAll(machineID, open, id)
-				}
-			}
+			s.withdraw(machineID, open.Unlisted(snapshot))
 			snapshot = nil
 			connected()
 			continue
@@ -186,16 +183,16 @@ func (s *Service) watchOnce(ctx context.Context, machineID string, client pb.Age
 
 // update queues the notifications u calls for, the withdrawal of the
 // prompts it shows resolved included.
-func (s *Service) update(machineID string, u *pb.SessionUpdate, failed map[string]bool, open openPrompts) {
+func (s *Service) update(machineID string, u *pb.SessionUpdate, failed map[string]bool, open openprompts.Set[event]) {
 	sess := u.GetSession()
-	if sess == nil || u.GetDeleted() {
-		if sess != nil {
-			delete(failed, sess.GetId())
-			s.resolveAll(machineID, open, sess.GetId())
-		}
+	if sess == nil {
 		return
 	}
-	defer s.resolveGone(machineID, open, sess.GetId(), u)
+	defer func() { s.withdraw(machineID, open.Gone(u)) }()
+	if u.GetDeleted() {
+		delete(failed, sess.GetId())
+		return
+	}
 	cause := u.GetCause()
 	if cause == nil {
 		// A snapshot entry (or a rename): its waiting prompts, which this
@@ -207,14 +204,14 @@ func (s *Service) update(machineID string, u *pb.SessionUpdate, failed map[strin
 				continue
 			}
 			if e, ok := promptEvent(machineID, sess, ev); ok {
-				open.remember(e)
+				open.Add(e.n.SessionID, e.n.RequestID, e)
 				s.notify(machineID, e)
 			}
 		}
 		return
 	}
 	if e, ok := promptEvent(machineID, sess, cause); ok {
-		open.remember(e)
+		open.Add(e.n.SessionID, e.n.RequestID, e)
 		s.notify(machineID, e)
 		return
 	}
