@@ -40,10 +40,11 @@ func (l *Listener) deliver(ctx context.Context, c net.Conn) error {
 }
 
 // dial returns one end of a new in-memory connection whose other end the
-// server accepts.
-func (l *Listener) dial(ctx context.Context) (net.Conn, error) {
+// server accepts, with the channel's addresses (local, remote) as its own:
+// the server then sees the call as the channel's device's.
+func (l *Listener) dial(ctx context.Context, local, remote net.Addr) (net.Conn, error) {
 	a, b := net.Pipe()
-	if err := l.deliver(ctx, b); err != nil {
+	if err := l.deliver(ctx, channelConn{Conn: b, local: local, remote: remote}); err != nil {
 		a.Close()
 		b.Close()
 		return nil, err

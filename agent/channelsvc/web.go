@@ -98,13 +98,7 @@ func (s *Service) serveWeb(ctx context.Context, c *e2ee.Conn, dev pairing.Device
 			if ctx.Err() != nil {
 				return nil, net.ErrClosed
 			}
-			a, b := net.Pipe()
-			if err := s.Listener.deliver(dctx, channelConn{Conn: b, local: local, remote: remote}); err != nil {
-				a.Close()
-				b.Close()
-				return nil, err
-			}
-			return a, nil
+			return s.Listener.dial(dctx, local, remote)
 		}),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -85,7 +85,9 @@ func (ev *eventSocket) run(subs json.RawMessage) {
 	ctx, cancel := context.WithCancel(w.ctx)
 	defer cancel()
 	client := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return w.pipe.dial(ctx) },
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return w.pipe.dial(ctx, w.c.LocalAddr(), w.c.RemoteAddr())
+		},
 	}}
 	defer client.CloseIdleConnections()
 	c, _, err := websocket.Dial(ctx, "ws://channel/api/ws", &websocket.DialOptions{HTTPClient: client})
