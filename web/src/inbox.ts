@@ -11,7 +11,7 @@ import { closePromptNotification } from './notifications';
 import { addAsk, type Ask } from './questions';
 import { parse } from './router';
 import {
-  answerPermission, answerQuestion, channelFor, changed, conv, keepChannels, onChange, postVia, state, stateVersion,
+  answerPermission, answerQuestion, channelFor, changed, conv, keepChannels, mergeSession, onChange, postVia, state, stateVersion,
 } from './store';
 import type { Session, StreamEvent } from './types';
 
@@ -214,8 +214,7 @@ export async function answerQuestionIn(it: InboxItem, answers: Record<string, st
 // ---------------------------------------------------------------- watchers
 
 function putFeedSession(f: Feed, s: Session) {
-  const old = f.sessions.get(s.id);
-  f.sessions.set(s.id, { ...old, ...s, pending: s.pending ?? (s.pendingPrompts === 0 ? [] : old?.pending) });
+  f.sessions.set(s.id, mergeSession(f.sessions.get(s.id), s));
 }
 
 function onFeedMessage(f: Feed, m: StreamEvent) {

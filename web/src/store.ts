@@ -498,9 +498,13 @@ export function sortedSessions(): Session[] {
   );
 }
 
+/** s over old: a list's summary without pending prompts keeps the ones old had, unless it has none. */
+export const mergeSession = (old: Session | undefined, s: Session): Session => ({
+  ...old, ...s, pending: s.pending ?? (s.pendingPrompts === 0 ? [] : old?.pending),
+});
+
 export function putSession(s: Session) {
-  const old = state.sessions.get(s.id);
-  state.sessions.set(s.id, { ...old, ...s, pending: s.pending ?? (s.pendingPrompts === 0 ? [] : old?.pending) });
+  state.sessions.set(s.id, mergeSession(state.sessions.get(s.id), s));
   changed();
 }
 
