@@ -189,7 +189,12 @@ func (a *Authenticator) apply(c store.Change) {
 		a.reloadRevocations()
 		a.recheckCalls(func(*call) bool { return true })
 	case store.ChangeToken:
-		a.forgetToken(c.ID)
+		a.mu.Lock()
+		if h, ok := a.byID[c.ID]; ok {
+			delete(a.tokens, h)
+			delete(a.byID, c.ID)
+		}
+		a.mu.Unlock()
 		a.recheckCalls(func(k *call) bool { return k.tokenID == c.ID })
 	case store.ChangeUser, store.ChangeMembership:
 		a.mu.Lock()
@@ -356,17 +361,6 @@ func (a *Authenticator) refusal(tok store.Token) string {
 		return "token " + tok.ID + " expired at " + tok.ExpiresAt.UTC().Format(time.RFC3339) + ": log in with a new one (betcode login)"
 	}
 	return ""
-}
-
-// forgetToken drops token id from the cache. The caller has bumped gen,
-// so that a read of it in flight does not put it back.
-func (a *Authenticator) forgetToken(id string) {
-	a.mu.Lock()
-	if h, ok := a.byID[id]; ok {
-		delete(a.tokens, h)
-		delete(a.byID, id)
-	}
-	a.mu.Unlock()
 }
 
 // token returns the token with hash h, from the cache when fresh.

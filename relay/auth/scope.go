@@ -120,12 +120,11 @@ func (a *Authenticator) spendTicket(ctx context.Context, w http.ResponseWriter, 
 	_, err := a.store.SpendToken(ctx, id.TokenID, a.opt.Now())
 	switch {
 	case err == nil:
-		// This replica knows at once that the ticket is spent (the
-		// store's change notification reaches it, as every other
-		// replica, a moment later): its next use is refused as spent,
-		// not judged by the cached, live ticket.
-		a.gen.Add(1)
-		a.forgetToken(id.TokenID)
+		// This replica applies its own change at once (the store's
+		// notification of it reaches every replica a moment later): the
+		// ticket's next use here is refused as spent, not judged by the
+		// cached, live ticket.
+		a.apply(store.Change{Kind: store.ChangeToken, ID: id.TokenID})
 		a.Audit(store.AuditEvent{Actor: id.UserID, Action: "pairing.ticket_used", Target: "machine:" + id.ScopeMachine,
 			Remote: id.Remote, Outcome: "ok", Detail: "token:" + id.TokenID})
 		return true

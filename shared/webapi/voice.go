@@ -25,6 +25,13 @@ import (
 // (AUDIO_TOO_LARGE), this only stops a larger body from being read.
 const maxAudioBody = 4 << 20
 
+// maxVoiceJSON bounds a JSON body: maxAudioBody in base64, and the rest.
+const maxVoiceJSON = maxAudioBody*4/3 + 4096
+
+// errAudioTooLarge is the refusal of a body over those bounds, in the
+// agent's words.
+var errAudioTooLarge = errors.New("the recording is over 3,000,000 bytes: dictate in shorter pieces (2 minutes at most)")
+
 // voiceBody is the JSON form of a recording, the one a web/1 request can
 // carry (its body is text).
 type voiceBody struct {
@@ -73,9 +80,8 @@ func (h *Handler) transcribe(w http.ResponseWriter, r *http.Request, ctx context
 // readRecording reads the request's recording; on error it returns the
 // HTTP status and BetCode code to answer.
 func readRecording(w http.ResponseWriter, r *http.Request) (*pb.TranscribeRequest, int, string, error) {
-	tooLarge := errors.New("the recording is over 3,000,000 bytes: dictate in shorter pieces (2 minutes at most)")
-	if r.ContentLength > maxAudioBody*4/3+4096 {
-		return nil, http.StatusRequestEntityTooLarge, "AUDIO_TOO_LARGE", tooLarge
+	if r.ContentLength > maxVoiceJSON {
+		return nil, http.StatusRequestEntityTooLarge, "AUDIO_TOO_LARGE", errAudioTooLarge
 	}
 	ct := r.Header.Get("Content-Type")
 	mt, _, _ := mime.ParseMediaType(ct)
@@ -84,17 +90,17 @@ func readRecording(w http.ResponseWriter, r *http.Request) (*pb.TranscribeReques
 		var mbe *http.MaxBytesError
 		switch {
 		case errors.As(err, &mbe):
-			return nil, http.StatusRequestEntityTooLarge, "AUDIO_TOO_LARGE", tooLarge
+			return nil, http.StatusRequestEntityTooLarge, "AUDIO_TOO_LARGE", errAudioTooLarge
 		case err != nil:
 			return nil, http.StatusBadRequest, "INVALID_ARGUMENT", errors.New("reading the recording: " + err.Error())
 		}
 		return &pb.TranscribeRequest{Audio: b, MimeType: ct, Language: r.URL.Query().Get("language")}, 0, "", nil
 	}
 	var body voiceBody
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAudioBody*4/3+4096)).Decode(&body); err != nil {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxVoiceJSON)).Decode(&body); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, http.StatusRequestEntityTooLarge, "AUDIO_TOO_LARGE", tooLarge
+			return nil, http.StatusRequestEntityTooLarge, "AUDIO_TOO_LARGE", errAudioTooLarge
 		}
 		return nil, http.StatusBadRequest, "INVALID_ARGUMENT", errors.New("malformed JSON body: " + err.Error())
 	}
