@@ -15,7 +15,7 @@ export function LiveStrip() {
   if (!s.online) st = 'offline';
   else if (s.conn === 'open' && !s.resyncing && (!e2e || s.chan === 'open')) st = 'live';
   else st = 'reconnecting';
-  const words = st === 'offline' ? 'offline' : st === 'live' ? 'live' : 'reconnecting…';
+  const words = st === 'reconnecting' ? 'reconnecting…' : st;
   return (
     <div class={'live-strip ' + st} role="status" aria-live="polite" data-testid="live-state" data-state={st} data-queued={q}>
       <span class="live-dot" aria-hidden="true" />
