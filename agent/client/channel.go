@@ -124,15 +124,10 @@ func DialChannel(ctx context.Context, ch Channel) (net.Conn, error) {
 
 // Pair pairs this device with a machine through its relay, with the code
 // `betcode-agent pair` printed there. relayCA is the relay's CA file ("":
-// the system roots).
-func Pair(ctx context.Context, code e2ee.PairingCode, relayCA string, device e2ee.KeyPair, name string) (Pairing, error) {
-	return PairWith(ctx, code, relayCA, code.Ticket, device, name)
-}
-
-// PairWith is Pair with relayToken as the Pair call's relay credential: a
-// session share's code carries none (e2ee.PairingCode.ShareUser), and the
-// teammate's own relay login makes the call.
-func PairWith(ctx context.Context, code e2ee.PairingCode, relayCA, relayToken string, device e2ee.KeyPair, name string) (Pairing, error) {
+// the system roots). relayToken is the Pair call's relay credential: the
+// code's Ticket, or, as a session share's code carries none
+// (e2ee.PairingCode.ShareUser), the teammate's own relay login.
+func Pair(ctx context.Context, code e2ee.PairingCode, relayCA, relayToken string, device e2ee.KeyPair, name string) (Pairing, error) {
 	cc, err := dialRelay(code.Relay, relayCA, relayToken)
 	if err != nil {
 		return Pairing{}, err

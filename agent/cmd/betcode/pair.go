@@ -60,7 +60,7 @@ relay credential scoped to that machine alone (no betcode login needed).`,
 			if user, ok := code.ShareUser(); ok {
 				fmt.Fprintf(out, "  this code shares a session with %s: pairing with your relay login\n", user)
 			}
-			p, err := client.PairWith(ctx, code, ca, token, key, name)
+			p, err := client.Pair(ctx, code, ca, token, key, name)
 			if err != nil {
 				return &client.ExitError{Code: client.ExitPermission, Err: err}
 			}
