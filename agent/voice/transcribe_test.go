@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -207,25 +206,5 @@ func TestKeyFileUnreadable(t *testing.T) {
 	}
 	if len(f.Requests()) != 0 {
 		t.Error("the endpoint was called without the key")
-	}
-}
-
-func TestFakeRefusesWhatOpenAIRefuses(t *testing.T) {
-	f := startFake(t, "")
-	res, err := http.Post(f.Endpoint(), "application/json", strings.NewReader(`{}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusBadRequest {
-		t.Errorf("a JSON body: %d, want 400", res.StatusCode)
-	}
-	res, err = http.Get(f.URL() + "/v1/models")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusNotFound || len(f.OtherRequests()) != 1 {
-		t.Errorf("another path: %d (others %q), want 404 recorded", res.StatusCode, f.OtherRequests())
 	}
 }
