@@ -1334,10 +1334,10 @@ export async function postVia(mid: string, path: string, body: unknown): Promise
   throw new ApiError(a.status, d.code || 'HTTP_' + a.status, d.error || 'Refused');
 }
 
-/** Codes of a call that did not reach the machine, or that it could not take yet: try again later. */
+/** Codes of a call (status 0) that did not reach the machine, or that it could not take yet: try again later. */
 const AWAY = new Set([
   'NETWORK', 'UNAVAILABLE', 'CLOSED', 'DEADLINE_EXCEEDED', 'TIMEOUT', 'NO_ANSWER', 'RESOURCE_EXHAUSTED',
-  'MACHINE_OFFLINE', 'TUNNEL_DISCONNECTED', 'HTTP_502', 'HTTP_503', 'HTTP_504',
+  'MACHINE_OFFLINE', 'TUNNEL_DISCONNECTED',
 ]);
 
 /** Whether a failed send may succeed later: the network, the channel or the machine was away. */
