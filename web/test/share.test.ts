@@ -3,8 +3,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import v from './testdata/e2ee-vectors.json';
-import { formatPairingCode, parsePairingCode } from '../src/e2ee/code';
-import { pair, shareCodeUser } from '../src/e2ee/channel';
+import { formatPairingCode, parsePairingCode, shareCodeUser } from '../src/e2ee/code';
+import { pair } from '../src/e2ee/channel';
 import { ChannelError } from '../src/e2ee/types';
 
 /** The WebSocket the pairing opens: what it was sent. */

@@ -3,7 +3,7 @@
 // pairOver runs Noise_XXpsk3 as Go's e2ee.PairDevice and agent/client.Pair.
 import { hkdf } from '@noble/hashes/hkdf.js';
 import { sha256 } from '@noble/hashes/sha2.js';
-import { base64, fingerprint, matchesFingerprint, parsePairingCode, unbase64, validatePairingCode, type PairingCode } from './code';
+import { base64, fingerprint, matchesFingerprint, parsePairingCode, shareCodeUser, unbase64, validatePairingCode, type PairingCode } from './code';
 import { CipherState, HandshakeState, IK, MAX_MSG, TAGLEN, XXpsk3 } from './noise';
 import { staticKey } from './static';
 import { ChannelError, type Answer, type ChannelOptions, type EventSocket, type PairOptions, type Pairing, type WebChannel } from './types';
@@ -553,11 +553,6 @@ export function pairingPSK(secret: Uint8Array, machineId: string, offer: string)
 
 const unauthenticated = () =>
   new ChannelError('PAIRING_FAILED', 'pairing failed: the handshake did not authenticate: the code is wrong, expired or already used, or the relay altered the exchange');
-
-/** The user a session share's code is for (its ticket is "share:USER"), or undefined for a pairing code. */
-export function shareCodeUser(code: PairingCode): string | undefined {
-  return code.ticket.startsWith('share:') ? code.ticket.slice('share:'.length) : undefined;
-}
 
 /** pair of the API: a WebSocket to /api/pair with the code's ticket (a share code: the login), then pairOver. */
 export async function pair(opts: PairOptions, WS?: WebSocketCtor): Promise<Pairing> {

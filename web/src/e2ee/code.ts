@@ -12,6 +12,11 @@ export interface PairingCode {
   ticket: string; // the relay credential for the pairing (a "bct_" token)
 }
 
+/** The user a session share's code is for (its ticket is "share:USER"), or undefined for a pairing code. */
+export function shareCodeUser(code: PairingCode): string | undefined {
+  return code.ticket.startsWith('share:') ? code.ticket.slice('share:'.length) : undefined;
+}
+
 /** A code that cannot be read or cannot work; the message says what to do. */
 export class PairingCodeError extends Error {
   constructor(message: string) {

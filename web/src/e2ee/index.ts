@@ -12,6 +12,7 @@
 //   removePairing(machineId): Promise<void>
 //   getCurrentMachine(): Promise<string | undefined> / setCurrentMachine(id | undefined)
 //   parsePairingCode(text): PairingCode             throws PairingCodeError (message for people)
+//   shareCodeUser(code): string | undefined         the user a session share's code is for (ticket "share:USER")
 //   fingerprint(pub): string                        "ab12 cd34 …" (16 groups of 4 hex), as Go's e2ee.Fingerprint
 //   fingerprintId(pub): string                      16 hex characters, as Go's e2ee.FingerprintID
 //   base64 / unbase64                               standard base64 with padding (the doc's JSON form)
@@ -61,7 +62,7 @@ export type { PairingCode } from './code';
 export type { WebChannel, EventSocket, ChannelOptions, PairOptions, Answer } from './types';
 export { ChannelError } from './types';
 export { loadOrCreateDeviceKey, listPairings, getPairing, savePairing, removePairing, getCurrentMachine, setCurrentMachine } from './keys';
-export { parsePairingCode, PairingCodeError, fingerprint, fingerprintId, base64, unbase64 } from './code';
+export { parsePairingCode, shareCodeUser, PairingCodeError, fingerprint, fingerprintId, base64, unbase64 } from './code';
 export { sealedPayload } from './payload';
 
 import type { DeviceKey } from './keys';

@@ -2,7 +2,7 @@
 // or its betcode-pair:1:… text to paste), then the end-to-end pairing of src/e2ee; the pairing is
 // stored on this device and the machine becomes the current one.
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { loadOrCreateDeviceKey, pair, parsePairingCode, savePairing, type PairingCode } from '../e2ee';
+import { loadOrCreateDeviceKey, pair, parsePairingCode, savePairing, shareCodeUser, type PairingCode } from '../e2ee';
 import { deviceName, reloadPairings, setDeviceName, useAppState, useMachine } from '../store';
 import { go, href } from '../router';
 import { TopBar } from './common';
@@ -77,7 +77,7 @@ export function Pair() {
       return;
     }
     // A session share's code (betcode session share) pairs with this browser's own relay login.
-    const shareUser = code.ticket.startsWith('share:') ? code.ticket.slice('share:'.length) : undefined;
+    const shareUser = shareCodeUser(code);
     if (shareUser !== undefined && !s.token) {
       setError(`This code shares a session with ${shareUser}: log in to the relay as ${shareUser} first, then pair with it.`);
       return;
