@@ -19,13 +19,14 @@ export function readOnlyShare(): boolean {
 /** Said instead of the answer buttons of an open prompt in a read-only share. */
 export const READ_ONLY_WAIT = 'Waiting for the owner to answer: this session was shared with you read-only';
 
-function until(iso: string): string {
-  const t = new Date(iso);
-  return isNaN(t.getTime()) ? '' : t.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+/** A share's time (ISO), shortly: its date and minute, or '' when there is none. */
+export function shareTime(iso?: string): string {
+  const t = iso ? new Date(iso) : undefined;
+  return t && !isNaN(t.getTime()) ? t.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' }) : '';
 }
 
 export function ShareBanner({ share }: { share: SharedSession }) {
-  const end = until(share.expiresAt);
+  const end = shareTime(share.expiresAt);
   return (
     <p class="share-banner" role="status" data-testid="share-banner" data-mode={share.mode}>
       <strong>Shared with you</strong>

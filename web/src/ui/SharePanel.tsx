@@ -5,6 +5,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { del, get, post, q } from '../api';
 import { errText } from '../store';
+import { shareTime } from './ShareBanner';
 
 interface ShareT {
   id: string;
@@ -18,14 +19,12 @@ interface ShareT {
 
 const DURATIONS: [string, number][] = [['1 hour', 3600], ['8 hours', 8 * 3600], ['24 hours', 24 * 3600], ['7 days', 7 * 24 * 3600]];
 
-const when = (iso?: string) => {
-  const t = iso ? new Date(iso) : undefined;
-  return t && !isNaN(t.getTime()) ? t.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' }) : '';
-};
+/** Whether s still holds: not stopped, not past its end. */
+const isLive = (s: ShareT) => !s.revokedAt && !(s.expiresAt && new Date(s.expiresAt).getTime() <= Date.now());
 
 function stateOf(s: ShareT): string {
   if (s.revokedAt) return 'stopped';
-  if (s.expiresAt && new Date(s.expiresAt).getTime() <= Date.now()) return 'ended';
+  if (!isLive(s)) return 'ended';
   return s.deviceName ? `joined on ${s.deviceName}` : 'code not used yet';
 }
 
@@ -53,7 +52,7 @@ export function SharePanel({ session }: { session: string }) {
     setError('');
     try {
       const r = await post<{ share: ShareT; code: string; codeExpiresAt?: string }>(base, { user: user.trim(), mode, expiresInSeconds: secs });
-      setMade({ code: r.code, user: r.share.user, until: when(r.codeExpiresAt) });
+      setMade({ code: r.code, user: r.share.user, until: shareTime(r.codeExpiresAt) });
       await load();
     } catch (err) {
       setError(errText(err));
@@ -71,7 +70,7 @@ export function SharePanel({ session }: { session: string }) {
     }
   };
 
-  const live = (shares ?? []).filter((s) => !s.revokedAt && (!s.expiresAt || new Date(s.expiresAt).getTime() > Date.now()));
+  const live = (shares ?? []).filter(isLive);
   return (
     <details class="share-panel" data-testid="share-panel" onToggle={(e) => setOpen((e.currentTarget as HTMLDetailsElement).open)}>
       <summary>
@@ -108,9 +107,9 @@ export function SharePanel({ session }: { session: string }) {
             <li key={s.id} data-testid="share-item" data-share-id={s.id} data-state={stateOf(s)}>
               <span>
                 <strong>{s.user}</strong> · {s.mode === 'answer' ? 'can answer' : 'watch only'} · {stateOf(s)}
-                {s.expiresAt && !s.revokedAt ? ` · until ${when(s.expiresAt)}` : ''}
+                {s.expiresAt && !s.revokedAt ? ` · until ${shareTime(s.expiresAt)}` : ''}
               </span>
-              {!s.revokedAt && stateOf(s) !== 'ended' && (
+              {isLive(s) && (
                 <button type="button" class="btn small-btn danger" data-testid="share-stop" aria-label={`Stop sharing with ${s.user}`} onClick={() => void stop(s.id)}>
                   Stop sharing
                 </button>
