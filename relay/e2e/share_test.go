@@ -128,7 +128,7 @@ func shareCode(ctx context.Context, t *testing.T, a *agent, args ...string) (cod
 	return m[1], s[1]
 }
 
-// cutWithin watches a health stream on cc and returns a func that waits
+// watchEnd watches a health stream on cc and returns a func that waits
 // for it to end and returns when it did.
 func watchEnd(ctx context.Context, t *testing.T, cc *grpc.ClientConn) func() time.Time {
 	t.Helper()
