@@ -77,10 +77,10 @@ func (h *Handler) routes() []route {
 		{get, "/api/dirs/validate", h.authed(h.validateDir)},
 		{get, "/api/local-sessions", h.authed(h.localSessions)},
 		{post, "/api/local-sessions/{id}/adopt", h.authed(h.adoptSession)},
-		{post, "/api/voice/transcriptions", h.postVoice()},
-		{get, "/api/sessions/{id}/shares", h.onMachineOnly(h.listShares)},
-		{post, "/api/sessions/{id}/shares", h.onMachineOnly(h.createShare)},
-		{http.MethodDelete, "/api/shares/{shareId}", h.onMachineOnly(h.revokeShare)},
+		{post, "/api/voice/transcriptions", h.onMachineOnly(voiceOnMachine, h.transcribe)},
+		{get, "/api/sessions/{id}/shares", h.onMachineOnly(shareOnMachine, h.listShares)},
+		{post, "/api/sessions/{id}/shares", h.onMachineOnly(shareOnMachine, h.createShare)},
+		{http.MethodDelete, "/api/shares/{shareId}", h.onMachineOnly(shareOnMachine, h.revokeShare)},
 	}
 }
 

@@ -38,18 +38,22 @@ func shareOf(s *pb.Share) Share {
 		ExpiresAt: rfc3339(s.GetExpiresAt()), RevokedAt: rfc3339(s.GetRevokedAt()), DeviceID: s.GetDeviceId(), DeviceName: s.GetDeviceName()}
 }
 
-// onMachineOnly refuses a share route on the relay, before reading the body.
-func (h *Handler) onMachineOnly(fn authedFunc) http.Handler {
+// onMachineOnly serves fn to an authenticated caller on the machine and
+// refuses it on the relay, before reading the body, with why: what the
+// route carries must reach the machine only inside its end-to-end channel.
+func (h *Handler) onMachineOnly(why string, fn authedFunc) http.Handler {
 	authed := h.authed(fn)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h.opts.Role == RoleRelay {
-			writeError(w, http.StatusForbidden, "E2E_REQUIRED",
-				"sharing goes to the machine only inside its end-to-end channel (a share code holds a pairing secret): pair this browser with the machine")
+			writeError(w, http.StatusForbidden, "E2E_REQUIRED", why+": pair this browser with the machine")
 			return
 		}
 		authed.ServeHTTP(w, r)
 	})
 }
+
+// shareOnMachine is why the share routes are refused on the relay.
+const shareOnMachine = "sharing goes to the machine only inside its end-to-end channel (a share code holds a pairing secret)"
 
 func (h *Handler) listShares(w http.ResponseWriter, r *http.Request, ctx context.Context, _ caller) {
 	resp, err := pb.NewShareServiceClient(h.opts.Conn).ListShares(ctx, &pb.ListSharesRequest{SessionId: r.PathValue("id")})

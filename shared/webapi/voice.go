@@ -47,19 +47,8 @@ type Transcription struct {
 	Model string `json:"model,omitempty"`
 }
 
-// postVoice refuses the route on the relay (the audio would be in clear
-// there), else serves it to an authenticated caller.
-func (h *Handler) postVoice() http.Handler {
-	authed := h.authed(h.transcribe)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h.opts.Role == RoleRelay {
-			writeError(w, http.StatusForbidden, "E2E_REQUIRED",
-				"dictation goes to the machine only inside its end-to-end channel, never through the relay in clear: pair this browser with the machine")
-			return
-		}
-		authed.ServeHTTP(w, r)
-	})
-}
+// voiceOnMachine is why dictation is refused on the relay.
+const voiceOnMachine = "dictation goes to the machine only inside its end-to-end channel, never through the relay in clear"
 
 // transcribe serves POST /api/voice/transcriptions: a body of type audio/…
 // (the recording itself) or JSON {"mimeType","base64Data","language"?}.
