@@ -176,9 +176,16 @@ export function inboxItems(): InboxItem[] {
 
 // ---------------------------------------------------------------- answers
 
-/** Drops a prompt from a watched machine's list at once (its watcher confirms it). */
-function dropPending(mid: string, sid: string, id: string) {
-  const s = feeds.get(mid)?.sessions.get(sid);
+/**
+ * Answers prompt it of a watched machine (not the current one) through that machine's own
+ * channel, and drops it from the machine's list at once (its watcher confirms it).
+ */
+async function answerElsewhere(it: InboxItem, kind: 'permissions' | 'questions', body: unknown) {
+  const sid = it.session.id;
+  const id = it.promptId!;
+  await postVia(it.machineId, `/sessions/${encodeURIComponent(sid)}/${kind}/${encodeURIComponent(id)}`, body);
+  closePromptNotification(sid, id); // the machine sends the answering device no resolution
+  const s = feeds.get(it.machineId)?.sessions.get(sid);
   if (!s?.pending) return;
   s.pending = s.pending.filter((p) => p.requestId !== id && p.questionId !== id);
   s.pendingPrompts = s.pending.length;
@@ -187,28 +194,18 @@ function dropPending(mid: string, sid: string, id: string) {
 
 /** Answers a permission prompt of any paired machine, in place. */
 export async function answerPermissionIn(it: InboxItem, behavior: 'allow' | 'allowSession' | 'deny') {
-  if (it.machineId === state.machineId) {
-    conv(it.session.id);
-    await answerPermission(it.session.id, it.promptId!, behavior);
-    inboxChanged();
-    return;
-  }
-  await postVia(it.machineId, `/sessions/${encodeURIComponent(it.session.id)}/permissions/${encodeURIComponent(it.promptId!)}`, { behavior });
-  closePromptNotification(it.session.id, it.promptId!); // the machine sends the answering device no resolution
-  dropPending(it.machineId, it.session.id, it.promptId!);
+  if (it.machineId !== state.machineId) return answerElsewhere(it, 'permissions', { behavior });
+  conv(it.session.id);
+  await answerPermission(it.session.id, it.promptId!, behavior);
+  inboxChanged();
 }
 
 /** Answers a question of any paired machine, in place. */
 export async function answerQuestionIn(it: InboxItem, answers: Record<string, string>) {
-  if (it.machineId === state.machineId) {
-    conv(it.session.id);
-    await answerQuestion(it.session.id, it.promptId!, answers);
-    inboxChanged();
-    return;
-  }
-  await postVia(it.machineId, `/sessions/${encodeURIComponent(it.session.id)}/questions/${encodeURIComponent(it.promptId!)}`, { answers });
-  closePromptNotification(it.session.id, it.promptId!); // the machine sends the answering device no resolution
-  dropPending(it.machineId, it.session.id, it.promptId!);
+  if (it.machineId !== state.machineId) return answerElsewhere(it, 'questions', { answers });
+  conv(it.session.id);
+  await answerQuestion(it.session.id, it.promptId!, answers);
+  inboxChanged();
 }
 
 // ---------------------------------------------------------------- watchers
