@@ -2,16 +2,9 @@ package session
 
 import (
 	"context"
-	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"google.golang.org/protobuf/proto"
-
-	"github.com/betcode-dev/betcode/agent/eventlog"
-	"github.com/betcode-dev/betcode/agent/internal/testenv"
-	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
 // TestSendOnceSurvivesARestart: the web app's outbox sends a message again, with the same
@@ -21,13 +14,10 @@ import (
 // message is stored, and sent to Claude, exactly once.
 func TestSendOnceSurvivesARestart(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "agent.db")
-	cfg := Config{DefaultDir: t.TempDir(), ClaudeBin: testenv.Binaries(t).FakeClaude, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}
+	cfg := Config{DefaultDir: t.TempDir()}
+	m := openManager(t, cfg, db) // builds the fake CLI first: the deadline starts after
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	m, err := Open(ctx, cfg, db)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s, err := m.Create(ctx, CreateRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -41,11 +31,7 @@ func TestSendOnceSurvivesARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m2, err := Open(ctx, cfg, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m2.Close(context.Background()) })
+	m2 := openManager(t, cfg, db)
 	s2, err := m2.Get(ctx, id)
 	if err != nil {
 		t.Fatal(err)
@@ -60,14 +46,10 @@ func TestSendOnceSurvivesARestart(t *testing.T) {
 		}
 	}
 	stored := 0
-	if err := m2.Log().Since(ctx, id, 0, func(ev eventlog.Event) error {
-		var pev pb.AgentEvent
-		if proto.Unmarshal(ev.Payload, &pev) == nil && pev.GetUserInput().GetContent() == text {
+	for _, ev := range replayAll(t, ctx, s2) {
+		if ev.GetUserInput().GetContent() == text {
 			stored++
 		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
 	}
 	if stored != 1 {
 		t.Errorf("the message is stored %d times, want once", stored)

@@ -18,9 +18,16 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 func newManager(t *testing.T, cfg Config) *Manager {
 	t.Helper()
+	return openManager(t, cfg, t.TempDir()+"/agent.db")
+}
+
+// openManager opens a Manager on the event log db (the fake CLI, a logger
+// bound to t), closed at the test's end.
+func openManager(t *testing.T, cfg Config, db string) *Manager {
+	t.Helper()
 	cfg.ClaudeBin = testenv.Binaries(t).FakeClaude
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
-	m, err := Open(context.Background(), cfg, t.TempDir()+"/agent.db")
+	m, err := Open(context.Background(), cfg, db)
 	if err != nil {
 		t.Fatal(err)
 	}
