@@ -54,12 +54,7 @@ type inboxResult struct {
 		MedianRendered float64 `json:"medianRendered"`
 		MedianPainted  float64 `json:"medianPainted"`
 	} `json:"perf"`
-	APIRequests []string `json:"apiRequests"`
-	WebSockets  []string `json:"webSockets"`
-	Alerts      []struct {
-		URL  string `json:"url"`
-		Text string `json:"text"`
-	} `json:"alerts"`
+	pageTraffic
 }
 
 // TestBrowserInboxThroughRelay is issue 24's inbox across machines: one phone paired with two
@@ -75,11 +70,7 @@ func TestBrowserInboxThroughRelay(t *testing.T) {
 	w := newWorld(t, "")
 	var agents [2]*agent
 	for i, id := range []string{"inbox-a", "inbox-b"} {
-		a := w.newAgent(id)
-		a.args = []string{"--relay-e2e", "required"}
-		cert, key := w.machineCert(id)
-		a.start(w, cert, key)
-		agents[i] = a
+		agents[i] = w.startE2EAgent(id)
 	}
 	ctx := ctxT(t, 4*time.Minute)
 	var codes []string
@@ -200,6 +191,20 @@ func promptWaiting(ctx context.Context, t *testing.T, api pb.AgentServiceClient,
 	}
 	_, _, err = followSession(t, ctx, api, st.Session.Id).next(ctx, 0, until)
 	return err
+}
+
+// pageTraffic is what a browser script records of a paired device's pages: every /api request
+// and WebSocket they opened (see nothingInClear) and every alert they showed.
+type pageTraffic struct {
+	APIRequests []string    `json:"apiRequests"`
+	WebSockets  []string    `json:"webSockets"`
+	Alerts      []pageAlert `json:"alerts"`
+}
+
+// pageAlert is a text the app showed as a toast or an alert, and the page's address then.
+type pageAlert struct {
+	URL  string `json:"url"`
+	Text string `json:"text"`
 }
 
 // nothingInClear checks that a page of a paired device sent nothing of its machines to the relay

@@ -130,10 +130,7 @@ func TestBrowserNotificationsClear(t *testing.T) {
 	subA, subB := srv.Subscribe(t), srv.Subscribe(t)
 	mail, mailURL := newPushMailbox(t, srv, subA, subB)
 	const permissionTimeout = 12 * time.Second
-	a := w.newAgent("notify-m")
-	a.args = []string{"--relay-e2e", "required", "--permission-timeout", permissionTimeout.String(), "--metrics-listen", "127.0.0.1:0"}
-	cert, key := w.machineCert("notify-m")
-	a.start(w, cert, key)
+	a := w.startE2EAgent("notify-m", "--permission-timeout", permissionTimeout.String(), "--metrics-listen", "127.0.0.1:0")
 	ctx := ctxT(t, 4*time.Minute)
 
 	codeA, pairA, outA := pairCode(ctx, t, a)

@@ -35,12 +35,7 @@ type pairResult struct {
 	NotificationFailure string   `json:"notificationFailure"`
 	Replies             []string `json:"replies"`
 	ToolCards           int      `json:"toolCards"`
-	APIRequests         []string `json:"apiRequests"`
-	WebSockets          []string `json:"webSockets"`
-	Alerts              []struct {
-		URL  string `json:"url"`
-		Text string `json:"text"`
-	} `json:"alerts"`
+	pageTraffic
 }
 
 // TestBrowserPairThroughRelay is the phone of issue 22 in a real browser:
@@ -54,10 +49,7 @@ type pairResult struct {
 func TestBrowserPairThroughRelay(t *testing.T) {
 	browsertest.Require(t)
 	w := newWorld(t, "")
-	a := w.newAgent("phone-m")
-	a.args = []string{"--relay-e2e", "required"}
-	cert, key := w.machineCert("phone-m")
-	a.start(w, cert, key)
+	a := w.startE2EAgent("phone-m")
 	ctx := ctxT(t, 4*time.Minute)
 
 	code, pairCmd, pairOut := pairCode(ctx, t, a)

@@ -19,21 +19,18 @@ import (
 
 // shareResult is what web/e2e/share.mjs reports.
 type shareResult struct {
-	Steps             []string `json:"steps"`
-	OwnerShares       []string `json:"ownerShares"`
-	CarolError        string   `json:"carolError"`
-	ReadURL           string   `json:"readURL"`
-	ReadBanner        string   `json:"readBanner"`
-	ReadPrompt        string   `json:"readPrompt"`
-	ReadAnswerButtons int      `json:"readAnswerButtons"`
-	ReadMessageBox    int      `json:"readMessageBox"`
-	AnswerMessageBox  int      `json:"answerMessageBox"`
-	CutMs             int      `json:"cutMs"`
-	AfterCut          string   `json:"afterCut"`
-	Alerts            []struct {
-		URL  string `json:"url"`
-		Text string `json:"text"`
-	} `json:"alerts"`
+	Steps             []string    `json:"steps"`
+	OwnerShares       []string    `json:"ownerShares"`
+	CarolError        string      `json:"carolError"`
+	ReadURL           string      `json:"readURL"`
+	ReadBanner        string      `json:"readBanner"`
+	ReadPrompt        string      `json:"readPrompt"`
+	ReadAnswerButtons int         `json:"readAnswerButtons"`
+	ReadMessageBox    int         `json:"readMessageBox"`
+	AnswerMessageBox  int         `json:"answerMessageBox"`
+	CutMs             int         `json:"cutMs"`
+	AfterCut          string      `json:"afterCut"`
+	Alerts            []pageAlert `json:"alerts"`
 }
 
 // TestBrowserShareThroughRelay is a session shared with a teammate, in the
@@ -47,10 +44,7 @@ type shareResult struct {
 func TestBrowserShareThroughRelay(t *testing.T) {
 	browsertest.Require(t)
 	w := newWorld(t, "")
-	a := w.newAgent("share-m")
-	a.args = []string{"--relay-e2e", "required"}
-	cert, key := w.machineCert("share-m")
-	a.start(w, cert, key)
+	a := w.startE2EAgent("share-m")
 	ctx := ctxT(t, 4*time.Minute)
 	bob, carol := w.token("bob"), w.token("carol")
 

@@ -29,12 +29,7 @@ type staleResult struct {
 	LiveStrip       string   `json:"liveStrip"`
 	DownStrip       string   `json:"downStrip"`
 	UserTexts       []string `json:"userTexts"`
-	APIRequests     []string `json:"apiRequests"`
-	WebSockets      []string `json:"webSockets"`
-	Alerts          []struct {
-		URL  string `json:"url"`
-		Text string `json:"text"`
-	} `json:"alerts"`
+	pageTraffic
 }
 
 // localAgent is a gRPC client of the agent's own Unix socket (no relay, no token): what the
@@ -99,10 +94,7 @@ func waitReplyTo(ctx context.Context, t *testing.T, api pb.AgentServiceClient, t
 func TestBrowserStaleThroughRelay(t *testing.T) {
 	browsertest.Require(t)
 	w := newWorld(t, "")
-	a := w.newAgent("stale-m")
-	a.args = []string{"--relay-e2e", "required"}
-	cert, key := w.machineCert("stale-m")
-	a.start(w, cert, key)
+	a := w.startE2EAgent("stale-m")
 	ctx := ctxT(t, 4*time.Minute)
 	api := localAgent(t, a)
 
@@ -151,7 +143,7 @@ func TestBrowserStaleThroughRelay(t *testing.T) {
 				a.proc.kill()
 				follow = nil // its stream ended with the agent
 			case "machineUp":
-				a.start(w, cert, key)
+				a.startAgain(w)
 			case "machineDelivered": // its turn ended on the new agent process
 				if err := waitReplyTo(ctx, t, api, p["whileDown"].(string)); err != nil {
 					return browserStop("%v", err)

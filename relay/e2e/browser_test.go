@@ -673,11 +673,8 @@ func TestBrowserScreenshots(t *testing.T) {
 		Params: params,
 	})
 	var r struct {
-		Shots  []string `json:"shots"`
-		Alerts []struct {
-			URL  string `json:"url"`
-			Text string `json:"text"`
-		} `json:"alerts"`
+		Shots  []string    `json:"shots"`
+		Alerts []pageAlert `json:"alerts"`
 	}
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatal(err)

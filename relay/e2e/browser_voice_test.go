@@ -37,12 +37,7 @@ type voiceResult struct {
 	BrowserRecognition bool     `json:"browserRecognition"`
 	SettingsWarning    string   `json:"settingsWarning"`
 	FramesSent         int      `json:"framesSent"`
-	APIRequests        []string `json:"apiRequests"`
-	WebSockets         []string `json:"webSockets"`
-	Alerts             []struct {
-		URL  string `json:"url"`
-		Text string `json:"text"`
-	} `json:"alerts"`
+	pageTraffic
 }
 
 // TestBrowserVoiceThroughRelay is issue 24's dictation in a real browser: a
@@ -67,10 +62,7 @@ func TestBrowserVoiceThroughRelay(t *testing.T) {
 	stt.Enqueue(fakeopenai.TranscriptionReply{Status: http.StatusServiceUnavailable, Message: "the model is overloaded"})
 
 	w := newWorld(t, "")
-	a := w.newAgent("voice-m")
-	a.args = []string{"--relay-e2e", "required", "--voice-transcribe-url", stt.Endpoint()}
-	cert, key := w.machineCert("voice-m")
-	a.start(w, cert, key)
+	a := w.startE2EAgent("voice-m", "--voice-transcribe-url", stt.Endpoint())
 	ctx := ctxT(t, 4*time.Minute)
 
 	code, pairCmd, _ := pairCode(ctx, t, a)

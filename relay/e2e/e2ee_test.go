@@ -113,10 +113,7 @@ func TestEndToEndEncryption(t *testing.T) {
 	dbURL := pgtest.URL(t)
 	w := newWorldOf(t, &world{t: t, pki: t.TempDir(), dataDir: t.TempDir(), dbURL: dbURL,
 		extraArgs: []string{"--metrics-listen", "127.0.0.1:0"}})
-	a := w.newAgent("sealed")
-	a.args = []string{"--relay-e2e", "required"}
-	cert, key := w.machineCert("sealed")
-	a.start(w, cert, key)
+	a := w.startE2EAgent("sealed")
 	ca := filepath.Join(w.pki, pki.CACertFile)
 	ctx := ctxT(t, 3*time.Minute)
 

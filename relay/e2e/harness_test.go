@@ -353,6 +353,17 @@ func (w *world) startAgent(id, relayAddr string) *agent {
 	return a
 }
 
+// startE2EAgent starts machine id on the world's relay serving relayed calls
+// only inside end-to-end channels (--relay-e2e required), with extra flags.
+func (w *world) startE2EAgent(id string, extra ...string) *agent {
+	w.t.Helper()
+	a := w.newAgent(id)
+	a.args = append([]string{"--relay-e2e", "required"}, extra...)
+	cert, key := w.machineCert(id)
+	a.start(w, cert, key)
+	return a
+}
+
 // newAgent prepares (without starting) machine id dialing the relay.
 func (w *world) newAgent(id string) *agent {
 	home := w.t.TempDir()
@@ -378,8 +389,14 @@ func (a *agent) start(w *world, cert, key string) {
 	a.proc.waitLine(w.t, `relay link up`, 60*time.Second)
 }
 
+// restart kills machine a and starts it again.
 func (a *agent) restart(w *world) {
 	a.proc.kill()
+	a.startAgain(w)
+}
+
+// startAgain starts machine a (stopped) again with the certificate it was issued.
+func (a *agent) startAgain(w *world) {
 	a.start(w, filepath.Join(w.pki, pki.MachineCertFile(a.id)), filepath.Join(w.pki, pki.MachineKeyFile(a.id)))
 }
 

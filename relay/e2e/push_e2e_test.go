@@ -33,10 +33,7 @@ func TestPushEncryptedByMachine(t *testing.T) {
 	w := newWorldOf(t, &world{t: t, pki: t.TempDir(), dataDir: t.TempDir(), dbURL: pgtest.URL(t),
 		extraArgs: []string{"--metrics-listen", "127.0.0.1:0", "--push-subject", "mailto:ops@example.com", "--push-private-endpoints"}})
 	srv := pushtest.New(t)
-	a := w.newAgent("pushed")
-	a.args = []string{"--relay-e2e", "required"}
-	cert, key := w.machineCert("pushed")
-	a.start(w, cert, key)
+	a := w.startE2EAgent("pushed")
 	ca := filepath.Join(w.pki, pki.CACertFile)
 	ctx := ctxT(t, 3*time.Minute)
 

@@ -81,10 +81,7 @@ func pgDump(ctx context.Context, t *testing.T, dbURL string) []byte {
 func TestSealedOfflineBuffer(t *testing.T) {
 	dbURL := pgtest.URL(t)
 	w := newWorldOf(t, &world{t: t, pki: t.TempDir(), dataDir: t.TempDir(), dbURL: dbURL})
-	a := w.newAgent("offl")
-	a.args = []string{"--relay-e2e", "required"}
-	cert, key := w.machineCert("offl")
-	a.start(w, cert, key)
+	a := w.startE2EAgent("offl")
 	ca := filepath.Join(w.pki, pki.CACertFile)
 	ctx := ctxT(t, 4*time.Minute)
 

@@ -175,10 +175,7 @@ func wantDenied(t *testing.T, what string, err error, code string) {
 // user, can neither use the code nor open a channel.
 func TestSessionShare(t *testing.T) {
 	w := newWorld(t, pgtest.URL(t))
-	a := w.newAgent("shared")
-	a.args = []string{"--relay-e2e", "required"}
-	cert, key := w.machineCert("shared")
-	a.start(w, cert, key)
+	a := w.startE2EAgent("shared")
 	ctx := ctxT(t, 3*time.Minute)
 	bob, carol := w.token("bob"), w.token("carol")
 

@@ -159,10 +159,7 @@ func (f *webFrames) request(id int, method, path, body string) (int, string) {
 // the event socket. The machine serves relayed calls only inside channels.
 func TestWebChannelThroughRelay(t *testing.T) {
 	w := newWorld(t, pgtest.URL(t))
-	a := w.newAgent("webch")
-	a.args = []string{"--relay-e2e", "required"}
-	cert, key := w.machineCert("webch")
-	a.start(w, cert, key)
+	a := w.startE2EAgent("webch")
 	ctx := ctxT(t, 3*time.Minute)
 
 	code, pairCmd, pairOut := pairCode(ctx, t, a)
