@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -44,15 +42,8 @@ type Seen struct {
 // OpenSeen loads (or starts) the seen ids in dataDir.
 func OpenSeen(dataDir string) (*Seen, error) {
 	s := &Seen{path: filepath.Join(dataDir, SeenFile), now: time.Now, ids: map[string]int64{}}
-	b, err := os.ReadFile(s.path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
+	if err := atomicfile.ReadJSON(s.path, &s.ids); err != nil {
 		return nil, fmt.Errorf("read sealed envelope ids: %w", err)
-	default:
-		if err := json.Unmarshal(b, &s.ids); err != nil {
-			return nil, fmt.Errorf("read sealed envelope ids %s: %w", s.path, err)
-		}
 	}
 	return s, nil
 }

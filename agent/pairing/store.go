@@ -11,11 +11,9 @@ package pairing
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -131,15 +129,8 @@ func Open(dataDir string) (*Store, error) {
 	}
 	s := &Store{key: key, path: filepath.Join(dataDir, DevicesFile), now: time.Now,
 		offers: map[string]*Offer{}, open: map[string]map[io.Closer]struct{}{}}
-	b, err := os.ReadFile(s.path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return nil, fmt.Errorf("read paired devices: %w", err)
-	default:
-		if err := json.Unmarshal(b, &s.devices); err != nil {
-			return nil, fmt.Errorf("read paired devices %s: %w (move it aside to start with no paired devices)", s.path, err)
-		}
+	if err := atomicfile.ReadJSON(s.path, &s.devices); err != nil {
+		return nil, fmt.Errorf("read paired devices: %w (move it aside to start with no paired devices)", err)
 	}
 	return s, nil
 }
@@ -340,11 +331,7 @@ func (s *Store) Flush() error {
 
 // saveLocked writes the devices file (0600). s.mu is held.
 func (s *Store) saveLocked() error {
-	b, err := json.MarshalIndent(s.devices, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.Write(s.path, append(b, '\n'), 0o600); err != nil {
+	if err := atomicfile.WriteJSON(s.path, s.devices, 0o600); err != nil {
 		return fmt.Errorf("save paired devices: %w", err)
 	}
 	s.dirty = false

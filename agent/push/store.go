@@ -19,11 +19,8 @@ package push
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -75,15 +72,8 @@ type Store struct {
 // OpenStore loads (or starts) the store in dataDir.
 func OpenStore(dataDir string) (*Store, error) {
 	s := &Store{path: filepath.Join(dataDir, File), now: time.Now}
-	b, err := os.ReadFile(s.path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return nil, fmt.Errorf("read push subscriptions: %w", err)
-	default:
-		if err := json.Unmarshal(b, &s.subs); err != nil {
-			return nil, fmt.Errorf("read push subscriptions %s: %w (move it aside to start with none)", s.path, err)
-		}
+	if err := atomicfile.ReadJSON(s.path, &s.subs); err != nil {
+		return nil, fmt.Errorf("read push subscriptions: %w (move it aside to start with none)", err)
 	}
 	return s, nil
 }
@@ -172,11 +162,7 @@ func (s *Store) remove(match func(Subscription) bool) error {
 // saveLocked writes the file (0600: it holds the browsers' keys). s.mu is
 // held.
 func (s *Store) saveLocked() error {
-	b, err := json.MarshalIndent(s.subs, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.Write(s.path, append(b, '\n'), 0o600); err != nil {
+	if err := atomicfile.WriteJSON(s.path, s.subs, 0o600); err != nil {
 		return fmt.Errorf("save push subscriptions: %w", err)
 	}
 	return nil

@@ -11,11 +11,8 @@
 package share
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -74,15 +71,8 @@ type Store struct {
 // Open loads (or starts) the grants of dataDir.
 func Open(dataDir string) (*Store, error) {
 	s := &Store{path: filepath.Join(dataDir, FileName), changed: make(chan struct{})}
-	b, err := os.ReadFile(s.path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return nil, fmt.Errorf("read session shares: %w", err)
-	default:
-		if err := json.Unmarshal(b, &s.grants); err != nil {
-			return nil, fmt.Errorf("read session shares %s: %w (move it aside to start with no shares)", s.path, err)
-		}
+	if err := atomicfile.ReadJSON(s.path, &s.grants); err != nil {
+		return nil, fmt.Errorf("read session shares: %w (move it aside to start with no shares)", err)
 	}
 	return s, nil
 }
@@ -177,11 +167,7 @@ func (s *Store) notifyLocked() {
 
 // saveLocked writes the grants (0600). s.mu is held.
 func (s *Store) saveLocked() error {
-	b, err := json.MarshalIndent(s.grants, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.Write(s.path, append(b, '\n'), 0o600); err != nil {
+	if err := atomicfile.WriteJSON(s.path, s.grants, 0o600); err != nil {
 		return fmt.Errorf("save session shares: %w", err)
 	}
 	return nil

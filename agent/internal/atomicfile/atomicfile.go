@@ -5,6 +5,7 @@
 package atomicfile
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -82,4 +83,30 @@ func syncDir(dir string) {
 	}
 	defer d.Close()
 	_ = d.Sync()
+}
+
+// WriteJSON replaces path with v as indented JSON and a newline, with mode perm
+// (see Write).
+func WriteJSON(path string, v any, perm fs.FileMode) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	return Write(path, append(b, '\n'), perm)
+}
+
+// ReadJSON decodes the JSON file at path into v. A file that does not exist
+// is no error and leaves v as it was: the agent's stores start empty.
+func ReadJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }

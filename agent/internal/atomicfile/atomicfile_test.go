@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -46,5 +47,32 @@ func TestCreate(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 {
 		t.Fatalf("temporary files left: %v", entries)
+	}
+}
+
+func TestJSON(t *testing.T) {
+	dir := t.TempDir()
+	type rec struct{ Name string }
+	p := filepath.Join(dir, "recs.json")
+	keep := []rec{{"kept"}}
+	if err := ReadJSON(p, &keep); err != nil || len(keep) != 1 {
+		t.Fatalf("a missing file: %v, %v; want no error and the value untouched", keep, err)
+	}
+	want := []rec{{"a"}, {"b"}}
+	if err := WriteJSON(p, want, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var got []rec
+	if err := ReadJSON(p, &got); err != nil || len(got) != 2 || got[1].Name != "b" {
+		t.Fatalf("read back %v, %v; want %v", got, err, want)
+	}
+	if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, %v; want 0600", fi.Mode(), err)
+	}
+	if err := os.WriteFile(p, []byte("{half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := ReadJSON(p, &got); err == nil || !strings.Contains(err.Error(), p) {
+		t.Fatalf("a torn file: %v, want an error naming %s", err, p)
 	}
 }
