@@ -11,8 +11,8 @@
 // the question). Sync points: prompts (the Go test starts a session on each machine: a tool that
 // asks permission on the first, a question on the second; it answers once both wait), answered
 // (twice: once the answered machine's turn ended).
-import { baseURL, launch, laptop, log, main, params, phone, recordAlerts, sync, watch } from './lib/harness.mjs';
-import { norm, tid } from './lib/app.mjs';
+import { baseURL, launch, laptop, log, main, params, phone, recordAlerts, recordTraffic, sync, watch } from './lib/harness.mjs';
+import { pairByCode, tid } from './lib/app.mjs';
 import { Audit, withAxe } from './lib/a11y.mjs';
 import { measureInbox } from './lib/inboxperf.mjs';
 import { mkdirSync } from 'node:fs';
@@ -34,28 +34,14 @@ await main(async () => {
   await withAxe(ctx);
   await ctx.addInitScript(recordBadge);
   // Every /api request and WebSocket, for the Go test: nothing of the machines in clear.
-  const origin = new URL(baseURL).origin;
-  const requests = [];
-  const sockets = [];
-  ctx.on('request', (r) => {
-    const u = new URL(r.url());
-    if (u.origin === origin && u.pathname.startsWith('/api')) requests.push(`${r.method()} ${u.pathname}`);
-  });
-  ctx.on('page', (p) => p.on('websocket', (ws) => sockets.push(new URL(ws.url()).pathname)));
+  const { requests, sockets } = recordTraffic(ctx);
   const page = await ctx.newPage();
   watch(page, 'phone');
   const audit = new Audit();
 
   // Pair both machines by pasting their codes.
   for (const code of params.codes) {
-    await page.goto(new URL('#/pair', baseURL).href, { waitUntil: 'domcontentloaded' });
-    await page.locator(tid('pair-code')).waitFor();
-    await page.locator(tid('pair-device-name')).fill(params.deviceName);
-    await page.locator(tid('pair-code')).fill(code);
-    await page.locator(tid('pair-submit')).click();
-    await page.locator(`${tid('new-session')}, ${tid('pair-error')}`).first().waitFor({ timeout: 60000 });
-    if (await page.locator(tid('pair-error')).count()) throw new Error('pairing failed: ' + norm(await page.locator(tid('pair-error')).textContent()));
-    log('paired', { url: page.url() });
+    await pairByCode(page, code, { deviceName: params.deviceName });
   }
   result.current = decodeURIComponent(page.url().split('#/m/')[1]?.split('/')[0] || '');
   result.steps.push('paired');

@@ -16,7 +16,7 @@
 // mailbox (the Go test's URL handing out each subscription's messages), machineId, cwd, prompt,
 // want (the reply after the tool ran), timeoutPath (bool), permissionTimeoutMs.
 import { baseURL, launch, log, main, params, phone, watch } from './lib/harness.mjs';
-import { newSession, norm, send, texts, tid, waitLastAssistant } from './lib/app.mjs';
+import { newSession, norm, pairByCode, send, texts, tid, waitLastAssistant } from './lib/app.mjs';
 
 const origin = new URL(baseURL).origin;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -50,13 +50,7 @@ async function openPhone(name, code, sub) {
   await ctx.addInitScript(stubPush, sub);
   const page = await ctx.newPage();
   watch(page, name);
-  await page.goto(new URL('#/pair', baseURL).href, { waitUntil: 'domcontentloaded' });
-  await page.locator(tid('pair-device-name')).fill(name);
-  await page.locator(tid('pair-code')).fill(code);
-  await page.locator(tid('pair-submit')).click();
-  await page.locator(`${tid('new-session')}, ${tid('pair-error')}`).first().waitFor({ timeout: 60000 });
-  if (await page.locator(tid('pair-error')).count()) throw new Error(`${name}: pairing failed: ` + norm(await page.locator(tid('pair-error')).textContent()));
-  log('paired', { name });
+  await pairByCode(page, code, { deviceName: name, who: name });
 
   // Settings: "Notify this device…" on; the subscription goes to the machine inside the channel.
   await page.goto(new URL('#/settings', baseURL).href);

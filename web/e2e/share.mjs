@@ -12,7 +12,7 @@
 // params: pairCode (the machine's pairing code for the owner's browser), machineId, sessionId,
 // bobToken, carolToken, want (the reply after the tool ran).
 import { baseURL, laptop, launch, log, main, params, phone, recordAlerts, watch } from './lib/harness.mjs';
-import { login, norm, tid, waitLastAssistant } from './lib/app.mjs';
+import { login, norm, pairByCode, tid, waitLastAssistant } from './lib/app.mjs';
 import { Audit, withAxe } from './lib/a11y.mjs';
 
 const tall = { height: 2000 };
@@ -50,11 +50,7 @@ await main(async () => {
   await withAxe(octx);
   const owner = await octx.newPage();
   watch(owner, 'owner');
-  await owner.goto(new URL('#/pair', baseURL).href);
-  await owner.locator(tid('pair-code')).fill(params.pairCode);
-  await owner.locator(tid('pair-submit')).click();
-  await owner.locator(`${tid('new-session')}, ${tid('pair-error')}`).first().waitFor({ timeout: 60000 });
-  if (await owner.locator(tid('pair-error')).count()) throw new Error('the owner pairing: ' + norm(await owner.locator(tid('pair-error')).textContent()));
+  await pairByCode(owner, params.pairCode, { who: 'the owner' });
   await owner.goto(new URL(`#/m/${encodeURIComponent(params.machineId)}/s/${encodeURIComponent(params.sessionId)}`, baseURL).href);
   await owner.locator(`${tid('share-panel')} summary`).click();
   const readCode = await makeCode(owner, 'bob', 'read');

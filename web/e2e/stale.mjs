@@ -13,8 +13,8 @@
 // message cut in flight ended), machineDown / machineUp (the Go test kills the agent, then starts
 // it again), machineDelivered (once that message's turn ended). The Go test then checks the agent
 // took each message once.
-import { baseURL, launch, laptop, log, main, params, phone, recordAlerts, sync, watch } from './lib/harness.mjs';
-import { newSession, norm, send, texts, tid, waitLastAssistant } from './lib/app.mjs';
+import { launch, laptop, log, main, params, phone, recordAlerts, recordTraffic, sync, watch } from './lib/harness.mjs';
+import { newSession, norm, pairByCode, send, texts, tid, waitLastAssistant } from './lib/app.mjs';
 import { Audit, withAxe } from './lib/a11y.mjs';
 
 const full = (prefix, n) => Array.from({ length: n }, (_, i) => `${prefix}${i}`).join(' ');
@@ -42,14 +42,7 @@ await main(async () => {
   const alerts = await recordAlerts(ctx);
   await withAxe(ctx);
   // Every /api request and WebSocket, for the Go test: nothing of the machines in clear.
-  const origin = new URL(baseURL).origin;
-  const requests = [];
-  const sockets = [];
-  ctx.on('request', (r) => {
-    const u = new URL(r.url());
-    if (u.origin === origin && u.pathname.startsWith('/api')) requests.push(`${r.method()} ${u.pathname}`);
-  });
-  ctx.on('page', (p) => p.on('websocket', (ws) => sockets.push(new URL(ws.url()).pathname)));
+  const { requests, sockets } = recordTraffic(ctx);
   const page = await ctx.newPage();
   watch(page, 'phone');
   const audit = new Audit();
@@ -57,13 +50,7 @@ await main(async () => {
   const strip = page.locator(tid('live-state'));
 
   // Pair by pasting the code, then a first turn.
-  await page.goto(new URL('#/pair', baseURL).href, { waitUntil: 'domcontentloaded' });
-  await page.locator(tid('pair-code')).waitFor();
-  await page.locator(tid('pair-device-name')).fill(params.deviceName);
-  await page.locator(tid('pair-code')).fill(params.code);
-  await page.locator(tid('pair-submit')).click();
-  await page.locator(`${tid('new-session')}, ${tid('pair-error')}`).first().waitFor({ timeout: 60000 });
-  if (await page.locator(tid('pair-error')).count()) throw new Error('pairing failed: ' + norm(await page.locator(tid('pair-error')).textContent()));
+  await pairByCode(page, params.code, { deviceName: params.deviceName });
   await newSession(page, { cwd: params.cwd, prompt: params.hello });
   await waitLastAssistant(page, params.helloReply);
   await page.locator(`${tid('live-state')}[data-state="live"]`).waitFor();

@@ -12,7 +12,7 @@
 // texts (the fake endpoint's answers, in order).
 import { writeFileSync } from 'node:fs';
 import { baseURL, laptop, launch, log, main, params, phone, recordAlerts, watch } from './lib/harness.mjs';
-import { norm, tid } from './lib/app.mjs';
+import { norm, pairByCode, tid } from './lib/app.mjs';
 import { Audit, withAxe } from './lib/a11y.mjs';
 
 await main(async () => {
@@ -50,12 +50,7 @@ await main(async () => {
   };
 
   // Pair by pasting the machine's code; the machine's sessions open through the channel.
-  await page.goto(new URL('#/pair', baseURL).href, { waitUntil: 'domcontentloaded' });
-  await page.locator(tid('pair-device-name')).fill(params.deviceName);
-  await page.locator(tid('pair-code')).fill(params.code);
-  await page.locator(tid('pair-submit')).click();
-  await page.locator(`${tid('new-session')}, ${tid('pair-error')}`).first().waitFor({ timeout: 60000 });
-  if (await page.locator(tid('pair-error')).count()) throw new Error('pairing failed: ' + norm(await page.locator(tid('pair-error')).textContent()));
+  await pairByCode(page, params.code, { deviceName: params.deviceName });
   await page.locator(`${tid('chan-state')}[data-state="open"]`).first().waitFor();
   result.steps.push('paired');
 

@@ -7,6 +7,24 @@ export const tid = (id) => `[data-testid="${id}"]`;
 export const norm = (s) => String(s ?? '').replace(/\s+/g, ' ').trim();
 
 /**
+ * pairByCode pairs the app in page with a machine by pasting its code (naming this device
+ * deviceName when given) and waits for the machine's sessions; a refused code throws with what the
+ * app said, prefixed by who.
+ */
+export async function pairByCode(page, code, { deviceName = '', who = '' } = {}) {
+  await page.goto(new URL('#/pair', baseURL).href, { waitUntil: 'domcontentloaded' });
+  await page.locator(tid('pair-code')).waitFor();
+  if (deviceName) await page.locator(tid('pair-device-name')).fill(deviceName);
+  await page.locator(tid('pair-code')).fill(code);
+  await page.locator(tid('pair-submit')).click();
+  await page.locator(`${tid('new-session')}, ${tid('pair-error')}`).first().waitFor({ timeout: 60000 });
+  if (await page.locator(tid('pair-error')).count()) {
+    throw new Error(`${who ? who + ': ' : ''}pairing failed: ` + norm(await page.locator(tid('pair-error')).textContent()));
+  }
+  log('paired', { who, url: page.url() });
+}
+
+/**
  * login opens the app and logs in with token. The optional onScreen(name) runs on the way at each
  * screen (here "login", once the server info is in), to check it.
  */

@@ -113,15 +113,43 @@ export async function launch({ viewport = phone, colorScheme = 'light', ignoreHT
   return ctx;
 }
 
+/**
+ * recordTraffic records every /api request ("METHOD /path") and WebSocket path of the app's pages
+ * in ctx, for the Go tests to check that nothing of a paired machine went to the relay in clear.
+ */
+export function recordTraffic(ctx) {
+  const origin = new URL(baseURL).origin;
+  const traffic = { requests: [], sockets: [] };
+  ctx.on('request', (r) => {
+    const u = new URL(r.url());
+    if (u.origin === origin && u.pathname.startsWith('/api')) traffic.requests.push(`${r.method()} ${u.pathname}`);
+  });
+  ctx.on('page', (p) => p.on('websocket', (ws) => traffic.sockets.push(new URL(ws.url()).pathname)));
+  return traffic;
+}
+
 /** Pages whose DOM a failure saves. */
 export const watched = new Set();
 
-/** watch records console errors and failed requests of a page for the report. */
+/** watch records a page's console errors and warnings, uncaught errors and last WebSocket frames for the report. */
 export function watch(page, name) {
-  const info = { name, page, errors: [] };
+  const info = { name, page, errors: [], frames: [] };
   page.on('pageerror', (e) => info.errors.push(`pageerror: ${e.message}`));
   page.on('console', (m) => {
-    if (m.type() === 'error') info.errors.push(`console: ${m.text()}`);
+    // Warnings too: the app says there why it could not read its storage, for one.
+    if (m.type() === 'error' || m.type() === 'warning') info.errors.push(`console.${m.type()}: ${m.text()}`);
+  });
+  // The last WebSocket frames each way (their start), for a report of what the app asked for.
+  page.on('websocket', (ws) => {
+    const path = new URL(ws.url()).pathname;
+    const keep = (dir) => (f) => {
+      const text = typeof f.payload === 'string' ? f.payload : `(${f.payload.length} bytes)`;
+      info.frames.push(`${dir} ${path} ${text.slice(0, 160)}`);
+      if (info.frames.length > 30) info.frames.shift();
+    };
+    ws.on('framesent', keep('sent'));
+    ws.on('framereceived', keep('received'));
+    ws.on('close', () => info.frames.push(`closed ${path}`));
   });
   watched.add(info);
   return info;
@@ -167,7 +195,7 @@ export async function main(body) {
   } catch (err) {
     code = 1;
     const artifacts = await saveArtifacts().catch(() => []);
-    const pageErrors = [...watched].flatMap((w) => w.errors.map((e) => `${w.name}: ${e}`));
+    const pageErrors = [...watched].flatMap((w) => [...w.errors, ...w.frames.map((f) => `ws ${f}`)].map((e) => `${w.name}: ${e}`));
     emit({ error: String(err?.stack || err), artifacts, pageErrors });
   } finally {
     for (const e of [...open]) await e.ctx.closeAll();
