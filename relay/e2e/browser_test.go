@@ -185,6 +185,14 @@ func (f flowScript) check(t *testing.T, r browsertest.FlowResult, steps []string
 			t.Errorf("after the reload the assistant texts are\n%q\nwant\n%q + %q", got, r.Reload.Before, want)
 		}
 	}
+	if slices.Contains(steps, "lostSubscription") {
+		// The tab's stream asked again by itself: the conversation showed
+		// within the flow's wait (checked by flow.mjs), after dropped asks.
+		if r.LostSubscription.Dropped == 0 {
+			t.Errorf("the lost-subscription tab dropped no subscription: the step tested nothing")
+		}
+		t.Logf("a tab whose %d subscriptions were lost showed the conversation in %d ms", r.LostSubscription.Dropped, r.LostSubscription.ShownMs)
+	}
 	if slices.Contains(steps, "secondTab") {
 		if r.SecondTabNeededLog {
 			t.Errorf("the second tab asked to log in again")
@@ -242,7 +250,7 @@ func flowWaits(t *testing.T, ctx context.Context, fake *fakeapi.Server, api pb.A
 	}
 }
 
-var allFlowSteps = []string{"start", "secondTab", "permission", "markdown", "question", "cancel", "reload", "changes"}
+var allFlowSteps = []string{"start", "secondTab", "lostSubscription", "permission", "markdown", "question", "cancel", "reload", "changes"}
 
 // TestBrowserFlowThroughRelay is the main flow on a phone against the relay:
 // log in, pick the machine, start a session, approve a permission prompt, a

@@ -205,6 +205,12 @@ type FlowResult struct {
 		Text    []string `json:"text"`
 		ReplyMs int      `json:"replyMs"`
 	} `json:"start"`
+	// LostSubscription: a tab whose hello subscriptions and first subscribe
+	// were dropped on the way showed the conversation all the same.
+	LostSubscription struct {
+		Dropped int `json:"dropped"`
+		ShownMs int `json:"shownMs"`
+	} `json:"lostSubscription"`
 	Permission struct {
 		PromptText string `json:"promptText"`
 		SeenInTab2 bool   `json:"seenInTab2"`

@@ -21,7 +21,7 @@ import {
 } from './lib/app.mjs';
 import { Audit, withAxe } from './lib/a11y.mjs';
 
-const all = ['start', 'secondTab', 'permission', 'markdown', 'question', 'cancel', 'reload', 'changes'];
+const all = ['start', 'secondTab', 'lostSubscription', 'permission', 'markdown', 'question', 'cancel', 'reload', 'changes'];
 const steps = new Set(params.steps || all);
 
 // The conversation is checked laid out whole (see run in lib/axe.mjs).
@@ -59,7 +59,21 @@ await main(async () => {
     watch(tab2, 'tab2');
     await tab2.goto(result.sessionURL, { waitUntil: 'domcontentloaded' });
     const first = tab2.locator(`${tid('conversation')}, ${tid('login-token')}`).first();
-    await first.waitFor();
+    await first.waitFor().catch(async (e) => {
+      // Say where each tab is and what the browser's storage holds, not only that it timed out.
+      const stored = (p) =>
+        p.evaluate(() => new Promise((resolve) => {
+          const r = indexedDB.open('betcode', 1);
+          r.onerror = () => resolve(`open: ${r.error}`);
+          r.onsuccess = () => {
+            const q = r.result.transaction('kv').objectStore('kv').getAllKeys();
+            q.onsuccess = () => resolve(`keys ${JSON.stringify(q.result)}`);
+            q.onerror = () => resolve(`keys: ${q.error}`);
+          };
+        })).catch((err) => `evaluate: ${err}`);
+      throw new Error(`the second tab shows neither the conversation nor the login: ${e.message}\n` +
+        `tab2 at ${tab2.url()}, IndexedDB ${await stored(tab2)}; tab1 at ${page.url()}, IndexedDB ${await stored(page)}`);
+    });
     if (await tab2.locator(tid('login-token')).isVisible()) {
       // The token is not shared between tabs: log in again.
       result.secondTabNeededLogin = true;
@@ -68,6 +82,41 @@ await main(async () => {
     }
     await waitLastAssistant(tab2, params.start.want);
     result.steps.push('secondTab');
+  }
+
+  // lostSubscription: a tab whose subscriptions are lost on the way (the hello's stripped, the
+  // first subscribe dropped) still shows the conversation: the app asks again when no replay
+  // comes. The socket stays up and answers pings all along.
+  if (steps.has('lostSubscription')) {
+    const tab3 = await ctx.newPage();
+    watch(tab3, 'tab3');
+    const dropped = new Set();
+    await tab3.routeWebSocket(/\/api\/ws$/, (ws) => {
+      const server = ws.connectToServer();
+      ws.onMessage((msg) => {
+        let m;
+        try {
+          m = JSON.parse(msg);
+        } catch {
+          server.send(msg);
+          return;
+        }
+        if (m.type === 'hello' && m.subscriptions?.length) {
+          dropped.add('hello');
+          server.send(JSON.stringify({ ...m, subscriptions: [] }));
+        } else if (m.type === 'subscribe' && !dropped.has(m.sessionId)) {
+          dropped.add(m.sessionId);
+        } else {
+          server.send(msg);
+        }
+      });
+    });
+    const t0 = Date.now();
+    await tab3.goto(result.sessionURL, { waitUntil: 'domcontentloaded' });
+    await waitLastAssistant(tab3, params.start.want, 30000);
+    result.lostSubscription = { dropped: [...dropped].length, shownMs: Date.now() - t0 };
+    await tab3.close();
+    result.steps.push('lostSubscription');
   }
 
   // permission: the tool waits for the user; allow it once.

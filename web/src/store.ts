@@ -38,6 +38,7 @@ export interface Conv {
   lastSeq: number; // the last seq rendered: anything at or below it is dropped
   replayed: boolean;
   want: boolean; // subscribed (or to be, on the next hello)
+  askedAt?: number; // when the subscription was last sent (hello or subscribe), till its replay_done
   tasks: Task[];
   agentStatus?: string;
   statusMessage?: string;
@@ -534,7 +535,12 @@ function helloSubscriptions() {
     .filter((c) => c.want)
     .map((c) => ({ sessionId: c.sessionId, afterSequence: c.lastSeq }));
   helloSubs = new Set(subscriptions.map((x) => x.sessionId));
-  for (const c of state.convs.values()) if (c.want) c.replayed = false;
+  const now = Date.now();
+  for (const c of state.convs.values()) {
+    if (!c.want) continue;
+    c.replayed = false;
+    c.askedAt = now;
+  }
   return subscriptions;
 }
 
@@ -661,6 +667,8 @@ const PROBE_MS = 1500;
 const HEARTBEAT_MS = 35000;
 /** The watchdog's period; a tick that comes much later means the page was frozen or asleep. */
 const WATCH_MS = 2000;
+/** How long a subscription may go unanswered (no replay_done) before it is asked for again. */
+const REASK_MS = 6000;
 
 /**
  * On phone wake, a resumed (frozen) page, a page back from the bfcache or the network's return:
@@ -756,6 +764,7 @@ function watchLifecycle() {
     const gap = now - lastTick;
     lastTick = now;
     if (document.visibilityState !== 'visible') return;
+    reaskSilentSubscriptions(now);
     if (gap > 3 * WATCH_MS) wake(); // the timers stood still: frozen, or the device slept
     else if (ws?.readyState === OPEN && state.conn === 'open' && now - lastMessageAt > HEARTBEAT_MS) wake();
     else if (outbox.length && state.conn === 'open' && state.online && now - lastFlush > 10000) void flushOutbox();
@@ -826,7 +835,7 @@ function onMessage(m: StreamEvent) {
       }
       // (Un)subscriptions asked for between the hello and now.
       for (const c of state.convs.values()) {
-        if (c.want && !helloSubs.has(c.sessionId)) sendRaw({ type: 'subscribe', sessionId: c.sessionId, afterSequence: c.lastSeq });
+        if (c.want && !helloSubs.has(c.sessionId)) askSubscribe(c);
         if (!c.want && helloSubs.has(c.sessionId)) sendRaw({ type: 'unsubscribe', sessionId: c.sessionId });
       }
       changed();
@@ -903,7 +912,11 @@ function onMessage(m: StreamEvent) {
       return;
     }
   }
-  if (m.sessionId) streamItem(m);
+  if (!m.sessionId) return;
+  // A replay under way (events come, replay_done not yet) is answered: not silent.
+  const c = state.convs.get(m.sessionId);
+  if (c && !c.replayed) c.askedAt = Date.now();
+  streamItem(m);
 }
 
 // ---------------------------------------------------------------- conversations
@@ -992,8 +1005,29 @@ export function subscribe(sid: string) {
   if (c.want && state.conn === 'open') return;
   c.want = true;
   c.replayed = false;
-  sendRaw({ type: 'subscribe', sessionId: sid, afterSequence: c.lastSeq });
+  askSubscribe(c);
   changed();
+}
+
+/** Sends c's subscription (a no-op until the stream is open: the hello carries it then). */
+function askSubscribe(c: Conv) {
+  c.askedAt = Date.now();
+  sendRaw({ type: 'subscribe', sessionId: c.sessionId, afterSequence: c.lastSeq });
+}
+
+/**
+ * A subscription the stream has not begun to answer (no replay_done) REASK_MS after it was
+ * asked for is asked again: a subscription lost on the way must not leave a conversation silent
+ * while the socket looks live. Asking twice is harmless: the server restarts the stream from the
+ * last seq, and streamItem drops what is already shown.
+ */
+function reaskSilentSubscriptions(now: number) {
+  if (ws?.readyState !== OPEN || state.conn !== 'open') return;
+  for (const c of state.convs.values()) {
+    if (!c.want || c.replayed || c.ended || !c.askedAt || now - c.askedAt < REASK_MS) continue;
+    console.warn(`BetCode: no replay of session ${c.sessionId} ${now - c.askedAt} ms after subscribing; subscribing again`);
+    askSubscribe(c);
+  }
 }
 
 /**
