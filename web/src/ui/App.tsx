@@ -1,7 +1,7 @@
 import type { ComponentType } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { hasAccess, state, useAppState, useMachine } from '../store';
-import { go, href, useRoute } from '../router';
+import { go, href, parse, useRoute } from '../router';
 import { Changes } from './Changes';
 import { ConnBanner, Spinner, Toast } from './common';
 import { Conversation } from './Conversation';
@@ -44,16 +44,23 @@ export function App() {
   const access = hasAccess();
   const relay = s.info?.role !== 'agent';
   useEffect(() => {
-    if (access && r.machine && r.machine !== state.machineId) void useMachine(r.machine, false);
+    const machine = parse(location.hash).machine;
+    if (hasAccess() && machine && machine !== state.machineId) void useMachine(machine, false);
   }, [r.machine, access]);
 
   // On a relay with nothing paired and no login, pairing comes first; the relay login stays for
   // machines that run --relay-e2e=optional.
+  // Everything is read now, when the effect runs, not taken from the render that scheduled it:
+  // effects run after the paint, and boot may have finished in between (a render before the
+  // pairings were read saw no access; acting on that after boot sent a paired device to #/pair).
   useEffect(() => {
-    if (!s.booted) return;
-    if (!access && r.name !== 'login' && r.name !== 'pair') go(relay && s.info ? href.pair() : href.login());
-    else if (access && (r.name === 'home' || (r.name === 'login' && s.token) || (r.name === 'pair' && !relay)))
-      go(inboxHome() ? href.inbox() : s.machineId ? href.sessions(s.machineId) : href.machines());
+    if (!state.booted) return;
+    const access = hasAccess();
+    const relay = state.info?.role !== 'agent';
+    const route = parse(location.hash);
+    if (!access && route.name !== 'login' && route.name !== 'pair') go(relay && state.info ? href.pair() : href.login());
+    else if (access && (route.name === 'home' || (route.name === 'login' && state.token) || (route.name === 'pair' && !relay)))
+      go(inboxHome() ? href.inbox() : state.machineId ? href.sessions(state.machineId) : href.machines());
   }, [s.booted, access, s.token, r.name, relay, !!s.info]);
 
   let page;
