@@ -82,7 +82,7 @@ image: ## the relay's container image without Docker (relay/internal/image): OCI
 
 .PHONY: screenshots
 screenshots: test-deps web ## the web app's screenshots in docs/screenshots (phone and laptop, light and dark), of the app as built from web/
-	cd relay && BETCODE_SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run '^TestBrowser(Screenshots|InboxThroughRelay)$$' ./e2e/
+	cd relay && BETCODE_SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run '^TestBrowser(Screenshots|InboxThroughRelay|ShareThroughRelay|VoiceThroughRelay)$$' ./e2e/
 
 test: test-deps lint web-check unit fuzz-ci ## what CI runs: lint, proto checks, the web app rebuilt reproducibly, every test with -race, a bounded fuzz run
 

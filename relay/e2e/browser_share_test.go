@@ -68,7 +68,8 @@ func TestBrowserShareThroughRelay(t *testing.T) {
 
 	out := browsertest.Run(t, browsertest.Options{
 		Script: "share.mjs", BaseURL: w.webURL(), ChromiumArgs: w.trustRelay(), Timeout: 3 * time.Minute,
-		Params: map[string]any{"pairCode": pairCode, "machineId": "share-m", "sessionId": sid, "bobToken": bob, "carolToken": carol,
+		// BETCODE_SCREENSHOTS_DIR (make screenshots): the share panel and a shared session for docs/screenshots.
+		Params: map[string]any{"outDir": os.Getenv("BETCODE_SCREENSHOTS_DIR"), "pairCode": pairCode, "machineId": "share-m", "sessionId": sid, "bobToken": bob, "carolToken": carol,
 			"want": want},
 	})
 	if err := pairCmd.Wait(); err != nil {

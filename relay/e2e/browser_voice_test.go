@@ -74,7 +74,8 @@ func TestBrowserVoiceThroughRelay(t *testing.T) {
 	framesFile := filepath.Join(dir, "frames.json")
 	out := browsertest.Run(t, browsertest.Options{
 		Script: "voice.mjs", BaseURL: w.webURL(), ChromiumArgs: w.trustRelay(), Timeout: 3 * time.Minute,
-		Params: map[string]any{"code": code, "deviceName": "Voice phone (chromium)", "cwd": a.project, "wav": wav, "framesFile": framesFile},
+		// BETCODE_SCREENSHOTS_DIR (make screenshots): the dictation button and the voice settings for docs/screenshots.
+		Params: map[string]any{"outDir": os.Getenv("BETCODE_SCREENSHOTS_DIR"), "code": code, "deviceName": "Voice phone (chromium)", "cwd": a.project, "wav": wav, "framesFile": framesFile},
 	})
 	_ = pairCmd.Wait()
 	var r voiceResult

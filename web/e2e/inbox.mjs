@@ -11,12 +11,10 @@
 // the question). Sync points: prompts (the Go test starts a session on each machine: a tool that
 // asks permission on the first, a question on the second; it answers once both wait), answered
 // (twice: once the answered machine's turn ended).
-import { baseURL, launch, laptop, log, main, params, phone, recordAlerts, recordTraffic, sync, watch } from './lib/harness.mjs';
+import { baseURL, launch, laptop, log, main, params, phone, recordAlerts, recordTraffic, screenshots, sync, watch } from './lib/harness.mjs';
 import { pairByCode, tid } from './lib/app.mjs';
 import { Audit, withAxe } from './lib/a11y.mjs';
 import { measureInbox } from './lib/inboxperf.mjs';
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
 
 /** Records the app icon's badge: headless chromium may have no Badging API, and shows no icon. */
 function recordBadge() {
@@ -66,19 +64,7 @@ await main(async () => {
   await audit.check(page, 'inbox, two machines waiting (laptop)');
   await page.setViewportSize(phone);
   // The screen for docs/screenshots (make screenshots passes outDir): phone and laptop, light and dark.
-  if (params.outDir) {
-    mkdirSync(params.outDir, { recursive: true });
-    for (const [size, viewport] of [['phone', phone], ['laptop', laptop]]) {
-      for (const scheme of ['light', 'dark']) {
-        await page.setViewportSize(viewport);
-        await page.emulateMedia({ colorScheme: scheme });
-        await page.evaluate(() => document.fonts.ready.then(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))));
-        await page.screenshot({ path: join(params.outDir, `inbox-${size}-${scheme}.png`), animations: 'disabled', caret: 'hide' });
-      }
-    }
-    await page.setViewportSize(phone);
-    await page.emulateMedia({ colorScheme: 'light' });
-  }
+  if (params.outDir) await screenshots(page, params.outDir, 'inbox');
   result.steps.push('listed');
 
   // Answer the permission prompt in place (the machine that is not the current one: its channel).

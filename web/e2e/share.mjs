@@ -11,7 +11,7 @@
 //
 // params: pairCode (the machine's pairing code for the owner's browser), machineId, sessionId,
 // bobToken, carolToken, want (the reply after the tool ran).
-import { baseURL, laptop, launch, log, main, params, phone, recordAlerts, watch } from './lib/harness.mjs';
+import { baseURL, laptop, launch, log, main, params, phone, recordAlerts, screenshots, watch } from './lib/harness.mjs';
 import { login, norm, pairByCode, tid, waitLastAssistant } from './lib/app.mjs';
 import { Audit, withAxe } from './lib/a11y.mjs';
 
@@ -55,6 +55,7 @@ await main(async () => {
   await owner.locator(`${tid('share-panel')} summary`).click();
   const readCode = await makeCode(owner, 'bob', 'read');
   await audit.check(owner, 'share panel with a code (phone)', tall);
+  if (params.outDir) await screenshots(owner, params.outDir, 'share-panel');
   await owner.setViewportSize(laptop);
   await audit.check(owner, 'share panel with a code (laptop)', tall);
   await owner.setViewportSize(phone);
@@ -100,6 +101,7 @@ await main(async () => {
   result.readAnswerButtons = await page.locator(`${tid('allow-once')}, ${tid('deny')}`).count();
   result.readMessageBox = await page.locator(tid('message-input')).count();
   await audit.check(page, 'shared session, read-only (phone)', tall);
+  if (params.outDir) await screenshots(page, params.outDir, 'shared-read-only');
   await page.setViewportSize(laptop);
   await audit.check(page, 'shared session, read-only (laptop)', tall);
   await page.setViewportSize(phone);

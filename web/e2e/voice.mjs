@@ -11,7 +11,7 @@
 // params: code (betcode-pair:1:…), deviceName, cwd, wav (the fake microphone's file), framesFile,
 // texts (the fake endpoint's answers, in order).
 import { writeFileSync } from 'node:fs';
-import { baseURL, laptop, launch, log, main, params, phone, recordAlerts, watch } from './lib/harness.mjs';
+import { baseURL, laptop, launch, log, main, params, phone, recordAlerts, screenshots, watch } from './lib/harness.mjs';
 import { norm, pairByCode, tid } from './lib/app.mjs';
 import { Audit, withAxe } from './lib/a11y.mjs';
 
@@ -60,6 +60,7 @@ await main(async () => {
   await button.waitFor();
   result.buttonLabel = await button.getAttribute('aria-label');
   await audit.check(page, 'new session with the dictation button (phone)');
+  if (params.outDir) await screenshots(page, params.outDir, 'voice-new-session');
   const box = await button.boundingBox();
   await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
   const t0 = Date.now();
@@ -127,6 +128,10 @@ await main(async () => {
   result.browserRecognition = await toggle.isChecked();
   result.settingsWarning = norm(await page.locator('#voice-warn').textContent());
   await audit.check(page, 'settings with the voice section (phone)');
+  if (params.outDir) {
+    await page.locator('#voice-warn').scrollIntoViewIfNeeded();
+    await screenshots(page, params.outDir, 'voice-settings');
+  }
   result.steps.push('settings');
 
   writeFileSync(params.framesFile, JSON.stringify(frames));

@@ -128,6 +128,26 @@ export function recordTraffic(ctx) {
   return traffic;
 }
 
+/**
+ * screenshots saves page as it is in the four looks of docs/screenshots: <name>-<phone|laptop>-
+ * <light|dark>.png in outDir (make screenshots passes it); the page goes back to phone and light.
+ */
+export async function screenshots(page, outDir, name) {
+  mkdirSync(outDir, { recursive: true });
+  for (const [size, viewport] of [['phone', phone], ['laptop', laptop]]) {
+    for (const scheme of ['light', 'dark']) {
+      await page.setViewportSize(viewport);
+      await page.emulateMedia({ colorScheme: scheme });
+      // Fonts and layout settle before the picture is taken.
+      await page.evaluate(() => document.fonts.ready.then(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))));
+      await page.screenshot({ path: join(outDir, `${name}-${size}-${scheme}.png`), animations: 'disabled', caret: 'hide' });
+    }
+  }
+  await page.setViewportSize(phone);
+  await page.emulateMedia({ colorScheme: 'light' });
+  log('screenshots', { name });
+}
+
 /** Pages whose DOM a failure saves. */
 export const watched = new Set();
 
@@ -143,7 +163,8 @@ export function watch(page, name) {
   page.on('websocket', (ws) => {
     const path = new URL(ws.url()).pathname;
     const keep = (dir) => (f) => {
-      const text = typeof f.payload === 'string' ? f.payload : `(${f.payload.length} bytes)`;
+      // A hello's token is a secret: never in a report.
+      const text = typeof f.payload === 'string' ? f.payload.replace(/"token":"[^"]*"/g, '"token":"…"') : `(${f.payload.length} bytes)`;
       info.frames.push(`${dir} ${path} ${text.slice(0, 160)}`);
       if (info.frames.length > 30) info.frames.shift();
     };
