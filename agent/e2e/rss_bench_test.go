@@ -36,60 +36,9 @@ const rssSessions = 100
 // plus the peak (VmHWM). The measurement runs once per call whatever b.N is:
 // run it with -benchtime 1x.
 func BenchmarkIdleRSS(b *testing.B) {
-	dir := b.TempDir()
-	agentBin, fakeBin := filepath.Join(dir, "betcode-agent"), filepath.Join(dir, "fakeclaude")
-	_, file, _, _ := runtime.Caller(0)
-	for bin, pkg := range map[string]string{agentBin: "./cmd/betcode-agent", fakeBin: "./internal/fakeclaude"} {
-		cmd := exec.Command("go", "build", "-o", bin, pkg)
-		cmd.Dir = filepath.Join(filepath.Dir(file), "..")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("go build %s: %v\n%s", pkg, err, out)
-		}
-	}
-	sockDir, err := os.MkdirTemp("", "bc")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer os.RemoveAll(sockDir)
-	sock := filepath.Join(sockDir, "agent.sock")
-	home := filepath.Join(dir, "home")
-	cmd := exec.Command(agentBin, "serve", "--listen", "unix://"+sock, "--data-dir", filepath.Join(dir, "data"),
-		"--claude-bin", fakeBin, "--log-level", "info")
-	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+home, "XDG_DATA_HOME="+home)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Signal(syscall.SIGKILL); _ = cmd.Wait() }()
-	ready := make(chan struct{})
-	go func() {
-		// Keep reading until the agent exits, so its stderr never fills.
-		sc := bufio.NewScanner(stderr)
-		signalled := false
-		for sc.Scan() {
-			if !signalled && strings.Contains(sc.Text(), "agent serving") {
-				close(ready)
-				signalled = true
-			}
-		}
-	}()
-	select {
-	case <-ready:
-	case <-time.After(30 * time.Second):
-		b.Fatal("agent did not start within 30s")
-	}
-	pid := cmd.Process.Pid
-
+	pid, conn := startAgentProcess(b)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
 	api := pb.NewAgentServiceClient(conn)
 
 	b.ResetTimer()
@@ -159,4 +108,63 @@ func children(b *testing.B, pid int) string {
 		b.Fatal(err)
 	}
 	return strings.TrimSpace(string(data))
+}
+
+// startAgentProcess builds betcode-agent and the fake CLI without -race
+// (the race detector multiplies memory and CPU) and starts the agent on a
+// Unix socket, with args added to serve's; it returns the agent's pid and a
+// client of it, both ended when b ends.
+func startAgentProcess(b *testing.B, args ...string) (int, *grpc.ClientConn) {
+	b.Helper()
+	dir := b.TempDir()
+	agentBin, fakeBin := filepath.Join(dir, "betcode-agent"), filepath.Join(dir, "fakeclaude")
+	_, file, _, _ := runtime.Caller(0)
+	for bin, pkg := range map[string]string{agentBin: "./cmd/betcode-agent", fakeBin: "./internal/fakeclaude"} {
+		cmd := exec.Command("go", "build", "-o", bin, pkg)
+		cmd.Dir = filepath.Join(filepath.Dir(file), "..")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	sockDir, err := os.MkdirTemp("", "bc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(sockDir) })
+	sock := filepath.Join(sockDir, "agent.sock")
+	home := filepath.Join(dir, "home")
+	cmd := exec.Command(agentBin, append([]string{"serve", "--listen", "unix://" + sock, "--data-dir", filepath.Join(dir, "data"),
+		"--claude-bin", fakeBin, "--log-level", "info"}, args...)...)
+	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+home, "XDG_DATA_HOME="+home)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGKILL); _ = cmd.Wait() })
+	ready := make(chan struct{})
+	go func() {
+		// Keep reading until the agent exits, so its stderr never fills.
+		sc := bufio.NewScanner(stderr)
+		signalled := false
+		for sc.Scan() {
+			if !signalled && strings.Contains(sc.Text(), "agent serving") {
+				close(ready)
+				signalled = true
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		b.Fatal("agent did not start within 30s")
+	}
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	return cmd.Process.Pid, conn
 }

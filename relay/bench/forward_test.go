@@ -36,13 +36,15 @@ type forwardEnv struct {
 	e2e      *grpc.ClientConn // client → relay → agent inside an end-to-end channel (e2ee_test.go)
 	keys     string           // the channel keys' directory
 	ctx      context.Context  // names the agent's machine for relay calls
+	// dialVia opens one more client connection to the relay, like via's.
+	dialVia func() *grpc.ClientConn
 }
 
 const benchMachine = "bench-agent"
 
-func newForwardEnv(tb testing.TB) *forwardEnv {
+func newForwardEnv(tb testing.TB, env ...string) *forwardEnv {
 	tb.Helper()
-	e := &forwardEnv{relay: newRelay(tb, relayEnv()...)}
+	e := &forwardEnv{relay: newRelay(tb, append(relayEnv(), env...)...)}
 	e.keys = filepath.Join(e.relay.pki, "e2ee")
 	ctx := context.Background()
 
@@ -94,7 +96,8 @@ func newForwardEnv(tb testing.TB) *forwardEnv {
 	// The relay authenticates and authorizes every call among 10,000
 	// tokens and 1,000 machines, as the target says.
 	seedScale(tb, e.relay, 10000, 1000)
-	e.direct, e.via = dial(directAddr), dial(e.relay.addr, grpc.WithPerRPCCredentials(bearer(e.relay.token)))
+	e.dialVia = func() *grpc.ClientConn { return dial(e.relay.addr, grpc.WithPerRPCCredentials(bearer(e.relay.token))) }
+	e.direct, e.via = dial(directAddr), e.dialVia()
 	var l4Addr string
 	l4Addr, e.l4PID = startL4Proxy(tb, directAddr)
 	// The agent's certificate names 127.0.0.1, which the proxy's address
