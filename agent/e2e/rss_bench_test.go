@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -10,13 +9,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/betcode-dev/betcode/agent/internal/testenv"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
@@ -111,8 +109,9 @@ func children(b *testing.B, pid int) string {
 }
 
 // startAgentProcess builds betcode-agent and the fake CLI without -race
-// (the race detector multiplies memory and CPU) and starts the agent on a
-// Unix socket, with args added to serve's; it returns the agent's pid and a
+// (the race detector multiplies memory and CPU) and starts the agent with
+// testenv.StartAgent, logging at info (each event at debug would count in
+// the figures), with args added to serve's; it returns the agent's pid and a
 // client of it, both ended when b ends.
 func startAgentProcess(b *testing.B, args ...string) (int, *grpc.ClientConn) {
 	b.Helper()
@@ -126,45 +125,8 @@ func startAgentProcess(b *testing.B, args ...string) (int, *grpc.ClientConn) {
 			b.Fatalf("go build %s: %v\n%s", pkg, err, out)
 		}
 	}
-	sockDir, err := os.MkdirTemp("", "bc")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(sockDir) })
-	sock := filepath.Join(sockDir, "agent.sock")
 	home := filepath.Join(dir, "home")
-	cmd := exec.Command(agentBin, append([]string{"serve", "--listen", "unix://" + sock, "--data-dir", filepath.Join(dir, "data"),
-		"--claude-bin", fakeBin, "--log-level", "info"}, args...)...)
-	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+home, "XDG_DATA_HOME="+home)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGKILL); _ = cmd.Wait() })
-	ready := make(chan struct{})
-	go func() {
-		// Keep reading until the agent exits, so its stderr never fills.
-		sc := bufio.NewScanner(stderr)
-		signalled := false
-		for sc.Scan() {
-			if !signalled && strings.Contains(sc.Text(), "agent serving") {
-				close(ready)
-				signalled = true
-			}
-		}
-	}()
-	select {
-	case <-ready:
-	case <-time.After(30 * time.Second):
-		b.Fatal("agent did not start within 30s")
-	}
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { conn.Close() })
-	return cmd.Process.Pid, conn
+	a := testenv.StartAgent(b, testenv.AgentOptions{Bin: agentBin, ClaudeBin: fakeBin, Home: home,
+		Args: append([]string{"--log-level", "info"}, args...), Env: []string{"XDG_CONFIG_HOME=" + home, "XDG_DATA_HOME=" + home}})
+	return a.Cmd.Process.Pid, a.Conn
 }

@@ -109,6 +109,7 @@ func RealClaude(t testing.TB) string { return claudecli.Require(t) }
 
 // AgentOptions configure StartAgent.
 type AgentOptions struct {
+	Bin       string // the betcode-agent binary; default: Binaries' (built with -race)
 	ClaudeBin string // default: the real CLI
 	APIURL    string // fake API URL for the CLI
 	DataDir   string // default: a new temp dir (reuse it to restart an agent)
@@ -132,7 +133,9 @@ type Agent struct {
 // StartAgent starts betcode-agent and waits until it serves.
 func StartAgent(t testing.TB, o AgentOptions) *Agent {
 	t.Helper()
-	b := Binaries(t)
+	if o.Bin == "" {
+		o.Bin = Binaries(t).Agent
+	}
 	if o.ClaudeBin == "" {
 		o.ClaudeBin = RealClaude(t)
 	}
@@ -154,7 +157,7 @@ func StartAgent(t testing.TB, o AgentOptions) *Agent {
 	// (a test of the drain sets --drain-timeout in Args; the last one wins).
 	args := append([]string{"serve", "--listen", "unix://" + o.Socket, "--data-dir", o.DataDir,
 		"--claude-bin", o.ClaudeBin, "--log-level", "debug", "--drain-timeout", "0"}, o.Args...)
-	cmd := exec.Command(b.Agent, args...)
+	cmd := exec.Command(o.Bin, args...)
 	cmd.Env = append(os.Environ(), "HOME="+o.Home)
 	if o.APIURL != "" {
 		cmd.Env = append(cmd.Env, claudecli.Env(o.Home, o.APIURL)...)
