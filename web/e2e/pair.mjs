@@ -139,7 +139,8 @@ await main(async () => {
 
     // A reload: the pairing is remembered, the conversation comes back through the channel.
     await page.reload({ waitUntil: 'domcontentloaded' });
-    await sleep(1000);
+    // Booted: the conversation, or (a bug) another screen; the log says which, with the pairings.
+    await page.locator(`${tid('conversation')}, ${tid('pair-scan')}, ${tid('login-token')}`).first().waitFor();
     log('after reload', {
       url: page.url(),
       pairings: await page.evaluate(async () => {
