@@ -38,7 +38,8 @@ export interface Conv {
   lastSeq: number; // the last seq rendered: anything at or below it is dropped
   replayed: boolean;
   want: boolean; // subscribed (or to be, on the next hello)
-  askedAt?: number; // when the subscription was last sent (hello or subscribe), till its replay_done
+  askedAt?: number; // when the subscription was last sent (hello or subscribe), or its replay last moved
+  askedSeq?: number; // lastSeq then: a replay that moves on is answered
   tasks: Task[];
   agentStatus?: string;
   statusMessage?: string;
@@ -531,16 +532,16 @@ function wsURL() {
 
 /** The subscriptions a new event stream starts with: every wanted conversation, after its last seq. */
 function helloSubscriptions() {
-  const subscriptions = [...state.convs.values()]
-    .filter((c) => c.want)
-    .map((c) => ({ sessionId: c.sessionId, afterSequence: c.lastSeq }));
-  helloSubs = new Set(subscriptions.map((x) => x.sessionId));
+  const subscriptions = [];
   const now = Date.now();
   for (const c of state.convs.values()) {
     if (!c.want) continue;
+    subscriptions.push({ sessionId: c.sessionId, afterSequence: c.lastSeq });
     c.replayed = false;
     c.askedAt = now;
+    c.askedSeq = c.lastSeq;
   }
+  helloSubs = new Set(subscriptions.map((x) => x.sessionId));
   return subscriptions;
 }
 
@@ -912,11 +913,7 @@ function onMessage(m: StreamEvent) {
       return;
     }
   }
-  if (!m.sessionId) return;
-  // A replay under way (events come, replay_done not yet) is answered: not silent.
-  const c = state.convs.get(m.sessionId);
-  if (c && !c.replayed) c.askedAt = Date.now();
-  streamItem(m);
+  if (m.sessionId) streamItem(m);
 }
 
 // ---------------------------------------------------------------- conversations
@@ -1012,6 +1009,7 @@ export function subscribe(sid: string) {
 /** Sends c's subscription (a no-op until the stream is open: the hello carries it then). */
 function askSubscribe(c: Conv) {
   c.askedAt = Date.now();
+  c.askedSeq = c.lastSeq;
   sendRaw({ type: 'subscribe', sessionId: c.sessionId, afterSequence: c.lastSeq });
 }
 
@@ -1024,7 +1022,14 @@ function askSubscribe(c: Conv) {
 function reaskSilentSubscriptions(now: number) {
   if (ws?.readyState !== OPEN || state.conn !== 'open') return;
   for (const c of state.convs.values()) {
-    if (!c.want || c.replayed || c.ended || !c.askedAt || now - c.askedAt < REASK_MS) continue;
+    if (!c.want || c.replayed || c.ended || !c.askedAt) continue;
+    if (c.lastSeq !== c.askedSeq) {
+      // The replay is under way (events came, replay_done not yet): answered, not silent.
+      c.askedAt = now;
+      c.askedSeq = c.lastSeq;
+      continue;
+    }
+    if (now - c.askedAt < REASK_MS) continue;
     console.warn(`BetCode: no replay of session ${c.sessionId} ${now - c.askedAt} ms after subscribing; subscribing again`);
     askSubscribe(c);
   }
