@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -81,21 +80,11 @@ func BenchmarkIdleRSS(b *testing.B) {
 func settledRSS(b *testing.B, pid int, field string) float64 {
 	b.Helper()
 	time.Sleep(time.Second)
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	kib, err := procKiB(pid, field)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for line := range strings.Lines(string(data)) {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			if err != nil {
-				b.Fatalf("parse %s: %v", line, err)
-			}
-			return kb / 1024
-		}
-	}
-	b.Fatalf("no %s in /proc/%d/status", field, pid)
-	return 0
+	return kib / 1024
 }
 
 // children lists pid's child processes ("" for none).
