@@ -21,7 +21,9 @@ const crashFlushed = 2000
 // TestCrashRecovery re-executes the test binary as a child that appends and
 // flushes events and is then killed with SIGKILL before Close. Every event
 // the child saw flushed must be there after reopening, and the log must be a
-// gap-free prefix (batches are atomic).
+// gap-free prefix (batches are atomic). Each event carries a key/value entry
+// (as a message carries its idempotency key): every event recovered has its
+// entry and no entry outlives its event.
 func TestCrashRecovery(t *testing.T) {
 	if path := os.Getenv(crashChildEnv); path != "" {
 		crashChild(path)
@@ -83,6 +85,18 @@ func TestCrashRecovery(t *testing.T) {
 	if want-1 != last {
 		t.Fatalf("read %d events, LastSeq %d", want-1, last)
 	}
+	kv, err := l.GetKV(t.Context(), "s", "idem/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1); seq <= last; seq++ {
+		if _, ok := kv[crashKey(seq)]; !ok {
+			t.Errorf("event %d survived the crash without its key/value entry", seq)
+		}
+	}
+	if n := uint64(len(kv)); n != last {
+		t.Errorf("%d key/value entries survived for %d events", n, last)
+	}
 	t.Logf("flushed %d before SIGKILL, recovered %d", flushed, last)
 	// The log accepts the next event after the crash.
 	appendAll(t, l, ev("s", last+1, "k"))
@@ -100,7 +114,7 @@ func crashChild(path string) {
 		os.Exit(2)
 	}
 	for i := uint64(1); i <= crashFlushed; i++ {
-		if err := l.Append(ctx, ev("s", i, "k")); err != nil {
+		if err := l.Append(ctx, keyed(i)); err != nil {
 			fmt.Fprintln(os.Stderr, "child: append:", err)
 			os.Exit(2)
 		}
@@ -113,9 +127,19 @@ func crashChild(path string) {
 	// Keep writing (some of this is committed, some queued) until killed,
 	// so the kill lands mid-stream.
 	for i := uint64(crashFlushed + 1); ; i++ {
-		if err := l.Append(ctx, ev("s", i, "k")); err != nil {
+		if err := l.Append(ctx, keyed(i)); err != nil {
 			fmt.Fprintln(os.Stderr, "child: append:", err)
 			os.Exit(2)
 		}
 	}
+}
+
+// crashKey is the key of the key/value entry written with event seq.
+func crashKey(seq uint64) string { return fmt.Sprintf("idem/%08d", seq) }
+
+// keyed is the child's event seq with its key/value entry.
+func keyed(seq uint64) Event {
+	e := ev("s", seq, "k")
+	e.With = &KV{Key: crashKey(seq), Value: []byte("v")}
+	return e
 }

@@ -39,6 +39,17 @@ type Event struct {
 	Time      time.Time
 	Kind      string
 	Payload   []byte
+	// With, when set, is written to the session's key/value table in the
+	// same transaction as the event, so that neither outlives a crash
+	// without the other: an idempotency key committed with the message it
+	// records.
+	With *KV
+}
+
+// KV is one entry of a session's key/value table (see PutKV).
+type KV struct {
+	Key   string
+	Value []byte
 }
 
 // Defaults for Options fields left zero.

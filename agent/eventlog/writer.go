@@ -90,7 +90,8 @@ func (l *Log) collect(first item, events *[]Event, flushes *[]chan error) bool {
 	return true
 }
 
-// commit inserts events in one transaction.
+// commit inserts events, and the key/value entries they carry, in one
+// transaction.
 func (l *Log) commit(events []Event) (err error) {
 	// Not cancellable: once taken from the queue, events are committed or
 	// the log fails; busy_timeout bounds the wait for the lock.
@@ -109,6 +110,12 @@ func (l *Log) commit(events []Event) (err error) {
 		ev := &events[i]
 		if _, err := stmt.ExecContext(ctx, ev.SessionID, int64(ev.Seq), unixNano(ev.Time), ev.Kind, ev.Payload); err != nil {
 			return fmt.Errorf("insert %s/%d: %w", ev.SessionID, ev.Seq, err)
+		}
+		if ev.With != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO kv (session_id, key, value) VALUES (?, ?, ?)`,
+				ev.SessionID, ev.With.Key, ev.With.Value); err != nil {
+				return fmt.Errorf("put kv %s/%q with event %d: %w", ev.SessionID, ev.With.Key, ev.Seq, err)
+			}
 		}
 	}
 	if err := tx.Commit(); err != nil {

@@ -336,18 +336,26 @@ func (s *Session) SendUserAs(ctx context.Context, clientID, text string, attachm
 // message the CLI took is recorded as a UserInputEvent, sequenced before
 // any event of the turn it starts.
 func (s *Session) Send(ctx context.Context, msg Message) error {
+	_, err := s.send(ctx, msg, nil)
+	return err
+}
+
+// send is Send; with is written to the session's key/value table in the
+// same transaction as msg's UserInputEvent. It reports whether with was
+// handed to the log that way (false for a message that is not recorded).
+func (s *Session) send(ctx context.Context, msg Message, with *eventlog.KV) (bool, error) {
 	content, err := s.m.messageContent(msg.Text, msg.Attachments)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if s.m.Draining() {
-		return ErrDraining
+		return false, ErrDraining
 	}
 	if err := s.checkLock(msg.ClientID); err != nil {
-		return err
+		return false, err
 	}
 	if err := s.waitRestartBackoff(ctx); err != nil {
-		return err
+		return false, err
 	}
 	// emitMu is held until the UserInputEvent is sequenced and appended,
 	// so that nothing the CLI answers can be sequenced before it.
@@ -355,14 +363,15 @@ func (s *Session) Send(ctx context.Context, msg Message) error {
 	defer s.emitMu.Unlock()
 	rec, err := s.sendLocked(ctx, msg, content)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if rec.Seq != 0 {
+		rec.With = with
 		s.appendRecord(ctx, rec)
 	}
 	// Persist the new status off the caller's path; a failure is logged.
 	go s.saveMeta(context.WithoutCancel(ctx))
-	return nil
+	return rec.Seq != 0, nil
 }
 
 // sendLocked hands content to the CLI, starting it if needed, and returns
@@ -828,9 +837,12 @@ func (s *Session) SendUserOnce(ctx context.Context, key, text string, attachment
 }
 
 // SendOnce is Send made idempotent on key: a message whose key was
-// taken before is not sent again and dup is true. The key is recorded right
-// after the message reached the CLI; an agent crash in between can repeat it
-// on redelivery (at least once within that window, exactly once otherwise).
+// taken before is not sent again and dup is true. The key is committed in
+// the same transaction as the message's UserInputEvent, before SendOnce
+// returns: a crash leaves both or neither, so a retry after it neither
+// loses the message nor repeats it. (A crash after the CLI took the message
+// and before the commit leaves neither: the retry sends it again, and the
+// log holds it once.)
 func (s *Session) SendOnce(ctx context.Context, key string, msg Message) (dup bool, err error) {
 	if key == "" {
 		return false, s.Send(ctx, msg)
@@ -844,12 +856,19 @@ func (s *Session) SendOnce(ctx context.Context, key string, msg Message) (dup bo
 	if _, ok := seen[idemPrefix+key]; ok {
 		return true, nil
 	}
-	if err := s.Send(ctx, msg); err != nil {
+	entry := eventlog.KV{Key: idemPrefix + key, Value: []byte(s.m.cfg.Now().UTC().Format(time.RFC3339Nano))}
+	withEvent, err := s.send(ctx, msg, &entry)
+	if err != nil {
 		return false, err
 	}
-	// PutKV commits the message's UserInputEvent first: a key recorded
-	// alone would answer the client's retry "duplicate" after a crash.
-	if err := s.m.log.PutKV(context.WithoutCancel(ctx), s.id, idemPrefix+key, []byte(s.m.cfg.Now().UTC().Format(time.RFC3339Nano))); err != nil {
+	// Committed before idemMu is released: the next call with this key
+	// reads it.
+	if withEvent {
+		err = s.m.log.Flush(context.WithoutCancel(ctx))
+	} else {
+		err = s.m.log.PutKV(context.WithoutCancel(ctx), s.id, entry.Key, entry.Value)
+	}
+	if err != nil {
 		return false, fmt.Errorf("record idempotency key: %w", err)
 	}
 	return false, nil
