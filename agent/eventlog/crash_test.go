@@ -22,8 +22,10 @@ const crashFlushed = 2000
 // flushes events and is then killed with SIGKILL before Close. Every event
 // the child saw flushed must be there after reopening, and the log must be a
 // gap-free prefix (batches are atomic). Each event carries a key/value entry
-// (as a message carries its idempotency key): every event recovered has its
-// entry and no entry outlives its event.
+// (as a message carries its idempotency key) and a session status (as a
+// turn's start and end do): every event recovered has its entry, no entry
+// outlives its event, and the session's status is the last recovered
+// event's.
 func TestCrashRecovery(t *testing.T) {
 	if path := os.Getenv(crashChildEnv); path != "" {
 		crashChild(path)
@@ -97,6 +99,13 @@ func TestCrashRecovery(t *testing.T) {
 	if n := uint64(len(kv)); n != last {
 		t.Errorf("%d key/value entries survived for %d events", n, last)
 	}
+	meta, err := l.GetSession(t.Context(), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := crashStatus(last); meta.Status != want {
+		t.Errorf("after the crash the session is %q, want %q (the status of its last event, %d)", meta.Status, want, last)
+	}
 	t.Logf("flushed %d before SIGKILL, recovered %d", flushed, last)
 	// The log accepts the next event after the crash.
 	appendAll(t, l, ev("s", last+1, "k"))
@@ -111,6 +120,10 @@ func crashChild(path string) {
 	l, err := Open(ctx, path, Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child: open:", err)
+		os.Exit(2)
+	}
+	if err := l.PutSession(ctx, Session{ID: "s", Status: "new"}); err != nil {
+		fmt.Fprintln(os.Stderr, "child: put session:", err)
 		os.Exit(2)
 	}
 	for i := uint64(1); i <= crashFlushed; i++ {
@@ -137,9 +150,13 @@ func crashChild(path string) {
 // crashKey is the key of the key/value entry written with event seq.
 func crashKey(seq uint64) string { return fmt.Sprintf("idem/%08d", seq) }
 
-// keyed is the child's event seq with its key/value entry.
+// crashStatus is the session status written with event seq.
+func crashStatus(seq uint64) string { return fmt.Sprintf("status-%d", seq) }
+
+// keyed is the child's event seq with its key/value entry and status.
 func keyed(seq uint64) Event {
 	e := ev("s", seq, "k")
 	e.With = &KV{Key: crashKey(seq), Value: []byte("v")}
+	e.Status = crashStatus(seq)
 	return e
 }

@@ -44,6 +44,12 @@ type Event struct {
 	// without the other: an idempotency key committed with the message it
 	// records.
 	With *KV
+	// Status, when set, becomes the status of the session's metadata row
+	// (see PutSession) in the same transaction as the event: a turn's
+	// start and end are exactly as durable as the events that record them,
+	// so a crash right after a turn ended does not leave the session
+	// "active" with its turn_complete already in the log.
+	Status string
 }
 
 // KV is one entry of a session's key/value table (see PutKV).

@@ -67,6 +67,36 @@ func (l *Log) PutSession(ctx context.Context, s Session) error {
 	return nil
 }
 
+// UpdateSession writes every column of s.ID's metadata row but its
+// status, which belongs to the events that carry one (Event.Status): a
+// write of metadata computed before the latest such event committed cannot
+// take its status back. A row that does not exist (the session was
+// deleted) is not created.
+func (l *Log) UpdateSession(ctx context.Context, s Session) error {
+	meta := []byte("{}")
+	if len(s.Metadata) > 0 {
+		var err error
+		if meta, err = json.Marshal(s.Metadata); err != nil {
+			return fmt.Errorf("update session %s: encode metadata: %w", s.ID, err)
+		}
+	}
+	_, err := l.wdb.ExecContext(ctx, `UPDATE sessions SET
+		model = ?, working_directory = ?, worktree_id = ?, claude_started = ?,
+		created_at = ?, updated_at = ?, message_count = ?, total_input_tokens = ?,
+		total_output_tokens = ?, total_cost_usd = ?, last_message_preview = ?,
+		compaction_seq = ?, metadata = ?, name = ?, created_by = ?, last_stop_reason = ?
+		WHERE id = ?`,
+		s.Model, s.WorkingDirectory, s.WorktreeID, s.ClaudeStarted,
+		unixNano(s.CreatedAt), unixNano(s.UpdatedAt), int64(s.MessageCount),
+		int64(s.TotalInputTokens), int64(s.TotalOutputTokens), s.TotalCostUSD,
+		s.LastMessagePreview, int64(s.CompactionSeq), string(meta),
+		s.Name, s.CreatedBy, s.LastStopReason, s.ID)
+	if err != nil {
+		return fmt.Errorf("update session %s: %w", s.ID, err)
+	}
+	return nil
+}
+
 const sessionColumns = `id, model, working_directory, worktree_id, status,
 	claude_started, created_at, updated_at, message_count, total_input_tokens,
 	total_output_tokens, total_cost_usd, last_message_preview, compaction_seq,

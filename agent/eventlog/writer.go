@@ -90,8 +90,8 @@ func (l *Log) collect(first item, events *[]Event, flushes *[]chan error) bool {
 	return true
 }
 
-// commit inserts events, and the key/value entries they carry, in one
-// transaction.
+// commit inserts events, and the key/value entries and session statuses
+// they carry, in one transaction.
 func (l *Log) commit(events []Event) (err error) {
 	// Not cancellable: once taken from the queue, events are committed or
 	// the log fails; busy_timeout bounds the wait for the lock.
@@ -115,6 +115,11 @@ func (l *Log) commit(events []Event) (err error) {
 			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO kv (session_id, key, value) VALUES (?, ?, ?)`,
 				ev.SessionID, ev.With.Key, ev.With.Value); err != nil {
 				return fmt.Errorf("put kv %s/%q with event %d: %w", ev.SessionID, ev.With.Key, ev.Seq, err)
+			}
+		}
+		if ev.Status != "" {
+			if _, err := tx.ExecContext(ctx, `UPDATE sessions SET status = ? WHERE id = ?`, ev.Status, ev.SessionID); err != nil {
+				return fmt.Errorf("set status of %s with event %d: %w", ev.SessionID, ev.Seq, err)
 			}
 		}
 	}

@@ -177,7 +177,9 @@ func (s *Session) emitEvents(ctx context.Context, settle bool, evs ...*pb.AgentE
 	now := s.m.cfg.Now()
 	records := make([]eventlog.Event, 0, len(evs))
 	pubs := make([]published, len(evs))
+	recOf := make([]int, len(evs)) // evs[i]'s index in records, -1 if none
 	for i, ev := range evs {
+		recOf[i] = -1
 		s.seq++
 		ev.Sequence = s.seq
 		ev.Timestamp = timestamppb.New(now)
@@ -190,11 +192,26 @@ func (s *Session) emitEvents(ctx context.Context, settle bool, evs ...*pb.AgentE
 		// The log's payload is also what subscribers' streams send: one
 		// marshal per event, not one per subscriber.
 		pubs[i].wire = wirecodec.NewWire(payload)
+		recOf[i] = len(records)
 		records = append(records, eventlog.Event{SessionID: s.id, Seq: ev.Sequence, Time: now, Kind: Kind(ev), Payload: payload})
 	}
 	s.mu.Lock()
+	// The event that settles the last open turn records the session idle
+	// in its own transaction (a UserInputEvent records it active).
+	done := s.doneTurns
+	for _, p := range s.pending {
+		done += s.settles(p.ev)
+	}
 	for i := range pubs {
 		s.pending = append(s.pending, &pubs[i])
+		done += s.settles(pubs[i].ev)
+		idle := pubs[i].ev.GetTurnComplete() != nil && done >= s.sentTurns
+		if settle && i == len(pubs)-1 {
+			idle = true
+		}
+		if idle && recOf[i] >= 0 {
+			records[recOf[i]].Status = StatusIdle
+		}
 	}
 	for _, ev := range evs {
 		if tc := ev.GetTurnComplete(); tc != nil {
@@ -367,6 +384,7 @@ func (s *Session) send(ctx context.Context, msg Message, with *eventlog.KV) (boo
 	}
 	if rec.Seq != 0 {
 		rec.With = with
+		rec.Status = StatusActive
 		s.appendRecord(ctx, rec)
 	}
 	// Persist the new status off the caller's path; a failure is logged.
@@ -763,27 +781,23 @@ func (s *Session) saveMeta(ctx context.Context) {
 	}
 }
 
-// persist writes the session's metadata row, unless the session is being
-// deleted (a late write would bring the row back).
+// persist writes the session's metadata row but its status, which the
+// events that start and end turns carry in their own commits (see
+// emitEvents): a row written here from a state a moment old cannot undo
+// them. A deleted session's row is not written (nor brought back).
 func (s *Session) persist(ctx context.Context) error {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
 	if s.deleted.Load() {
 		return nil
 	}
-	open := s.unsettled() // counts TurnCompletes emitted but not yet committed
 	s.mu.Lock()
 	meta := s.meta
 	// The map is written under s.mu (SetMetadata, a provider's resume id):
 	// the write below reads a copy.
 	meta.Metadata = maps.Clone(s.meta.Metadata)
-	if !open {
-		meta.Status = StatusIdle
-	} else {
-		meta.Status = StatusActive
-	}
 	s.mu.Unlock()
-	return s.m.log.PutSession(context.WithoutCancel(ctx), meta)
+	return s.m.log.UpdateSession(context.WithoutCancel(ctx), meta)
 }
 
 // Cancel interrupts the running turn; it reports whether one was running.
