@@ -61,6 +61,16 @@ func (w *webChannel) closeEvents() {
 	<-ev.done
 }
 
+// stopped reports whether the browser closed the socket (closeEvents).
+func (ev *eventSocket) stopped() bool {
+	select {
+	case <-ev.stop:
+		return true
+	default:
+		return false
+	}
+}
+
 // send queues a browser message for the socket.
 func (ev *eventSocket) send(data string) {
 	select {
@@ -137,12 +147,14 @@ func (ev *eventSocket) run(subs json.RawMessage) {
 	for {
 		_, data, err := c.Read(context.Background())
 		if err != nil {
-			if cs := websocket.CloseStatus(err); cs != -1 {
-				var ce websocket.CloseError
-				if errors.As(err, &ce) {
-					code, reason = ce.Code, ce.Reason
-				}
-			} else {
+			var ce websocket.CloseError
+			switch {
+			case ev.stopped():
+				// The browser closed the socket (ws.close): however the
+				// close handshake raced this read, it ended normally.
+			case errors.As(err, &ce):
+				code, reason = ce.Code, ce.Reason
+			default:
 				code, reason = websocket.StatusGoingAway, "the channel ended"
 				w.log.Info("web channel: reading the event socket failed", "err", err)
 			}
