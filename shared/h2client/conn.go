@@ -255,16 +255,17 @@ type windowUpdates struct {
 
 func (u windowUpdates) any() bool { return u.streamInc > 0 || u.connInc > 0 }
 
-// takeUpdatesLocked returns the refunds that are due (h2wire.RefundDue), and counts
-// them as given back. s may be nil.
+// takeUpdatesLocked returns the refunds that are due (h2wire.RefundDue: a
+// stream's in quarters of its window, the connection's in 1/1024 of its,
+// 64 KiB of the default 64 MiB), and counts them as given back. s may be nil.
 func (cc *Conn) takeUpdatesLocked(s *stream) windowUpdates {
 	var u windowUpdates
-	if s != nil && s.inMap && !s.recvEnd && h2wire.RefundDue(s.refund, s.recvWindow) {
+	if s != nil && s.inMap && !s.recvEnd && h2wire.RefundDue(s.refund, s.recvWindow, int64(cc.opts.StreamWindow)/4) {
 		u.streamID, u.streamInc = s.id, uint32(s.refund)
 		s.recvWindow += s.refund
 		s.refund = 0
 	}
-	if h2wire.RefundDue(cc.refund, cc.recvWindow) && cc.err == nil {
+	if h2wire.RefundDue(cc.refund, cc.recvWindow, int64(cc.opts.ConnWindow)/1024) && cc.err == nil {
 		u.connInc = uint32(cc.refund)
 		cc.recvWindow += cc.refund
 		cc.refund = 0

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,11 +33,7 @@ func TestCancelMidStream(t *testing.T) {
 	if m, err := readMsg(resp.Body); err != nil || string(m) != "first" {
 		t.Fatalf("%q, %v", m, err)
 	}
-	readErr := make(chan error, 1)
-	go func() {
-		_, err := resp.Body.Read(make([]byte, 10))
-		readErr <- err
-	}()
+	readErr := readLater(resp.Body)
 	cancel()
 	select {
 	case err := <-readErr:
@@ -172,4 +170,52 @@ func TestGracefulStop(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("GracefulStop did not return")
 	}
+}
+
+// TestCloseUnblocksRead: closing the response body from another goroutine
+// while a Read waits for data makes that Read return at once, with the
+// context still alive. (Found by the relay's chaos soak: the relay closes a
+// relayed call's body when its drain ends the call, racing the context's
+// own cancel; when Close came first, the Read slept on and the drain reset
+// the client's stream a second later.)
+func TestCloseUnblocksRead(t *testing.T) {
+	checkGoroutines(t)
+	ts := startServer(t)
+	cc, _ := dial(t, ts.addr, Options{})
+	// The request is all sent (a server-streaming call's): nothing but
+	// Close itself can wake the Read.
+	resp, err := cc.RoundTrip(grpcReq(context.Background(), ts.addr, "/t/Stream", newBufBody(frame(nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := readMsg(resp.Body); err != nil || string(m) != "first" {
+		t.Fatalf("%q, %v", m, err)
+	}
+	readErr := readLater(resp.Body)
+	waitFor(t, "a Read waiting for data", func() bool {
+		buf := make([]byte, 1<<20)
+		return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "(*respBody).Read")
+	})
+	resp.Body.Close()
+	select {
+	case err := <-readErr:
+		if err == nil {
+			t.Fatal("Read after Close: no error")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Read did not return after Close")
+	}
+	if e := waitEvent(t, ts, "stream:"); e != "stream: context canceled" {
+		t.Fatalf("server saw %q", e)
+	}
+}
+
+// readLater reads r once in a new goroutine; the channel has the error.
+func readLater(r io.Reader) <-chan error {
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := r.Read(make([]byte, 10))
+		readErr <- err
+	}()
+	return readErr
 }

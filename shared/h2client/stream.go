@@ -206,6 +206,11 @@ func (s *stream) endCall() {
 	rst := s.resetLocked()
 	s.dropBufferLocked(true)
 	u := cc.takeUpdatesLocked(nil)
+	// A Read blocked in another goroutine waits on s.wake: without this it
+	// would sleep on until the connection failed (a body closed because
+	// the call's context ended, racing onCtxDone, which then finds the
+	// call done and signals nothing).
+	s.signal()
 	cc.cond.Broadcast()
 	cc.unlock()
 	if s.stopCtx != nil {

@@ -2,7 +2,8 @@
 // (relay/internal/h2front) and client (shared/h2client) both keep, as
 // golang.org/x/net/http2 keeps them: when a window refund is worth a
 // WINDOW_UPDATE, which SETTINGS frames are refused, and how many bytes one
-// ReadFrame may consume.
+// ReadFrame may consume; and DataMerger, which joins a stream's small DATA
+// frames in bytes an end-to-end channel carries (agent/channelsvc).
 package h2wire
 
 import (
@@ -18,12 +19,18 @@ const MinRefund = 4 << 10
 
 // RefundDue reports whether unsent refunded bytes are due to the peer,
 // which has avail bytes of window left: as x/net's inflow.add, once they
-// reach MinRefund or avail (the update at least doubles the window).
-// Waiting for half a window to be owed could leave the peer no connection
-// window while other streams' unread bytes hold the rest, stalling every
-// stream; and a small unary call still costs no WINDOW_UPDATE.
-func RefundDue(unsent, avail int64) bool {
-	return unsent > 0 && (unsent >= MinRefund || unsent >= avail)
+// reach batch (at least MinRefund; 0 means MinRefund) or avail (the update
+// at least doubles the window). A small unary call costs no WINDOW_UPDATE.
+//
+// A stream may batch a quarter of its window, as grpc-go does: its unread
+// bytes are its own, so holding its refund back never stalls another, and a
+// thousand streams each read a few events at a time send 64 times fewer
+// WINDOW_UPDATEs (each its own write) than at 4 KiB. A connection's refund
+// cannot wait long: waiting for half its window to be owed could leave the
+// peer none while other streams' unread bytes hold the rest, stalling every
+// stream; a batch of a small fraction of it (1/1024) is safe.
+func RefundDue(unsent, avail, batch int64) bool {
+	return unsent > 0 && (unsent >= max(batch, MinRefund) || unsent >= avail)
 }
 
 // MaxSettings bounds the entries of one SETTINGS frame, as x/net's server

@@ -12,19 +12,23 @@ import (
 
 func TestRefundDue(t *testing.T) {
 	for _, tc := range []struct {
-		name          string
-		unsent, avail int64
-		want          bool
+		name                 string
+		unsent, avail, batch int64
+		want                 bool
 	}{
-		{"nothing owed", 0, 0, false},
-		{"a small unary request", 100, 1 << 20, false},
-		{"MinRefund owed", MinRefund, 1 << 20, true},
-		{"the peer's window nearly gone", 100, 50, true},
-		{"doubles the window", 100, 100, true},
+		{"nothing owed", 0, 0, 0, false},
+		{"a small unary request", 100, 1 << 20, 0, false},
+		{"MinRefund owed", MinRefund, 1 << 20, 0, true},
+		{"the peer's window nearly gone", 100, 50, 0, true},
+		{"doubles the window", 100, 100, 0, true},
+		{"MinRefund owed, a stream batching 256 KiB", MinRefund, 1 << 20, 256 << 10, false},
+		{"a stream's batch owed", 256 << 10, 768 << 10, 256 << 10, true},
+		{"a batching stream's peer nearly out of window", 8 << 10, 4 << 10, 256 << 10, true},
+		{"a batch under MinRefund is MinRefund", 1 << 10, 1 << 20, 1 << 10, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := RefundDue(tc.unsent, tc.avail); got != tc.want {
-				t.Fatalf("RefundDue(%d, %d) = %v; want %v", tc.unsent, tc.avail, got, tc.want)
+			if got := RefundDue(tc.unsent, tc.avail, tc.batch); got != tc.want {
+				t.Fatalf("RefundDue(%d, %d, %d) = %v; want %v", tc.unsent, tc.avail, tc.batch, got, tc.want)
 			}
 		})
 	}

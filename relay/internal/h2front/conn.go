@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -39,6 +40,9 @@ type conn struct {
 	tlsState   *tls.ConnectionState
 	ctx        context.Context
 	cancel     context.CancelFunc
+
+	// flushers counts handlers' flushes waiting for mu (see FlushError).
+	flushers atomic.Int32
 
 	// Reader-goroutine state.
 	br          *bufio.Reader

@@ -16,7 +16,7 @@ func (c *conn) refundConnLocked(n int64, now bool) {
 		return
 	}
 	c.recvUnsent += n
-	if !now && !h2wire.RefundDue(c.recvUnsent, c.recvAvail) {
+	if !now && !h2wire.RefundDue(c.recvUnsent, c.recvAvail, 0) {
 		return
 	}
 	inc := c.recvUnsent
@@ -33,7 +33,7 @@ func (st *stream) refundLocked(n int64, now bool) {
 	}
 	c := st.c
 	st.recvUnsent += int32(n)
-	if !now && !h2wire.RefundDue(int64(st.recvUnsent), int64(st.recvAvail)) {
+	if !now && !h2wire.RefundDue(int64(st.recvUnsent), int64(st.recvAvail), 0) {
 		return
 	}
 	inc := st.recvUnsent

@@ -177,6 +177,12 @@ func (c *conn) processRSTStream(f *http2.RSTStreamFrame) error {
 func (c *conn) resetStream(id uint32, code http2.ErrCode) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.resetStreamLocked(id, code)
+}
+
+// resetStreamLocked closes stream id, if open, and buffers RST_STREAM(code)
+// for it. c.mu is held.
+func (c *conn) resetStreamLocked(id uint32, code http2.ErrCode) {
 	if st := c.streams[id]; st != nil {
 		c.removeStreamLocked(st, errStreamReset)
 		c.dropPending(st)

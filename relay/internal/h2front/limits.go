@@ -41,6 +41,9 @@ const (
 	// (pooledWriter).
 	readBufSize  = 16 << 10
 	writeBufSize = 32 << 10
+	// flushBatch: a handler's flush of fewer buffered bytes, with other
+	// streams open, yields once first (see responseWriter.FlushError).
+	flushBatch = 16 << 10
 	// canonCacheMax bounds the per-connection header-name caches.
 	canonCacheMax = 64
 )

@@ -169,8 +169,42 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		select {
 		case <-ch:
 		case <-ctx.Done():
+			s.logLeft()
 			return ctx.Err()
 		}
+	}
+}
+
+// logLeft names, at warn, the connections still open when Shutdown gives
+// up and the calls they hold, so that an operator whose drain took its
+// whole grace sees what held it.
+func (s *Server) logLeft() {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		// A connection whose write is blocked holds mu in the write:
+		// name it without its calls rather than wait.
+		if !c.mu.TryLock() {
+			c.log.Warn("h2front: connection still open at the end of shutdown, its write blocked", "remote", c.remoteAddr)
+			continue
+		}
+		var calls []string
+		for _, st := range c.streams {
+			if len(calls) == 8 {
+				calls = append(calls, "...")
+				break
+			}
+			if st.req != nil {
+				calls = append(calls, st.req.URL.Path)
+			}
+		}
+		n, goingAway := len(c.streams), c.goingAway
+		c.mu.Unlock()
+		c.log.Warn("h2front: connection still open at the end of shutdown", "remote", c.remoteAddr, "streams", n, "calls", calls, "going_away", goingAway)
 	}
 }
 

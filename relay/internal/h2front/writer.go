@@ -3,6 +3,7 @@ package h2front
 import (
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 
 	"golang.org/x/net/http2"
@@ -84,23 +85,46 @@ func (w *responseWriter) WriteString(s string) (int, error) {
 func (w *responseWriter) Flush() { _ = w.FlushError() }
 
 // FlushError is Flush reporting an error (for http.ResponseController).
+//
+// Flushes of one connection's streams are combined, so that many busy
+// streams on one connection (a thousand relayed streams from a few
+// clients) share write calls instead of each paying its own: a flush of
+// little (under flushBatch) while other streams are open first yields the
+// processor once, so that the handlers ready to run add their bytes, and
+// whichever flush comes last sends them all (grpc-go's writer yields the
+// same way before a small flush); a flush that finds another handler's
+// flush waiting for the connection leaves its bytes to that one. The last
+// flush of such a chain always writes; a lone stream's writes at once.
 func (w *responseWriter) FlushError() error {
 	st := w.st
 	c := st.c
+	c.flushers.Add(1)
 	c.mu.Lock()
+	c.flushers.Add(-1)
 	defer c.mu.Unlock()
-	if err := st.writeErrLocked(); err != nil {
-		return err
-	}
-	if !w.sentHeader {
+	err := st.writeErrLocked()
+	if err == nil && !w.sentHeader {
 		if w.status == 0 {
 			w.status = http.StatusOK
 		}
-		if err := w.writeHeadersLocked(false); err != nil {
-			return err
-		}
+		err = w.writeHeadersLocked(false)
 	}
-	return c.flushLocked()
+	if n := c.bw.Buffered(); err == nil && n > 0 && n < flushBatch && len(c.streams) > 1 {
+		c.flushers.Add(1)
+		c.mu.Unlock()
+		runtime.Gosched()
+		c.mu.Lock()
+		c.flushers.Add(-1)
+	}
+	if c.flushers.Load() > 0 {
+		return err // the waiting flush sends these bytes too
+	}
+	// Flushed even when this stream failed: a flush that left its bytes
+	// to this one counted on it.
+	if ferr := c.flushLocked(); err == nil {
+		err = ferr
+	}
+	return err
 }
 
 // writeHeadersLocked fixes the declared trailers and writes HEADERS.
@@ -209,3 +233,25 @@ func (w *responseWriter) finish() {
 func bodyAllowed(status int) bool {
 	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
 }
+
+// Reset ends the stream now, from any goroutine, with RST_STREAM
+// (REFUSED_STREAM, which gRPC clients report as UNAVAILABLE and retry): a
+// write blocked on the client's flow-control window returns an error, and
+// so does every later one. The relay's drain uses it for a stream it ended
+// whose end the client does not take (it is not reading), so that the
+// client, told at once, resumes elsewhere instead of waiting for the grace.
+// Reset does nothing once the stream is over.
+func (w *responseWriter) Reset() {
+	st := w.st
+	c := st.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st.done || st.reset || c.closed || c.werr != nil {
+		return
+	}
+	c.resetStreamLocked(st.id, http2.ErrCodeRefusedStream)
+	_ = c.flushLocked()
+}
+
+// Resetter is implemented by the front's ResponseWriter (see Reset).
+type Resetter interface{ Reset() }
