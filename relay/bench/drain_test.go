@@ -33,7 +33,7 @@ import (
 
 // drainJitter is agent/relaylink.DrainJitter, copied (the relay module must
 // not import the agent): after a drain signal an agent reconnects within it.
-const drainJitter = 500 * time.Millisecond
+const drainJitter = 100 * time.Millisecond
 
 // BenchmarkDrain runs two relay replicas (A, B) on one PostgreSQL database
 // behind a balancer that prefers A, connects N agents (all to A), buffers

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -79,11 +80,49 @@ func (rt *Router) gated(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		rt.route(ctx, w, r, id, false)
 		return
 	}
+	// A stream the drain ended must reach its client now: if its end
+	// cannot be written within cutGrace (the client does not read, and the
+	// front waits for its window), the stream is reset so that the client
+	// resumes elsewhere instead of waiting for the drain's grace.
+	finished := make(chan struct{})
+	defer close(finished)
+	stop := context.AfterFunc(cctx, func() {
+		t := time.NewTimer(cutGrace)
+		defer t.Stop()
+		select {
+		case <-finished:
+		case <-t.C:
+			if ctx.Err() == nil {
+				resetStream(w)
+			}
+		}
+	})
+	defer stop()
 	tw := grpcerr.TrackHeaders(w)
 	rt.route(cctx, tw, r.WithContext(cctx), id, false)
 	if cctx.Err() != nil && ctx.Err() == nil {
 		// The drain ended the call, not its client: say so.
 		grpcerr.End(tw, grpcerr.Status(codes.Unavailable, CodeRelayDraining, "this relay replica is shutting down; resume on a new connection", nil))
+	}
+}
+
+// cutGrace is how long a stream the drain ended may take to write its end
+// before it is reset.
+const cutGrace = time.Second
+
+// resetStream resets w's stream if the server can (the relay's front:
+// h2front.Resetter), looking through wrappers that Unwrap.
+func resetStream(w http.ResponseWriter) {
+	for {
+		if r, ok := w.(interface{ Reset() }); ok {
+			r.Reset()
+			return
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return
+		}
+		w = u.Unwrap()
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -413,24 +414,46 @@ func (rt *Router) toPeer(ctx context.Context, w http.ResponseWriter, r *http.Req
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
+	id, _ := auth.FromContext(ctx)
+	headers := rt.peerHeaders(id, userID, machineID)
 	rt.Metrics.toPeer()
 	rt.limitMessages(ctx, r)
-	unreached := func(err error) bool {
+	rerouted := false
+	var unreached func(err error) bool
+	unreached = func(err error) bool {
 		rt.machines.Delete(machineID) // the next call reads where it is now
-		rt.Log.Warn("router: the replica holding the machine cannot be reached; treating it as offline",
-			"machine_id", machineID, "replica", addr, "err", err)
 		if body != nil {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
+		// The record may be stale: the replica died and the machine has
+		// already registered with another (its agent redials within
+		// 250 ms). Read it again, once, and follow it: buffering a message
+		// here for a machine that is online there would leave it waiting
+		// for that replica's next heartbeat. A request body is sent again
+		// only if nothing of it went out (held in memory, or the dial
+		// failed).
+		if !rerouted && (body != nil || dialFailed(err)) {
+			rerouted = true
+			if t := rt.Registry.Get(machineID); t != nil {
+				rt.forward(ctx, w, r, t, userID, machineID) // it came back here
+				return true
+			}
+			if m, gerr := rt.Store.GetMachine(ctx, machineID); gerr == nil {
+				if next := rt.peerFor(&m, id); next != "" && next != addr {
+					rt.Log.Info("router: the replica holding the machine cannot be reached; the machine is now on another",
+						"machine_id", machineID, "replica", addr, "now", next, "err", err)
+					addr = next
+					if ferr := rt.Peers.Forward(ctx, next, w, r, headers, unreached); ferr != nil && ctx.Err() == nil {
+						rt.Log.DebugContext(ctx, "router: call forwarded to a replica failed", "machine_id", machineID, "replica", next, "err", ferr)
+					}
+					return true
+				}
+			}
+		}
+		rt.Log.Warn("router: the replica holding the machine cannot be reached; treating it as offline",
+			"machine_id", machineID, "replica", addr, "err", err)
 		rt.offline(w, r, userID, machineID)
 		return true
-	}
-	headers := http.Header{auth.UserHeader: {userID}, auth.ForwardedByHeader: {rt.Self}, MachineHeader: {machineID}}
-	if id, _ := auth.FromContext(ctx); id.Scope != "" {
-		// The replica holding the machine checks the scope again.
-		for k, v := range auth.ForwardHeaders(id) {
-			headers[k] = v
-		}
 	}
 	ctx, span := rt.startSpan(ctx, r, machineID, headers)
 	err := rt.Peers.Forward(ctx, addr, w, r, headers, unreached)
@@ -483,6 +506,12 @@ func (rt *Router) offline(w http.ResponseWriter, r *http.Request, userID, machin
 	if t := rt.Registry.Get(machineID); t != nil {
 		// The machine came back while this was being stored.
 		go rt.Deliver(context.WithoutCancel(r.Context()), t)
+	} else {
+		// Taken now: the server may reuse r once this handler returns.
+		id, _ := auth.FromContext(r.Context())
+		copyReq := r.Clone(context.WithoutCancel(r.Context()))
+		copyReq.Body = io.NopCloser(bytes.NewReader(tunnel.Frame(msg)))
+		go rt.nudge(copyReq, id, userID, machineID)
 	}
 	_, answer, _ := bufferedCall(r.URL.Path, msg, dup)
 	resp, _ := proto.Marshal(answer)
@@ -492,6 +521,68 @@ func (rt *Router) offline(w http.ResponseWriter, r *http.Request, userID, machin
 	w.Write(tunnel.Frame(resp))
 	w.Header().Set("Grpc-Status", "0")
 }
+
+// dialFailed reports whether err is a failure to connect: nothing of the
+// call was sent.
+func dialFailed(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// peerHeaders are the headers of a call this replica forwards to a peer:
+// the user, this replica, the machine and, for a scoped token, its scope,
+// which the replica holding the machine checks again.
+func (rt *Router) peerHeaders(id auth.Identity, userID, machineID string) http.Header {
+	headers := http.Header{auth.UserHeader: {userID}, auth.ForwardedByHeader: {rt.Self}, MachineHeader: {machineID}}
+	if id.Scope != "" {
+		for k, v := range auth.ForwardHeaders(id) {
+			headers[k] = v
+		}
+	}
+	return headers
+}
+
+// nudge sends a copy of a call just buffered here to the replica that now
+// holds the machine's tunnel, if another does: the machine may have
+// registered there while this replica stored the call (its replica died,
+// or this one drains and buffers every bufferable call), after that
+// replica read the buffer, and the stored copy would wait for its next
+// heartbeat. The copy carries the same idempotency key, so the machine
+// takes the message once, and the stored copy, delivered later, is
+// answered "duplicate" and removed. The copy's answer is dropped: the
+// client was answered "buffered".
+func (rt *Router) nudge(r *http.Request, id auth.Identity, userID, machineID string) {
+	if rt.Peers == nil || rt.Self == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), nudgeTimeout)
+	defer cancel()
+	m, err := rt.Store.GetMachine(ctx, machineID)
+	if err != nil {
+		return
+	}
+	addr := rt.peerFor(&m, id)
+	if addr == "" {
+		return
+	}
+	w := &dropWriter{h: http.Header{}}
+	if err := rt.Peers.Forward(ctx, addr, w, r.WithContext(ctx), rt.peerHeaders(id, userID, machineID), func(error) bool { return true }); err != nil {
+		rt.Log.Debug("router: copy of a buffered call to the machine's replica failed; the buffer keeps it", "machine_id", machineID, "replica", addr, "err", err)
+		return
+	}
+	rt.Log.Info("router: buffered call sent on to the machine's replica", "machine_id", machineID, "replica", addr, "grpc_status", w.h.Get("Grpc-Status"))
+}
+
+// nudgeTimeout bounds nudge.
+const nudgeTimeout = 30 * time.Second
+
+// dropWriter is a ResponseWriter that keeps the headers and drops the body.
+type dropWriter struct{ h http.Header }
+
+func (w *dropWriter) Header() http.Header         { return w.h }
+func (w *dropWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *dropWriter) WriteHeader(int)             {}
+func (w *dropWriter) Flush()                      {}
 
 // readRequest reads the body of a bufferable call (at most one 16 MiB
 // message and its frame header); if that fails it answers the call and

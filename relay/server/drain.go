@@ -30,6 +30,18 @@ const goAwayRate = 200
 // tunnels themselves after being told to reconnect, before closing them.
 const tunnelMoveWait = 2 * time.Second
 
+// callsWait bounds how long the drain waits for unary calls before it
+// tells the agents to move: a call stuck longer (its machine slow, the
+// database unreachable) must not keep every machine of the replica
+// unreachable for the whole grace. A call still running then may fail
+// with its tunnel; its client retries (calls that change state carry
+// idempotency keys).
+const callsWait = 5 * time.Second
+
+// clientsLinger is how long client connections may stay once the drain
+// has done everything else (see run).
+const clientsLinger = 2 * time.Second
+
 // drain takes a replica out of service without losing a stream (docs/relay.md,
 // "Draining and deploys"). Once it starts, in this order:
 //
@@ -185,22 +197,49 @@ func (d *drain) run(ctx context.Context, s drainSteps) {
 	s.notReady()
 	s.closeListener()
 	clientsDone := make(chan struct{})
+	var clientsTook time.Duration
+	clientsCtx, endClients := context.WithCancel(ctx)
+	defer endClients()
 	go func() {
 		defer close(clientsDone)
-		s.closeClients(ctx)
+		s.closeClients(clientsCtx)
+		clientsTook = time.Since(start)
 	}()
 	d.cutStreams()
-	d.waitCalls(ctx)
+	callsCtx, callsDone := context.WithTimeout(ctx, callsWait)
+	d.waitCalls(callsCtx)
+	callsDone()
+	callsTook := time.Since(start)
 	n := d.goAway(ctx)
 	d.waitTunnels(ctx, tunnelMoveWait)
 	s.closeTunnels()
 	d.sends.Wait()
+	tunnelsTook := time.Since(start)
 	s.stopAgents(ctx)
-	<-clientsDone
-	if ctx.Err() != nil {
-		d.log.Warn("relay: drain cut short (grace over or a second signal); calls left were ended", "after", time.Since(start).Round(time.Millisecond))
+	agentsTook := time.Since(start)
+	// Every unary call is done (or past callsWait), every stream was ended
+	// and the agents are gone: client connections still open now hold
+	// nothing that finishing would save (a stream whose end its client
+	// does not take, a connection its client keeps after our GOAWAY).
+	// They get clientsLinger more, then are closed; their clients resume
+	// elsewhere by sequence.
+	linger := time.NewTimer(clientsLinger)
+	select {
+	case <-clientsDone:
+	case <-linger.C:
+		endClients()
+		<-clientsDone
 	}
-	d.log.Info("relay: drained", "agents_told_to_reconnect", n, "took", time.Since(start).Round(time.Millisecond))
+	linger.Stop()
+	// When each part was done: a drain that takes its whole grace says
+	// which part held it.
+	took := []any{"agents_told_to_reconnect", n, "took", time.Since(start).Round(time.Millisecond),
+		"unary_calls_done", callsTook.Round(time.Millisecond), "tunnels_done", tunnelsTook.Round(time.Millisecond),
+		"agent_connections_done", agentsTook.Round(time.Millisecond), "client_connections_done", clientsTook.Round(time.Millisecond)}
+	if ctx.Err() != nil {
+		d.log.Warn("relay: drain cut short (grace over or a second signal); calls left were ended", took...)
+	}
+	d.log.Info("relay: drained", took...)
 }
 
 // waitCalls waits for the unary calls under way, until ctx ends.

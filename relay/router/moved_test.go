@@ -1,0 +1,149 @@
+package router
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/betcode-dev/betcode/relay/peer"
+	"github.com/betcode-dev/betcode/relay/pki"
+	"github.com/betcode-dev/betcode/relay/registry"
+	"github.com/betcode-dev/betcode/relay/store"
+	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/tunnel"
+)
+
+// movedStore is a store whose only machine record names where the machine
+// is now; a call to anything else panics (the test does not expect one).
+type movedStore struct {
+	store.Store
+	m store.Machine
+}
+
+func (s movedStore) GetMachine(context.Context, string) (store.Machine, error) { return s.m, nil }
+
+func (s movedStore) Enqueue(context.Context, store.Message, store.Limits) (int64, bool, error) {
+	return 1, false, nil
+}
+
+// holderReplica is a replica that holds the machine now: an HTTP/2 TLS
+// server with the relay certificate that answers every call OK and hands
+// each request body to got. fw forwards to it as replicas do.
+func holderReplica(t *testing.T) (fw *peer.Forwarder, addr string, got <-chan []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := pki.Init(dir, []string{"localhost", "127.0.0.1"}, pki.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	fw, err := peer.NewEngine(filepath.Join(dir, pki.RelayCertFile), filepath.Join(dir, pki.RelayKeyFile), filepath.Join(dir, pki.CACertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fw.Close)
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, pki.RelayCertFile), filepath.Join(dir, pki.RelayKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodies := make(chan []byte, 4)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b bytes.Buffer
+		b.ReadFrom(r.Body)
+		bodies <- b.Bytes()
+		w.Header().Set("Content-Type", "application/grpc")
+		w.Header().Set("Trailer", "Grpc-Status")
+		w.WriteHeader(http.StatusOK)
+		w.Header().Set("Grpc-Status", "0")
+	}))
+	srv.EnableHTTP2 = true
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return fw, srv.Listener.Addr().String(), bodies
+}
+
+// TestToPeerFollowsAMachineThatMoved: the replica a call was sent to has
+// died (nothing listens at its address) and the machine has already
+// registered with another replica, as its agent redials within 250 ms. The
+// call reaches the machine on the other replica instead of failing
+// MACHINE_OFFLINE, or, for QueueMessage, being buffered here where it would
+// wait for that replica's next heartbeat (the chaos soak found a queued
+// message that waited so). A stream's request goes again only when nothing
+// of it was sent.
+func TestToPeerFollowsAMachineThatMoved(t *testing.T) {
+	fw, nowAddr, got := holderReplica(t)
+	// The replica that died: nothing listens there.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+
+	for _, path := range []string{queueMessagePath, "/betcode.v1.AgentService/ResumeSession"} {
+		t.Run(path, func(t *testing.T) {
+			rt := &Router{Self: "127.0.0.1:1", Peers: fw, PresenceTTL: time.Minute, Registry: registry.New(),
+				Store: movedStore{m: store.Machine{ID: "m1", Replica: nowAddr, LastSeen: time.Now()}},
+				Log:   slog.New(slog.DiscardHandler)}
+			body := tunnel.Frame([]byte("request"))
+			r := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+			r.Header.Set("Content-Type", "application/grpc")
+			w := httptest.NewRecorder()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			rt.toPeer(ctx, w, r.WithContext(ctx), dead, "u1", "m1")
+			if st := w.Result().Trailer.Get("Grpc-Status"); st != "0" {
+				t.Fatalf("grpc-status %q (%s), want 0 from the replica the machine moved to", st, w.Result().Trailer.Get("Grpc-Message"))
+			}
+			select {
+			case b := <-got:
+				if !bytes.Equal(b, body) {
+					t.Errorf("the replica got %q, want the whole request %q", b, body)
+				}
+			default:
+				t.Error("the replica the machine moved to got no request")
+			}
+		})
+	}
+}
+
+// TestBufferedCallIsSentOnToTheMachinesReplica: a replica that stores a
+// QueueMessage for a machine it does not hold (it drains, or its record was
+// stale) while the machine is online at another replica sends a copy
+// there at once, rather than leave it for that replica's next heartbeat
+// (the chaos soak found a message that waited so). The copy carries the
+// same request, idempotency key included: the machine takes it once.
+func TestBufferedCallIsSentOnToTheMachinesReplica(t *testing.T) {
+	fw, holder, got := holderReplica(t)
+	rt := &Router{Self: "127.0.0.1:1", Peers: fw, PresenceTTL: time.Minute, Registry: registry.New(),
+		Store: movedStore{m: store.Machine{ID: "m1", Replica: holder, LastSeen: time.Now()}},
+		Log:   slog.New(slog.DiscardHandler)}
+	req, err := proto.Marshal(&pb.QueueMessageRequest{SessionId: "s1", IdempotencyKey: "k1", Message: &pb.UserMessage{Content: "hi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := tunnel.Frame(req)
+	r := httptest.NewRequest(http.MethodPost, queueMessagePath, bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/grpc")
+	w := httptest.NewRecorder()
+	rt.offline(w, r, "u1", "m1")
+	if st := w.Result().Trailer.Get("Grpc-Status"); st != "0" {
+		t.Fatalf("grpc-status %q, want 0 (buffered)", st)
+	}
+	select {
+	case b := <-got:
+		if !bytes.Equal(b, body) {
+			t.Errorf("the holder got %q, want the buffered request %q", b, body)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the machine's replica got no copy of the buffered call")
+	}
+}
