@@ -60,6 +60,7 @@ func dialRelay(relay, caFile, token string) (*grpc.ClientConn, error) {
 	return grpc.NewClient(relay, grpc.WithTransportCredentials(creds),
 		grpc.WithPerRPCCredentials(bearer{token: token, secure: true}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.WithConnectParams(ConnectParams),
 		grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(4<<20))
 }
 

@@ -14,8 +14,10 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -49,6 +51,18 @@ type DialOptions struct {
 	// Channel, if set, reaches a paired machine end to end through its
 	// relay (addr, CAFile, TLS, Token and Machine are then unused).
 	Channel *Channel
+}
+
+// ConnectParams is how Dial's connections come back after one is lost: a
+// relay replica that dies (its load balancer sends the next connection to
+// another) or an agent restarting. gRPC's default waits 1 s before the
+// second try and grows to 2 minutes; a person watching a stream expects it
+// back within a second, so the first retries come after 50 ms and the
+// longest wait is 2 s. MinConnectTimeout leaves a slow mobile link time for
+// its TLS handshake.
+var ConnectParams = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+	MinConnectTimeout: 10 * time.Second,
 }
 
 // Dial connects to an agent at addr: "unix:///path", a bare socket path, or
@@ -85,7 +99,8 @@ func Dial(addr string, o DialOptions) (*grpc.ClientConn, error) {
 	} else if !strings.HasPrefix(target, "unix://") && !mtls.LoopbackAddr(target) {
 		return nil, errors.New("refusing to talk to " + addr + " without TLS off loopback: pass a CA file")
 	}
-	opts = append(opts, grpc.WithTransportCredentials(creds), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	opts = append(opts, grpc.WithTransportCredentials(creds), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
+		grpc.WithConnectParams(ConnectParams))
 	// A client span per call, sent as traceparent (off, the caller's trace
 	// context goes on).
 	opts = append(opts, o.Tracing.DialOptions()...)

@@ -2,7 +2,8 @@
 // mTLS, registers, opens the tunnel and serves every call the relay forwards
 // through it with the agent's own gRPC server. On any failure it reconnects
 // with backoff (1 s, 2 s, 5 s, 10 s, then every 30 s, each ±50 %) and
-// registers again. Local clients are served whatever the tunnel does. When
+// registers again; a tunnel that was up and is lost (its relay replica
+// died) is dialled again within LostRetry first. Local clients are served whatever the tunnel does. When
 // the relay offers it, the relay's calls come over a direct connection of
 // their own (tunnel.ServeDirect), the tunnel stream staying for the rest. A
 // relay replica that drains (RELAY_DRAINING, drain.go) is no failure: the
@@ -30,6 +31,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -66,8 +68,9 @@ type Link struct {
 	cfg       Config
 	certs     *certFile
 	connected atomic.Bool
-	since     atomic.Int64 // unix nanos of the last state change
-	renewErr  atomic.Value // string: the last renewal error, logged at warn once
+	since     atomic.Int64  // unix nanos of the last state change
+	ups       atomic.Uint64 // tunnels confirmed so far
+	renewErr  atomic.Value  // string: the last renewal error, logged at warn once
 	// cc is the connection of the tunnel that is up (nil: none), for the
 	// machine's own calls to the relay (pairing.go).
 	cc atomic.Pointer[grpc.ClientConn]
@@ -101,6 +104,9 @@ func (l *Link) Connected() (bool, time.Time) {
 }
 
 func (l *Link) setConnected(v bool) {
+	if v {
+		l.ups.Add(1)
+	}
 	l.connected.Store(v)
 	l.since.Store(time.Now().UnixNano())
 }
@@ -125,19 +131,43 @@ func (b *stepBackOff) Reset() { b.i = 0 }
 
 var _ backoff.BackOff = (*stepBackOff)(nil)
 
+// LostRetry bounds the wait before dialling again after a tunnel that was
+// up is lost (not drained): its replica died, and the load balancer sends
+// the next connection to another, so the machine's clients wait for this
+// dial. The wait is uniform in [0, LostRetry], spreading a dead replica's
+// agents over it; the surviving replicas' handshake gate
+// (--max-pending-conns) turns any excess away, and those go on with Steps.
+var LostRetry = 250 * time.Millisecond
+
+// lostWait is a wait uniform in [0, LostRetry].
+func lostWait() time.Duration { return time.Duration(rand.Int64N(int64(LostRetry) + 1)) }
+
+// connectParams is how a session's connection retries within Register's
+// 15 s: a first connection that fails (the load balancer's pick of a replica
+// that just died) is tried again after 100 ms, not after gRPC's default
+// 1 s, 1.6 s, 2.56 s…, which kept a machine's clients waiting 5.7 s after
+// its replica died in the chaos soak. Run's schedule paces the sessions.
+var connectParams = grpc.ConnectParams{
+	Backoff:           grpcbackoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
+	MinConnectTimeout: 10 * time.Second,
+}
+
 // Run keeps the link up until ctx ends.
 func (l *Link) Run(ctx context.Context) error {
 	log := l.cfg.Logger.With("relay", l.cfg.Relay)
 	bo := &stepBackOff{}
 	drains := 0 // drain signals in a row
+	losts := 0  // quick reconnects after a lost tunnel, since one stayed up a minute
 	for ctx.Err() == nil {
-		start := time.Now()
+		start, ups := time.Now(), l.ups.Load()
 		err := l.session(ctx, log)
 		if ctx.Err() != nil {
 			return nil
 		}
+		lost := l.ups.Load() != ups // this session's tunnel was up
 		if time.Since(start) > time.Minute {
 			bo.Reset() // it was up for a while: start the schedule over
+			losts = 0
 		}
 		var wait time.Duration
 		if t, ok := isTooOld(err); ok {
@@ -154,6 +184,16 @@ func (l *Link) Run(ctx context.Context) error {
 			bo.Reset() // the tunnel was fine: a failure after this starts at 1 s
 			wait = time.Duration(rand.Int64N(int64(DrainJitter) + 1))
 			log.Info("relay replica draining; reconnecting", "retry_in", wait.Round(time.Millisecond))
+		} else if lost && !errors.Is(err, errRelayDraining) && losts < 3 {
+			// The tunnel worked and is gone (its replica died, a
+			// connection reset): dial again at once, jittered; a failure
+			// after this starts the schedule over. A tunnel lost again
+			// and again within a minute falls back to the schedule.
+			drains = 0
+			losts++
+			bo.Reset()
+			wait = lostWait()
+			log.Warn("relay link lost; reconnecting", "err", err, "retry_in", wait.Round(time.Millisecond))
 		} else {
 			if !errors.Is(err, errRelayDraining) {
 				drains = 0
@@ -191,6 +231,7 @@ func (l *Link) session(ctx context.Context, log *slog.Logger) error {
 	cc, err := grpc.NewClient(l.cfg.Relay,
 		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.WithConnectParams(connectParams),
 		grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(4<<20),
 	)
 	if err != nil {

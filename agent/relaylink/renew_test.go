@@ -255,11 +255,18 @@ func testLogger(t *testing.T) (*slog.Logger, *logs) {
 	return slog.New(logHandler{Handler: h, l: l}), l
 }
 
-// runLink starts a link and stops it when the test ends.
+// runLink starts a link, reconnecting every 10 ms, and stops it when the
+// test ends.
 func runLink(t *testing.T, cfg Config) *Link {
 	t.Helper()
+	return runLinkSteps(t, cfg, []time.Duration{10 * time.Millisecond})
+}
+
+// runLinkSteps is runLink with the reconnection schedule steps.
+func runLinkSteps(t *testing.T, cfg Config, steps []time.Duration) *Link {
+	t.Helper()
 	saved := Steps
-	Steps = []time.Duration{10 * time.Millisecond}
+	Steps = steps
 	link, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -111,6 +111,7 @@ func (a *Agent) Converse(stream pb.AgentService_ConverseServer) error {
 
 	// The input lock follows its holder: a client that goes away frees it.
 	defer sess.ReleaseInputLock(clientID)
+	acceptStream(stream)
 	var halfClosed atomic.Bool
 	wake := make(chan struct{}, 1)
 	st := a.startStream(ctx, sess, session.StreamOptions{From: from, Wake: wake, StopWhenIdle: halfClosed.Load}, send)
@@ -152,6 +153,14 @@ func (a *Agent) Converse(stream pb.AgentService_ConverseServer) error {
 		}
 	}
 }
+
+// acceptStream sends a session stream's response headers before its first
+// event: a client resuming an idle session (nothing to replay, no turn
+// running) learns at once that it is connected again, instead of when the
+// next event comes, which may be hours. Called before the stream's sender
+// starts (gRPC's sends are not for concurrent use); an error is the
+// stream's, and its sends report it.
+func acceptStream(stream grpc.ServerStream) { _ = stream.SendHeader(nil) }
 
 // runningStream is a session stream sending in its own goroutine, so that
 // the handler can return (aborting a Send blocked on a stalled client) as
@@ -320,6 +329,7 @@ func (a *Agent) ResumeSession(req *pb.ResumeSessionRequest, stream pb.AgentServi
 			follow = true
 		}
 	}
+	acceptStream(stream)
 	st := a.startStream(ctx, sess, session.StreamOptions{From: req.FromSequence, UntilIdle: !follow}, func(ev *pb.AgentEvent, wire *wirecodec.Wire) error {
 		return sendEvent(stream, ev, wire)
 	})

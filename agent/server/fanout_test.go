@@ -53,14 +53,10 @@ func openResume(ctx context.Context, c pb.AgentServiceClient, sessionID string, 
 	return c.ResumeSession(ctx, &pb.ResumeSessionRequest{SessionId: sessionID, FromSequence: from}, opt)
 }
 
-// Clients attached to one session receive, over gRPC, exactly the bytes
-// the session logged for each event, in sequence order: live events as the
-// pre-encoded bytes shared by every stream (wirecodec), the replayed one
-// marshaled by gRPC.
-func TestStreamsSendLoggedBytes(t *testing.T) {
-	if !wirecodec.Active() {
-		t.Fatal("the server's proto codec is not wirecodec's")
-	}
+// startTestAgent starts an agent on the fake CLI, stopped when the test
+// ends, and a gRPC client of it.
+func startTestAgent(t *testing.T) (*benchAgent, pb.AgentServiceClient) {
+	t.Helper()
 	a, err := startBenchAgent(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +67,18 @@ func TestStreamsSendLoggedBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	client := pb.NewAgentServiceClient(conn)
+	return a, pb.NewAgentServiceClient(conn)
+}
+
+// Clients attached to one session receive, over gRPC, exactly the bytes
+// the session logged for each event, in sequence order: live events as the
+// pre-encoded bytes shared by every stream (wirecodec), the replayed one
+// marshaled by gRPC.
+func TestStreamsSendLoggedBytes(t *testing.T) {
+	if !wirecodec.Active() {
+		t.Fatal("the server's proto codec is not wirecodec's")
+	}
+	a, client := startTestAgent(t)
 	capture := grpc.ForceCodecV2(captureCodec{encoding.GetCodecV2(grpcproto.Name)})
 
 	tests := []struct {

@@ -1,0 +1,39 @@
+package relaylink
+
+import (
+	"testing"
+	"time"
+
+	"github.com/betcode-dev/betcode/agent/internal/testpki"
+)
+
+// TestLostTunnelIsDialledAgainAtOnce: when the relay replica holding a
+// working tunnel dies, the machine's clients wait for the agent's next
+// dial, so it comes within LostRetry, not after the schedule's first step.
+// A tunnel lost again and again (three quick dials since one stayed up a
+// minute) falls back to the schedule, so a relay that drops every tunnel
+// is not dialled in a tight loop.
+func TestLostTunnelIsDialledAgainAtOnce(t *testing.T) {
+	ca := testpki.NewCA(t)
+	relay := startRelay(t, ca)
+	now := time.Now()
+	certPEM, keyPEM := ca.Machine(t, "m1", now.Add(-time.Hour), now.Add(24*time.Hour))
+	certPath, keyPath := writePair(t, t.TempDir(), certPEM, keyPEM)
+	log, logs := testLogger(t)
+	// The schedule's steps are an hour: only the quick dial can bring the
+	// tunnel back within the test.
+	runLinkSteps(t, Config{Relay: relay.addr, CAFile: relay.caFile, CertFile: certPath, KeyFile: keyPath, Logger: log},
+		[]time.Duration{time.Hour})
+
+	waitLog(t, logs, "relay link up")
+	for range 3 {
+		relay.kick <- struct{}{} // the tunnel ends as if its replica died
+		waitLog(t, logs, "relay link lost; reconnecting")
+		waitLog(t, logs, "relay link up")
+	}
+	relay.kick <- struct{}{}
+	waitLog(t, logs, "relay link down; reconnecting")
+	if n := logs.count("WARN relay link lost; reconnecting"); n != 3 {
+		t.Errorf("%d quick reconnects, want 3 before the schedule takes over", n)
+	}
+}
