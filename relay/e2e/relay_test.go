@@ -467,3 +467,58 @@ func TestCertificatesFromAnotherCAOrExpiredAreRefused(t *testing.T) {
 		})
 	}
 }
+
+// A client resuming an idle session right after its machine came back (a
+// relay restart) gets the stream's headers at once, although the session
+// has nothing to send. The tunnel's first call goes over the tunnel stream
+// (the direct connection is offered by that call; behind a load balancer
+// an agent may not get one for a minute), and on that path the relay held
+// a call's headers until its first message: the chaos soak saw seconds "to
+// streaming again" after replica deaths, until the session's next event.
+// Both fronts.
+func TestResumeOnAFreshTunnelAnswersAtOnce(t *testing.T) {
+	for _, front := range []string{server.FrontNetHTTP, server.FrontEngine} {
+		t.Run(strings.ReplaceAll(front, "/", "-"), func(t *testing.T) {
+			w := newWorldOf(t, &world{t: t, pki: t.TempDir(), dataDir: t.TempDir(), front: front})
+			m := w.startAgent("m1", w.addr)
+			api := pb.NewAgentServiceClient(w.client())
+			ctx := onMachine(ctxT(t, 120*time.Second), "m1")
+			w.api.Enqueue(fakeapi.Reply{Text: "done"})
+			s, err := api.Converse(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Send(&pb.AgentRequest{Request: &pb.AgentRequest_Start{Start: &pb.StartConversation{WorkingDirectory: m.project}}})
+			s.Send(&pb.AgentRequest{Request: &pb.AgentRequest_Message{Message: &pb.UserMessage{Content: "hi"}}})
+			id := sessionOf(t, recvUntil(t, s, isTurnComplete))
+			s.CloseSend()
+			// Everything the session holds, up to its idle end: the resume
+			// below starts after its last event.
+			r, err := api.ResumeSession(ctx, &pb.ResumeSessionRequest{SessionId: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var last uint64
+			for {
+				ev, err := r.Recv()
+				if err != nil {
+					break
+				}
+				last = ev.Sequence
+			}
+
+			w.relay.kill()
+			w.startRelay()
+			w.relay.waitLine(t, `tunnel: machine online" machine_id=m1`, 60*time.Second)
+			hctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			r, err = api.ResumeSession(metadataFollow(hctx), &pb.ResumeSessionRequest{SessionId: id, FromSequence: last})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.Header(); err != nil || hctx.Err() != nil {
+				t.Fatalf("the resumed stream of an idle session got no headers within 20 s (err %v)", err)
+			}
+		})
+	}
+}

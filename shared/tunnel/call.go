@@ -158,6 +158,11 @@ func Forward(ctx context.Context, stream io.ReadWriteCloser, w http.ResponseWrit
 				}
 				w.WriteHeader(http.StatusOK)
 				wroteHeader = true
+				// Headers with nothing behind them yet go out now (a
+				// stream resumed on an idle session).
+				if flusher != nil && fr.r.Buffered() == 0 {
+					flusher.Flush()
+				}
 				continue
 			}
 			if !wroteHeader {

@@ -38,7 +38,7 @@ type Client struct {
 
 	mu     sync.Mutex
 	sess   *yamux.Session
-	cc     *http.ClientConn
+	cc     callConn // over the tunnel stream, once started
 	closed bool
 	done   chan struct{}
 
@@ -46,7 +46,7 @@ type Client struct {
 	token   []byte             // the offer outstanding, until used
 	offered time.Time          // when the last offer was sent
 	direct  callConn           // the calls' connection, once attached
-	engine  bool               // direct connections get h2client, not net/http
+	engine  bool               // calls' connections get h2client, not net/http
 }
 
 // callConn is an HTTP/2 client connection that carries calls to the agent:
@@ -174,7 +174,8 @@ func (c *Client) clientConn(ctx context.Context) (callConn, error) {
 		return cc, nil
 	}
 	if c.cc == nil {
-		cc, err := newH2ClientConn(ctx, c.conn, &h2Config)
+		// No pings: the stream's own gRPC keepalives watch it.
+		cc, err := newCallConn(ctx, c.conn, c.engine, 0, 0)
 		if err != nil {
 			return nil, fmt.Errorf("start HTTP/2 on the tunnel: %w", err)
 		}
@@ -184,6 +185,25 @@ func (c *Client) clientConn(ctx context.Context) (callConn, error) {
 		return nil, fmt.Errorf("tunnel: %w", err)
 	}
 	return c.cc, nil
+}
+
+// newCallConn starts the HTTP/2 client connection that carries calls on
+// conn: the relay's own (shared/h2client) if engine, else net/http's; with
+// the limits of h2Config, and pings every pingEvery (0: none) answered
+// within pingTimeout.
+func newCallConn(ctx context.Context, conn net.Conn, engine bool, pingEvery, pingTimeout time.Duration) (callConn, error) {
+	if engine {
+		return h2client.New(ctx, conn, h2client.Options{
+			MaxHeaderListSize: maxAgentHeaderBytes,
+			StreamWindow:      uint32(h2Config.MaxReceiveBufferPerStream),
+			ConnWindow:        uint32(h2Config.MaxReceiveBufferPerConnection),
+			PingEvery:         pingEvery,
+			PingTimeout:       pingTimeout,
+		})
+	}
+	cfg := h2Config
+	cfg.SendPingTimeout, cfg.PingTimeout = pingEvery, pingTimeout
+	return newH2ClientConn(ctx, conn, &cfg)
 }
 
 // newH2ClientConn starts an HTTP/2 client connection on conn (already
@@ -344,6 +364,16 @@ func forwardH2(parent context.Context, cc http.RoundTripper, scheme, host string
 	}
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
+	// Headers with nothing behind them yet go out now: a stream resumed
+	// on an idle session may have no message for hours, and its client
+	// waits for the headers to know the call was taken. A body that
+	// cannot say whether more is here (net/http's) has its headers
+	// flushed too: that costs a unary call a write, but a stream must not
+	// wait. A trailers-only answer (its status in the headers) leaves as
+	// one frame at the end.
+	if flusher != nil && resp.Header.Get("Grpc-Status") == "" && nothingYet(resp.Body) {
+		flusher.Flush()
+	}
 
 	cr := newChunkReader(resp.Body)
 	defer cr.close()
@@ -427,6 +457,10 @@ func moreHere(b io.Reader) bool {
 	n, ended := bb.Buffered()
 	return n > 0 || ended
 }
+
+// nothingYet reports whether b may have nothing for its reader yet: it
+// holds no bytes and has not ended, or it cannot say (net/http's).
+func nothingYet(b io.Reader) bool { return !moreHere(b) }
 
 // bytesBody is a request body held in memory. It says so (Buffered), so
 // the engine's client sends a call's headers and its whole body in one

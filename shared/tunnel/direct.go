@@ -10,8 +10,6 @@ import (
 	"io"
 	"net"
 	"time"
-
-	"github.com/betcode-dev/betcode/shared/h2client"
 )
 
 // A direct connection carries a tunnel's calls outside the OpenTunnel
@@ -97,21 +95,7 @@ func (c *Client) AttachDirect(ctx context.Context, conn net.Conn, token []byte) 
 		return errDirectToken
 	}
 	c.token = nil
-	var cc callConn
-	var err error
-	if c.engine {
-		cc, err = h2client.New(ctx, conn, h2client.Options{
-			MaxHeaderListSize: maxAgentHeaderBytes,
-			StreamWindow:      uint32(h2Config.MaxReceiveBufferPerStream),
-			ConnWindow:        uint32(h2Config.MaxReceiveBufferPerConnection),
-			PingEvery:         directPingEvery,
-			PingTimeout:       directPingTimeout,
-		})
-	} else {
-		cfg := h2Config
-		cfg.SendPingTimeout, cfg.PingTimeout = directPingEvery, directPingTimeout
-		cc, err = newH2ClientConn(ctx, conn, &cfg)
-	}
+	cc, err := newCallConn(ctx, conn, c.engine, directPingEvery, directPingTimeout)
 	if err != nil {
 		return fmt.Errorf("start HTTP/2 on the direct connection: %w", err)
 	}
@@ -120,10 +104,11 @@ func (c *Client) AttachDirect(ctx context.Context, conn net.Conn, token []byte) 
 	return nil
 }
 
-// UseEngine makes the direct connections attached later carry calls on
-// the relay's own HTTP/2 client (shared/h2client: one reader
-// goroutine, a call's request in one write) instead of net/http's. The
-// relay's --front=engine sets it.
+// UseEngine makes the tunnel carry calls on the relay's own HTTP/2 client
+// (shared/h2client: one reader goroutine, a call's request in one write)
+// instead of net/http's, over the tunnel stream and over direct
+// connections attached later. Call it before the first call. The relay's
+// --front=engine sets it.
 func (c *Client) UseEngine() {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -64,10 +64,15 @@ func TestForwardFlushesWhatIsHere(t *testing.T) {
 		chunks   []int
 		flushAt  []int // bytes written at each flush before the body blocks
 	}{
-		{"a read that fills the buffer, net/http's body", false, []int{quietChunk}, []int{quietChunk}},
+		{"a read that fills the buffer, net/http's body", false, []int{quietChunk}, []int{0, quietChunk}},
 		{"a read that fills the buffer, a body that says it holds nothing more", true, []int{quietChunk}, []int{quietChunk}},
 		{"two chunks already here leave in one flush", true, []int{100, 200}, []int{300}},
-		{"net/http's body: each read flushed", false, []int{100, 200}, []int{100, 300}},
+		{"net/http's body: headers, then each read flushed", false, []int{100, 200}, []int{0, 100, 300}},
+		// A stream resumed on an idle session: its headers must reach the
+		// client now, not with the session's next event (net/http's body
+		// cannot say, so its headers always go at once).
+		{"headers with nothing behind them, a body that says so", true, nil, []int{0}},
+		{"headers with nothing behind them, net/http's body", false, nil, []int{0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cb := &chunkBody{release: make(chan struct{})}
