@@ -27,6 +27,7 @@ import (
 	"github.com/betcode-dev/betcode/agent/server"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 	"github.com/betcode-dev/betcode/shared/e2ee"
+	"github.com/betcode-dev/betcode/shared/h2wire"
 )
 
 // HandshakeTimeout bounds a channel's or a pairing's handshake.
@@ -129,6 +130,11 @@ func (s *Service) Open(stream grpc.BidiStreamingServer[pb.OpenRequest, pb.OpenRe
 	if hello.Protocol == pairing.ProtocolWeb {
 		return s.serveWebStatus(ctx, c, dev)
 	}
+	// The machine's gRPC server frames each streamed event on its own; the
+	// channel joins the frames it gathers, so the device's transport
+	// handles one frame for many events (as the relay does for the calls
+	// it can read).
+	c.SetSendFilter(new(h2wire.DataMerger).Merge)
 	if err := s.Listener.deliver(ctx, c); err != nil {
 		c.Close()
 		return server.Status(codes.Unavailable, "", "the agent is shutting down")

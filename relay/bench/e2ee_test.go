@@ -18,6 +18,7 @@ import (
 
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 	"github.com/betcode-dev/betcode/shared/e2ee"
+	"github.com/betcode-dev/betcode/shared/h2wire"
 )
 
 // The "e2e" path of BenchmarkForward: the same calls inside an end-to-end
@@ -87,6 +88,7 @@ func (c *channels) Open(s grpc.BidiStreamingServer[pb.OpenRequest, pb.OpenRespon
 	if err != nil {
 		return err
 	}
+	conn.SetSendFilter(new(h2wire.DataMerger).Merge) // as agent/channelsvc does
 	select {
 	case c.conns <- conn:
 	case <-c.done:

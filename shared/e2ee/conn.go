@@ -67,12 +67,14 @@ type Conn struct {
 	kick          chan struct{} // wakes the sender (capacity 1)
 	wmu           sync.Mutex    // guards the fields below it up to rmu
 	send          *noise.CipherState
-	pending       []byte        // written, not yet taken by the sender
-	spare         []byte        // the sender's last buffer, for reuse
-	busy          bool          // a message is being sealed and sent
-	changed       chan struct{} // closed (and replaced) when pending is taken or busy ends
-	werr          error         // sticky: the channel can no longer send
-	rmu           sync.Mutex    // guards the fields below it
+	pending       []byte                       // written, not yet taken by the sender
+	spare         []byte                       // the sender's last buffer, for reuse
+	busy          bool                         // a message is being sealed and sent
+	changed       chan struct{}                // closed (and replaced) when pending is taken or busy ends
+	werr          error                        // sticky: the channel can no longer send
+	filter        func(dst, src []byte) []byte // SetSendFilter's, if set
+	fbuf          []byte                       // the filter's last output, for reuse (sender only)
+	rmu           sync.Mutex                   // guards the fields below it
 	recv          *noise.CipherState
 	rx            *receiver
 	rbuf          []byte // plaintext received but not yet read
@@ -109,6 +111,17 @@ func (c *Conn) LocalAddr() net.Addr { return c.local }
 
 // RemoteAddr returns the peer's Addr.
 func (c *Conn) RemoteAddr() net.Addr { return c.remote }
+
+// SetSendFilter makes the sender pass the bytes it gathered through f
+// before sealing them: f appends to dst what is to be sent for src. It runs
+// on the sender goroutine only, one gathered run after another, so it may
+// keep state; an HTTP/2 endpoint's channel merges frames with it
+// (h2wire.DataMerger). Set it before the first Write.
+func (c *Conn) SetSendFilter(f func(dst, src []byte) []byte) {
+	c.wmu.Lock()
+	c.filter = f
+	c.wmu.Unlock()
+}
 
 // Write takes p for the sender (see Conn) and returns len(p), or an error
 // and 0 when the channel is closed, failed, or past its write deadline.
@@ -213,16 +226,24 @@ func (c *Conn) sender() {
 			buf := c.pending
 			c.pending, c.spare = c.spare[:0], nil
 			c.busy = true
+			filter := c.filter
 			c.notifyLocked()
 			c.wmu.Unlock()
+			out := buf
+			if filter != nil {
+				out = filter(c.fbuf[:0], buf)
+			}
 			var err error
-			for p := buf; len(p) > 0 && err == nil; p = p[min(len(p), MaxPayload):] {
+			for p := out; len(p) > 0 && err == nil; p = p[min(len(p), MaxPayload):] {
 				err = c.sealAndSend(p[:min(len(p), MaxPayload)])
 			}
 			c.wmu.Lock()
 			c.busy = false
 			if cap(buf) <= maxSpare {
 				c.spare = buf[:0]
+			}
+			if filter != nil && cap(out) <= maxSpare {
+				c.fbuf = out[:0]
 			}
 			if err != nil && c.werr == nil {
 				c.werr = err

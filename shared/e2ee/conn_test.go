@@ -141,3 +141,23 @@ func TestMessages(t *testing.T) {
 		t.Errorf("rest: %q, %v", rest, err)
 	}
 }
+
+func TestSendFilter(t *testing.T) {
+	checkLeaks(t)
+	dc, mc := open(t, newKey(t), newKey(t))
+	// The filter sees what Writes left, in order, and its output is what
+	// the peer reads.
+	mc.SetSendFilter(func(dst, src []byte) []byte { return append(dst, strings.ToUpper(string(src))...) })
+	want := ""
+	for i := range 200 {
+		s := strings.Repeat(string(rune('a'+i%26)), 1+i%50)
+		if _, err := mc.Write([]byte(s)); err != nil {
+			t.Fatal(err)
+		}
+		want += strings.ToUpper(s)
+	}
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(dc, got); err != nil || string(got) != want {
+		t.Fatalf("read %q, %v; want the writes upper-cased", got, err)
+	}
+}
