@@ -10,16 +10,26 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/metadata"
 )
 
 // reconnectSteps is agent/relaylink.Steps, copied: the relay module must not
 // import the agent. Each wait is ±50 % (uniform in [d/2, 3d/2]).
 var reconnectSteps = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second}
 
+// lostRetry is agent/relaylink.LostRetry, copied: a tunnel that was up and
+// is lost is dialled again within [0, lostRetry], three times in a row at
+// most, then the schedule.
+const lostRetry = 250 * time.Millisecond
+
 // simAgent keeps one simulated agent connected the way relaylink.Run does
 // and records when its sessions start and when it dials.
 type simAgent struct {
 	cfg *tls.Config
+	srv *grpc.Server // answers relayed calls (BenchmarkReconnect's routing probe); nil: none
 
 	mu       sync.Mutex
 	attempts []time.Time // every dial
@@ -27,13 +37,13 @@ type simAgent struct {
 }
 
 func (a *simAgent) run(ctx context.Context, addr string, first chan<- struct{}) {
-	step := 0
+	step, losts := 0, 0
 	for ctx.Err() == nil {
-		start := time.Now()
+		start, lost := time.Now(), false
 		a.mu.Lock()
 		a.attempts = append(a.attempts, start)
 		a.mu.Unlock()
-		l, err := dialAgent(ctx, addr, a.cfg, nil)
+		l, err := dialAgent(ctx, addr, a.cfg, a.srv)
 		if err == nil {
 			a.mu.Lock()
 			a.ups = append(a.ups, time.Now())
@@ -47,16 +57,24 @@ func (a *simAgent) run(ctx context.Context, addr string, first chan<- struct{}) 
 			case <-l.done:
 			}
 			l.close()
+			lost = true
 		}
 		if ctx.Err() != nil {
 			return
 		}
 		if time.Since(start) > time.Minute {
-			step = 0 // it was up for a while: start the schedule over
+			step, losts = 0, 0 // it was up for a while: start the schedule over
 		}
-		d := reconnectSteps[min(step, len(reconnectSteps)-1)]
-		step++
-		wait := d/2 + time.Duration(rand.Int64N(int64(d)+1))
+		var wait time.Duration
+		if lost && losts < 3 {
+			losts++
+			step = 0
+			wait = time.Duration(rand.Int64N(int64(lostRetry) + 1))
+		} else {
+			d := reconnectSteps[min(step, len(reconnectSteps)-1)]
+			step++
+			wait = d/2 + time.Duration(rand.Int64N(int64(d)+1))
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -71,7 +89,11 @@ func (a *simAgent) run(ctx context.Context, addr string, first chan<- struct{}) 
 // restarts it at once on the same address and store, and measures how the
 // agents come back: the time until the relay counts all N tunnels again
 // (betcode_relay_connected_machines), the peak reconnection rate and the
-// spread of reconnection times. It runs once, whatever b.N:
+// spread of reconnection times. While they come back, a client routes one
+// unary call after another through the restarted relay to a machine
+// already back (picked at random each time) and reports the calls'
+// latency (issue 23: ≤ 5 ms p99 while they reconnect). It runs once,
+// whatever b.N:
 //
 //	go test -run '^$' -bench Reconnect -benchtime 1x ./bench/
 func BenchmarkReconnect(b *testing.B) {
@@ -87,8 +109,10 @@ func BenchmarkReconnect(b *testing.B) {
 	agents := make([]*simAgent, n)
 	first := make(chan struct{})
 	sem := make(chan struct{}, 16) // bring them up 16 at a time
+	srv := newBenchServer()
+	defer srv.Stop()
 	for i := range agents {
-		agents[i] = &simAgent{cfg: cfgs[i]}
+		agents[i] = &simAgent{cfg: cfgs[i], srv: srv}
 		sem <- struct{}{}
 		up := make(chan struct{}, 1)
 		wg.Go(func() { agents[i].run(ctx, r.addr, up) })
@@ -110,6 +134,9 @@ func BenchmarkReconnect(b *testing.B) {
 	r.kill()
 	r.start() // same address, PKI and store
 	ready := time.Now()
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	probed := make(chan routeProbe, 1)
+	go func() { probed <- probeRouting(probeCtx, dialClient(b, r), agents, killed) }()
 	type sample struct {
 		at time.Duration
 		n  int
@@ -128,8 +155,13 @@ func BenchmarkReconnect(b *testing.B) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	stopProbe()
+	probe := <-probed
 	if all.IsZero() {
 		b.Fatalf("only %d of %d agents back after %s", series[len(series)-1].n, n, deadline.Sub(killed))
+	}
+	if len(probe.lat) == 0 {
+		b.Fatalf("no routed call succeeded while the agents came back (%d failed; the last: %v)", probe.failed, probe.lastErr)
 	}
 
 	// Per agent: its first session after the kill; and every dial.
@@ -174,6 +206,12 @@ func BenchmarkReconnect(b *testing.B) {
 	b.ReportMetric(float64(peak(time.Second)), "peak-reconnects/1s")
 	b.ReportMetric(float64(peak(100*time.Millisecond))*10, "peak-reconnects/s-over-100ms")
 	b.ReportMetric(float64(len(dials))/float64(n), "dials/agent")
+	pq := func(p float64) float64 { return float64(percentile(probe.lat, p).Microseconds()) / 1000 }
+	b.ReportMetric(pq(.5), "route-p50-ms")
+	b.ReportMetric(pq(.99), "route-p99-ms")
+	b.ReportMetric(float64(len(probe.lat)), "routed-calls")
+	b.Logf("routing while the agents came back: %d calls to machines already back, p50 %.2f ms, p99 %.2f ms, max %.2f ms; %d failed (the last: %v)",
+		len(probe.lat), pq(.5), pq(.99), pq(1), probe.failed, probe.lastErr)
 	b.ReportMetric(0, "ns/op")
 
 	var hist strings.Builder
@@ -190,4 +228,50 @@ func BenchmarkReconnect(b *testing.B) {
 		}
 	}
 	b.Logf("betcode_relay_connected_machines after the kill:%s", ts.String())
+}
+
+// routeProbe is what probeRouting measured.
+type routeProbe struct {
+	lat     []time.Duration // each successful call's latency
+	failed  int
+	lastErr error
+}
+
+// probeRouting makes one unary call after another through cc, each to a
+// machine picked at random among those back since killed, until ctx ends.
+func probeRouting(ctx context.Context, cc *grpc.ClientConn, agents []*simAgent, killed time.Time) routeProbe {
+	var p routeProbe
+	// The client's own connection first (its handshake queues with the
+	// agents'): the calls measure routing, not connecting.
+	cc.Connect()
+	for s := cc.GetState(); s != connectivity.Ready; s = cc.GetState() {
+		if !cc.WaitForStateChange(ctx, s) {
+			return p
+		}
+	}
+	for ctx.Err() == nil {
+		i := rand.IntN(len(agents))
+		a := agents[i]
+		a.mu.Lock()
+		back := len(a.ups) > 0 && a.ups[len(a.ups)-1].After(killed)
+		a.mu.Unlock()
+		if !back {
+			continue
+		}
+		cctx, ccancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx,
+			"x-betcode-machine-id", fmt.Sprintf("re-%05d", i)), 5*time.Second)
+		start := time.Now()
+		err := echo(cctx, cc)
+		ccancel()
+		if ctx.Err() != nil {
+			return p
+		}
+		if err != nil {
+			p.failed++
+			p.lastErr = err
+			continue
+		}
+		p.lat = append(p.lat, time.Since(start))
+	}
+	return p
 }

@@ -40,6 +40,10 @@ type follower struct {
 type breakRec struct {
 	at, resumed time.Time // resumed is zero while not streaming again
 	err         string
+	tries       int       // failed attempts to resume
+	lastErr     string    // the last one's error, and how long after the break
+	lastTry     time.Time // when the try that resumed began
+	lastState   string    // the client's connection then
 }
 
 // client is one user with the machines they own, driving turns.
@@ -48,10 +52,14 @@ type client struct {
 	user     string
 	token    string
 	cc       *grpc.ClientConn
+	web      *webDialer // set for a web client (isWeb): it follows over the WebSocket
 	machines []*agentProc
 	others   []*agentProc // machines of other users, that must refuse this one
 	rec      *recorder
 	stall    chan time.Duration
+
+	stallMu sync.Mutex
+	stalls  []span // when this client actually stopped reading (a stall is taken at its next event, not when the schedule asks)
 
 	mu        sync.Mutex
 	followers []*follower
@@ -127,7 +135,11 @@ func (c *client) run(load, follow context.Context, wg *sync.WaitGroup) {
 		c.mu.Lock()
 		c.followers = append(c.followers, f)
 		c.mu.Unlock()
-		wg.Go(func() { f.run(follow) })
+		if c.web != nil {
+			wg.Go(func() { f.runWeb(follow) })
+		} else {
+			wg.Go(func() { f.run(follow) })
+		}
 	}
 	c.mu.Lock()
 	fs := append([]*follower(nil), c.followers...)
@@ -216,44 +228,88 @@ func (c *client) probeOthers(ctx context.Context, r *rand.Rand) {
 	}
 }
 
-// run follows the session until ctx ends, resuming from the last sequence
-// received.
-func (f *follower) run(ctx context.Context) {
-	api := pb.NewAgentServiceClient(f.c.cc)
+// run follows the session until ctx ends over gRPC ResumeSession streams,
+// resuming from the last sequence received.
+func (f *follower) run(ctx context.Context) { f.follow(ctx, f.grpcSession) }
+
+// follow runs session (one stream or socket, until it fails) again and
+// again until ctx ends, recording each break, and waits 50 ms doubling to
+// 500 ms between tries (50 ms again once one streamed: it calls streaming).
+func (f *follower) follow(ctx context.Context, session func(ctx context.Context, streaming func()) error) {
 	wait := 50 * time.Millisecond
 	for ctx.Err() == nil {
-		f.mu.Lock()
-		from := f.last
-		f.mu.Unlock()
-		sctx, cancel := context.WithCancel(ctx)
-		md := metadata.AppendToOutgoingContext(onMachine(sctx, f.machine.id), "x-betcode-follow", "true")
-		stream, err := api.ResumeSession(md, &pb.ResumeSessionRequest{SessionId: f.session, FromSequence: from})
-		if err == nil {
-			// No headers and no error: the call ended at once (the
-			// machine is offline, say); Recv has its status.
-			var md metadata.MD
-			if md, err = stream.Header(); err == nil && md == nil {
-				_, err = stream.Recv()
-			}
-		}
-		if err == nil {
+		f.trying()
+		err := session(ctx, func() {
 			f.streaming()
 			wait = 50 * time.Millisecond
-			err = f.recv(ctx, stream)
-		}
-		cancel()
+		})
 		if ctx.Err() != nil {
 			return
 		}
 		f.broke(err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
+		if !sleepCtx(ctx, wait) {
+			return
 		}
-		t.Stop()
 		wait = min(2*wait, 500*time.Millisecond)
 	}
+}
+
+// grpcSession runs one ResumeSession stream from the last sequence
+// received until it fails.
+func (f *follower) grpcSession(ctx context.Context, streaming func()) error {
+	api := pb.NewAgentServiceClient(f.c.cc)
+	f.mu.Lock()
+	from := f.last
+	f.mu.Unlock()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	md := metadata.AppendToOutgoingContext(onMachine(sctx, f.machine.id), "x-betcode-follow", "true")
+	stream, err := api.ResumeSession(md, &pb.ResumeSessionRequest{SessionId: f.session, FromSequence: from})
+	if err != nil {
+		return err
+	}
+	// No headers and no error: the call ended at once (the machine is
+	// offline, say); Recv has its status.
+	hdr, err := stream.Header()
+	if err == nil && hdr == nil {
+		_, err = stream.Recv()
+	}
+	if err != nil {
+		return err
+	}
+	streaming()
+	return f.recv(ctx, stream)
+}
+
+// stallIfAsked stops reading for as long as a client-stall fault asks, if
+// one is waiting: the stream's windows fill up, and the relay and the
+// agent must cope.
+func (c *client) stallIfAsked(ctx context.Context) {
+	select {
+	case d := <-c.stall:
+		c.rec.mark("client-stall-begin", c.idx)
+		began := time.Now()
+		sleepCtx(ctx, d)
+		c.stallMu.Lock()
+		c.stalls = append(c.stalls, span{began, time.Now()})
+		c.stallMu.Unlock()
+	default:
+	}
+}
+
+// span is a stretch of wall-clock time.
+type span struct{ from, to time.Time }
+
+// stalledDuring says when c stopped reading between from and to, or "".
+func (c *client) stalledDuring(from, to time.Time) string {
+	c.stallMu.Lock()
+	defer c.stallMu.Unlock()
+	for _, s := range c.stalls {
+		if !s.to.Before(from) && !s.from.After(to) {
+			return fmt.Sprintf("its client's stall (%s for %s)", s.from.Format("15:04:05.000"), s.to.Sub(s.from).Round(time.Millisecond))
+		}
+	}
+	return ""
 }
 
 func (f *follower) streaming() {
@@ -265,68 +321,86 @@ func (f *follower) streaming() {
 	}
 }
 
+// trying notes when a try to resume begins.
+func (f *follower) trying() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := len(f.breaks); n > 0 && f.breaks[n-1].resumed.IsZero() {
+		f.breaks[n-1].lastTry = time.Now()
+		f.breaks[n-1].lastState = f.c.cc.GetState().String()
+	}
+}
+
 func (f *follower) broke(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.connected {
 		f.connected = false
 		f.breaks = append(f.breaks, breakRec{at: time.Now(), err: fmt.Sprint(err)})
+	} else if n := len(f.breaks); n > 0 {
+		b := &f.breaks[n-1]
+		b.tries++
+		b.lastErr = fmt.Sprintf("%v (%s after the break)", err, time.Since(b.at).Round(time.Millisecond))
 	}
 }
 
 func (f *follower) recv(ctx context.Context, stream grpc.ServerStreamingClient[pb.AgentEvent]) error {
 	for {
-		select {
-		case d := <-f.c.stall:
-			// This client stops reading: the stream's windows fill up and
-			// the relay and the agent must cope.
-			f.c.rec.mark("client-stall-begin", f.c.idx)
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
-		default:
-		}
+		f.c.stallIfAsked(ctx)
 		ev, err := stream.Recv()
 		if err != nil {
 			return err
 		}
-		now := time.Now()
-		if wd := ev.GetSessionInfo().GetWorkingDirectory(); wd != "" && !strings.Contains(wd, f.machine.id) {
-			f.mu.Lock()
-			f.wrong = append(f.wrong, fmt.Sprintf("session %s on %s: SessionInfo names %s", f.session, f.machine.id, wd))
-			f.mu.Unlock()
-		}
 		if ev.Sequence == 0 {
+			f.checkDir(ev.GetSessionInfo().GetWorkingDirectory())
 			continue
 		}
-		f.c.rec.event(now, now.Sub(ev.GetTimestamp().AsTime()))
+		f.received(ctx, ev.Sequence, ev.GetTimestamp().AsTime(), ev.GetSessionInfo().GetWorkingDirectory(),
+			ev.GetTurnComplete() != nil, ev.GetPermissionRequest().GetRequestId())
+	}
+}
+
+// checkDir records a session working directory that names another machine.
+func (f *follower) checkDir(wd string) {
+	if wd != "" && !strings.Contains(wd, f.machine.id) {
 		f.mu.Lock()
-		if ev.Sequence <= f.last {
-			f.dups++
-			f.mu.Unlock()
-			continue
-		}
-		f.seqs = append(f.seqs, ev.Sequence)
-		f.last = ev.Sequence
-		if ev.GetTurnComplete() != nil {
-			f.turns++
-			select {
-			case f.turnCh <- struct{}{}:
-			default:
-			}
-		}
-		var perm string
-		if p := ev.GetPermissionRequest(); p != nil && !f.answered[p.RequestId] {
-			perm = p.RequestId
-			f.answered[perm] = true
-		}
+		f.wrong = append(f.wrong, fmt.Sprintf("session %s on %s: its info names %s", f.session, f.machine.id, wd))
 		f.mu.Unlock()
-		if perm != "" {
-			go f.answer(ctx, perm)
+	}
+}
+
+// received records event seq, sent at ts, as the client got it (a repeat
+// counts as doubled), counts a turn's end and answers a permission prompt
+// (perm, its request id).
+func (f *follower) received(ctx context.Context, seq uint64, ts time.Time, wd string, turnComplete bool, perm string) {
+	now := time.Now()
+	if !ts.IsZero() {
+		f.c.rec.event(now, now.Sub(ts))
+	}
+	f.checkDir(wd)
+	f.mu.Lock()
+	if seq <= f.last {
+		f.dups++
+		f.mu.Unlock()
+		return
+	}
+	f.seqs = append(f.seqs, seq)
+	f.last = seq
+	if turnComplete {
+		f.turns++
+		select {
+		case f.turnCh <- struct{}{}:
+		default:
 		}
+	}
+	if perm != "" && f.answered[perm] {
+		perm = ""
+	} else if perm != "" {
+		f.answered[perm] = true
+	}
+	f.mu.Unlock()
+	if perm != "" {
+		go f.answer(ctx, perm)
 	}
 }
 

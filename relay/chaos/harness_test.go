@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -527,7 +528,7 @@ func (w *world) stopAll() {
 // dial connects to addr as the holder of token, with the reconnection
 // settings a client that wants to be back within a second uses.
 func (w *world) dial(addr, token string) (*grpc.ClientConn, error) {
-	cfg, err := mtls.ClientConfig(filepath.Join(w.pki, pki.CACertFile), "", "", "127.0.0.1")
+	cfg, err := w.clientTLS()
 	if err != nil {
 		return nil, err
 	}
@@ -535,6 +536,11 @@ func (w *world) dial(addr, token string) (*grpc.ClientConn, error) {
 		grpc.WithPerRPCCredentials(bearer(token)),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 			MinConnectTimeout: 2 * time.Second}))
+}
+
+// clientTLS is a client's TLS configuration: the relay's CA.
+func (w *world) clientTLS() (*tls.Config, error) {
+	return mtls.ClientConfig(filepath.Join(w.pki, pki.CACertFile), "", "", "127.0.0.1")
 }
 
 // bearer sends "authorization: Bearer <token>" on every call.

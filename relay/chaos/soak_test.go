@@ -125,6 +125,13 @@ func TestChaosSoak(t *testing.T) {
 		}
 		t.Cleanup(func() { cc.Close() })
 		c.cc = cc
+		if isWeb(i) {
+			cfg, err := w.clientTLS()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.web = newWebDialer(w.cliLink.Listen, cfg)
+		}
 		for _, a := range w.agents {
 			if a.owner == c.user {
 				c.machines = append(c.machines, a)
@@ -221,7 +228,7 @@ func TestChaosSoak(t *testing.T) {
 	followers.Wait()
 
 	res := Result{Seed: cfg.seed, Date: time.Now(), Duration: loadDur, Replicas: cfg.replicas, Agents: cfg.agents,
-		RealAgents: cfg.realAgents, Enrolled: enrolled, Clients: cfg.clients, Users: cfg.clients, Sessions: len(fs)}
+		RealAgents: cfg.realAgents, Enrolled: enrolled, Clients: cfg.clients, WebClients: webClients(cfg.clients), Users: cfg.clients, Sessions: len(fs)}
 	res.Faults = rec.faults
 	res.Bugs = foundBugs
 	res.Notes = knownLimits
@@ -231,7 +238,7 @@ func TestChaosSoak(t *testing.T) {
 	if revs.failures != nil {
 		res.Failures = append(res.Failures, revs.failures...)
 	}
-	res.Recoveries = recoveries(t, rec.faults, fs, start)
+	res.Recoveries, res.RecoveriesAlone = recoveries(t, rec.faults, fs, start)
 	// The recovery target (p99 ≤ 1 s) is reported, not enforced: it is
 	// not met yet (docs/reliability.md says where the time goes), and a
 	// performance target must not make make test red on a loaded machine.
@@ -289,24 +296,59 @@ var foundBugs = []string{
 		"taking it: SendOnce recorded the idempotency key at once but the message's UserInputEvent only reached the event " +
 		"log's background writer, so the client's retry was answered \"duplicate\" for a message the session never kept. " +
 		"SendOnce now commits the event before the key (TestSendOnceCommitsTheMessageBeforeItsKey).",
+	"agent/session: a queued message delivered twice (seed 2026, 50 agents): a kill -9 after the message's event was " +
+		"committed and before its idempotency key was let the client's retry, after the restart, send it again. The key " +
+		"is now written in the same SQLite transaction as the event (eventlog.Event.With), so a crash keeps both or " +
+		"neither (TestCrashRecovery checks every event recovered after a SIGKILL has its key and no key outlives its event).",
+	"agent/server: a client resuming an idle session (nothing to replay, no turn running) got no response headers " +
+		"until the session's next event, so it could not tell it was connected again; the soak measured tens of " +
+		"seconds \"to streaming again\" for such streams. ResumeSession and Converse now send their headers at once, " +
+		"and the relay flushes a relayed stream's headers when nothing follows them yet " +
+		"(TestResumingAnIdleSessionAnswersAtOnce).",
+	"agent/relaylink: an agent whose tunnel was lost (its replica killed) waited 0.5-1.5 s (the first step of its " +
+		"reconnection schedule) before dialling again, and a first connection that failed waited gRPC's default 1 s, " +
+		"1.6 s, 2.56 s... A tunnel that was up and is lost is now dialled again within 250 ms (three times in a row at " +
+		"most, then the schedule), and the connection retries after 100 ms (TestLostTunnelIsDialledAgainAtOnce).",
+	"relay/router: a message queued 35 ms after its machine had moved to another replica (its replica killed) was " +
+		"buffered by a replica whose cached record still named the dead one, and waited for the new holder's next " +
+		"heartbeat (30 s): the soak saw it as lost at the end. A replica that cannot reach the holder now reads the " +
+		"record again, once, and follows it (TestToPeerFollowsAMachineThatMoved). And a replica that buffers a message " +
+		"for a machine it does not hold (it drains, and buffers every QueueMessage; or the machine registered elsewhere " +
+		"while it stored the message) sends a copy at once to the replica that holds the machine, under the same " +
+		"idempotency key (TestBufferedCallIsSentOnToTheMachinesReplica).",
+	"relay/server: a drain took its whole grace (25 s) and kept its machines unreachable: the agents are told to move " +
+		"only once no unary call runs, and a call stuck on the database (a PostgreSQL fault) held them; and relayed " +
+		"streams the drain ended whose clients were not reading kept their connections open, their clients waiting. " +
+		"Unary calls now get at most 5 s, a stream whose end cannot be written within 1 s is reset " +
+		"(RST_STREAM REFUSED_STREAM: clients retry elsewhere; TestResetUnblocksAWriteAndTellsTheClient), and client " +
+		"connections left 2 s after the agents are gone are closed. The drain logs when each part was done.",
+	"shared/h2client: a relayed stream the drain ended was reset a second later instead of ending at once (its " +
+		"clients saw REFUSED_STREAM at +1.0 s, not RELAY_DRAINING at once): closing a response body did not wake a Read " +
+		"blocked in another goroutine, and when the relay's Close beat the context's own cancel the Read slept until " +
+		"the drain's 1 s reset. Close now wakes it (TestCloseUnblocksRead); drained streams break within 8-100 ms.",
+	"relay/chaos: a client's stall was taken at the client's next event, possibly after the fault's recorded window, " +
+		"so a recovery it slowed was counted as one no other fault overlapped. The soak now records when each stall " +
+		"actually ran.",
+	"shared/tunnel: a stream resumed right after its machine registered again got its response headers only with " +
+		"the session's next event, seconds later (2-7 s in the soak, with no error on the way): the tunnel's first " +
+		"call goes over the tunnel stream (the direct connection is offered by that call, and behind the balancer an " +
+		"agent may go without one for a minute), whose net/http client body cannot say that nothing has arrived, so the " +
+		"relay did not flush the headers. With the engine front the stream now carries calls on the relay's own " +
+		"client as the direct connection does, and a body that cannot say has its headers flushed " +
+		"(TestResumeOnAFreshTunnelAnswersAtOnce fails without the fix on both fronts). Found by logging, for each " +
+		"recovery, when the try that streamed began.",
 }
 
 // knownLimits are what the soak does not cover or does not meet yet.
 var knownLimits = []string{
-	"Replica death to streaming again: p99 far above the 1 s target. A client whose stream went through the dead " +
-		"replica but whose machine is elsewhere is back in 0.1-1 s. One whose machine's tunnel was on the dead replica " +
-		"waits for its agent: the agent's first reconnect comes 0.9-1.8 s after the link drops (agent/relaylink's " +
-		"backoff), and an agent whose reconnects failed in a row (PostgreSQL faults overlapping, the replica it reached " +
-		"dying too) backs off for 15 s or more. The reconnect work of issue 23 (Scale) owns that path. The long run " +
-		"shared its 2 cores with other work (load average about 25), which stretches every figure.",
-	"Open bug: a queued message delivered twice. In a 10-minute run (seed 2026, 50 agents) one message queued while " +
-		"its machine was down (the relay buffered it) reached the session twice: the agent had just been restarted, and it " +
-		"recorded the message's idempotency key 10 s after coming back, while the relay delivered the buffered copy and " +
-		"the client retried. The cause is not found yet (not fixed); the soak counts it (queued messages doubled) and " +
-		"CHAOS_SEED=2026 make chaos is where it showed. The reverse window of the bug above also remains: a " +
-		"kill -9 after the message is committed and before its key would let a retry deliver it twice.",
-	"Clients are Go gRPC clients with relay logins (agents on --relay-e2e optional); WebSocket web clients and paired " +
-		"devices' end-to-end channels are not in the load yet.",
+	"Replica death to streaming again: a client whose stream went through the dead replica but whose machine is " +
+		"elsewhere is back when its gRPC connection is (50 ms backoff, agent/client.ConnectParams); one whose machine's " +
+		"tunnel was on the dead replica waits for its agent to dial again (within 250 ms) and register with a surviving " +
+		"replica, which writes to PostgreSQL: streams whose recovery overlapped a PostgreSQL fault (restart, blackhole) " +
+		"wait for it to end. Faults overlap by design, so those are in the percentiles. The long run shares 2 cores " +
+		"with 3 relays, PostgreSQL, the agents and the clients, which stretches every figure.",
+	"Clients use relay logins: Go gRPC clients, and every fourth client follows over the web app's WebSocket (/api/ws; " +
+		"its messages and answers still go by gRPC). Paired devices' end-to-end channels (Noise) are not in the load yet.",
 	"Packet loss: TCP hides loss as delay, so it is covered by latency and jitter, the slicer, blackholes (held bytes, " +
 		"no FIN) and reset connections (reset-peer) rather than by dropping packets (tc netem in network namespaces would).",
 	"A replica started while PostgreSQL is unreachable exits (\"open store\") and relies on its supervisor to start it " +
@@ -476,10 +518,10 @@ func check(t *testing.T, w *world, clients []*client, fs []*follower, logs map[*
 }
 
 // recoveries is, for each replica killed or drained, the time from its
-// death to each client stream it broke streaming again.
-func recoveries(t *testing.T, faults []FaultRecord, fs []*follower, start time.Time) []time.Duration {
-	var out []time.Duration
-	for _, fr := range faults {
+// death to each client stream it broke streaming again; alone are those
+// no other fault on the stream's path overlapped (see overlaps).
+func recoveries(t *testing.T, faults []FaultRecord, fs []*follower, start time.Time) (all, alone []time.Duration) {
+	for k, fr := range faults {
 		if fr.Kind != ReplicaKill && fr.Kind != ReplicaDrain {
 			continue
 		}
@@ -490,15 +532,51 @@ func recoveries(t *testing.T, faults []FaultRecord, fs []*follower, start time.T
 				if b.at.Before(died) || b.at.After(died.Add(3*time.Second)) || b.resumed.IsZero() {
 					continue
 				}
-				out = append(out, b.resumed.Sub(died))
-				t.Logf("replica %d %s at %.2fs: %s on %s broke after %s (%s), streaming again after %s", fr.Target, fr.Kind, fr.Began.Seconds(),
-					f.session, f.machine.id, b.at.Sub(died).Round(time.Millisecond), b.err, b.resumed.Sub(died).Round(time.Millisecond))
+				d := b.resumed.Sub(died)
+				all = append(all, d)
+				other := overlaps(faults, k, f, fr.Began, b.resumed.Sub(start))
+				if other == "" {
+					other = f.c.stalledDuring(died, b.resumed)
+				}
+				if other == "" {
+					alone = append(alone, d)
+				} else {
+					other = "; overlapped by " + other
+				}
+				t.Logf("replica %d %s at %.2fs: %s on %s broke after %s (%s), streaming again after %s (the try that did began %s after the break, its client's connection %s); %d failed tries, the last: %s%s", fr.Target, fr.Kind, fr.Began.Seconds(),
+					f.session, f.machine.id, b.at.Sub(died).Round(time.Millisecond), b.err, d.Round(time.Millisecond), b.lastTry.Sub(b.at).Round(time.Millisecond), b.lastState, b.tries, b.lastErr, other)
 				break
 			}
 			f.mu.Unlock()
 		}
 	}
-	return out
+	return all, alone
+}
+
+// overlaps names the first fault other than faults[self] that was under way
+// between from and to on f's path: PostgreSQL, another replica's death, a
+// fault on f's machine or its link; "" if none. A client's stall is not
+// taken when the schedule asks but at the client's next event, so the
+// caller checks the client's own record of it (client.stalledDuring).
+func overlaps(faults []FaultRecord, self int, f *follower, from, to time.Duration) string {
+	for k, o := range faults {
+		if k == self || o.Ended < from || o.Began > to {
+			continue
+		}
+		onPath := false
+		switch o.Kind {
+		case PGRestart, PGBlackhole, ReplicaKill, ReplicaDrain:
+			onPath = true
+		case AgentKill, TunnelBlackhole, Bandwidth, Slicer, ResetPeer:
+			onPath = o.Target == f.machine.idx
+		case Latency:
+			onPath = o.Target == f.machine.idx || strings.HasPrefix(o.Note, "clients' link")
+		}
+		if onPath {
+			return fmt.Sprintf("%s (target %d, %.2fs-%.2fs)", o.Kind, o.Target, o.Began.Seconds(), o.Ended.Seconds())
+		}
+	}
+	return ""
 }
 
 // footprints scrapes every replica's goroutines, RSS and tunnels.
@@ -688,6 +766,10 @@ func (rv *revocations) run(load context.Context, w *world, rec *recorder) {
 			_, err := pb.NewMachineServiceClient(tc).ListMachines(ctx, &pb.ListMachinesRequest{})
 			return err
 		}); err != nil {
+			if load.Err() != nil {
+				tc.Close()
+				break // the run ended while it was still being tried (a fault under way)
+			}
 			rv.failures = append(rv.failures, fmt.Sprintf("a new token was refused: %v", err))
 		}
 		tc.Close()
