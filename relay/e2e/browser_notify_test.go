@@ -106,6 +106,10 @@ type notifyResult struct {
 		B int `json:"b"`
 	} `json:"timeoutShownMs"`
 	DeliveredVia []string `json:"deliveredVia"`
+	Redelivered  struct {
+		A []string `json:"a"`
+		B []string `json:"b"`
+	} `json:"redelivered"`
 }
 
 // TestBrowserNotificationsClear is issue 24's "notifications that clear"
@@ -151,9 +155,9 @@ func TestBrowserNotificationsClear(t *testing.T) {
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("notify.mjs: answered from the %s%s; phone B's notification withdrawn %d ms after the answer (%d ms after an answer in A's page); the timed-out prompt's shown for %d / %d ms (timeout %v); pushes delivered by %q",
+	t.Logf("notify.mjs: answered from the %s%s; phone B's notification withdrawn %d ms after the answer (%d ms after an answer in A's page); the timed-out prompt's shown for %d / %d ms (timeout %v); pushes delivered by %q (delivered again after leaving no trace in 5 s: A %q, B %q)",
 		r.AnsweredFrom, map[bool]string{true: " (the notification failed: " + r.NotificationFailure + ")"}[r.NotificationFailure != ""],
-		r.ClearMs, r.PageClearMs, r.TimeoutShownMs.A, r.TimeoutShownMs.B, permissionTimeout, r.DeliveredVia)
+		r.ClearMs, r.PageClearMs, r.TimeoutShownMs.A, r.TimeoutShownMs.B, permissionTimeout, r.DeliveredVia, r.Redelivered.A, r.Redelivered.B)
 	for _, p := range []struct {
 		cmd interface{ Wait() error }
 		out *lockedBuffer
