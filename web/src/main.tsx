@@ -1,5 +1,5 @@
 import { render } from 'preact';
-import { boot, changed, saveConvs, state, wake } from './store';
+import { boot, changed, saveConvs, state, streamState, wake } from './store';
 import { App } from './ui/App';
 import { feedSynthetic, startInbox } from './inbox';
 import './styles.css';
@@ -11,6 +11,8 @@ void boot();
 startInbox();
 // The inbox's benchmark feeds it synthetic machines (web/e2e/inbox.mjs, docs/benchmarks.md).
 (globalThis as { betcodeInboxFeed?: typeof feedSynthetic }).betcodeInboxFeed = feedSynthetic;
+// A failed browser test reports the stream's state (web/e2e/lib/harness.mjs).
+(globalThis as { betcodeStreamState?: typeof streamState }).betcodeStreamState = streamState;
 
 // Phone wake and network return: reconnect at once instead of waiting for the backoff.
 document.addEventListener('visibilitychange', () => {

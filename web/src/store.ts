@@ -711,6 +711,23 @@ export function wake() {
   }, PROBE_MS);
 }
 
+/**
+ * What a failed browser test reports of the app's stream (web/e2e's harness reads it through
+ * globalThis.betcodeStreamState): the connection, the socket, and each watched conversation's
+ * sequence and replay. No message text, no token.
+ */
+export function streamState() {
+  const now = Date.now();
+  return {
+    conn: state.conn, online: state.online, socket: ws ? ws.readyState : 'none', opening: !!opening,
+    silentMs: lastMessageAt ? now - lastMessageAt : -1, outbox: outbox.length, inFlight: inFlight.size,
+    convs: [...state.convs.values()].filter((c) => c.want || c.ended).map((c) => ({
+      id: c.sessionId, lastSeq: c.lastSeq, replayed: c.replayed, askedSeq: c.askedSeq,
+      askedMsAgo: c.askedAt ? now - c.askedAt : -1, ended: c.ended || '',
+    })),
+  };
+}
+
 /** Forgets the event socket and the current machine's channel (open or opening), for a fresh start. */
 function dropStream() {
   const sock = ws;

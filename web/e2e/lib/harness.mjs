@@ -159,18 +159,26 @@ export function watch(page, name) {
     // Warnings too: the app says there why it could not read its storage, for one.
     if (m.type() === 'error' || m.type() === 'warning') info.errors.push(`console.${m.type()}: ${m.text()}`);
   });
-  // The last WebSocket frames each way (their start), for a report of what the app asked for.
+  // The last WebSocket frames each way (their start), for a report of what the app asked for:
+  // each with the seconds since the page was watched and its socket's number (#1 the first opened).
+  const t0 = Date.now();
+  let sockets = 0;
   page.on('websocket', (ws) => {
-    const path = new URL(ws.url()).pathname;
+    const path = `#${++sockets} ${new URL(ws.url()).pathname}`;
+    const at = () => ((Date.now() - t0) / 1000).toFixed(2) + 's';
+    const push = (line) => {
+      info.frames.push(`${at()} ${line}`);
+      if (info.frames.length > 40) info.frames.shift();
+    };
     const keep = (dir) => (f) => {
       // A hello's token is a secret: never in a report.
       const text = typeof f.payload === 'string' ? f.payload.replace(/"token":"[^"]*"/g, '"token":"…"') : `(${f.payload.length} bytes)`;
-      info.frames.push(`${dir} ${path} ${text.slice(0, 160)}`);
-      if (info.frames.length > 30) info.frames.shift();
+      push(`${dir} ${path} ${text.slice(0, 160)}`);
     };
+    push(`opened ${path}`);
     ws.on('framesent', keep('sent'));
     ws.on('framereceived', keep('received'));
-    ws.on('close', () => info.frames.push(`closed ${path}`));
+    ws.on('close', () => push(`closed ${path}`));
   });
   watched.add(info);
   return info;
@@ -216,6 +224,12 @@ export async function main(body) {
   } catch (err) {
     code = 1;
     const artifacts = await saveArtifacts().catch(() => []);
+    // The app's own view of its stream (connection, each conversation's seq and replay).
+    for (const w of watched) {
+      if (w.page.isClosed()) continue;
+      const st = await w.page.evaluate(() => globalThis.betcodeStreamState?.()).catch(() => undefined);
+      if (st) w.errors.push(`stream state: ${JSON.stringify(st)}`);
+    }
     const pageErrors = [...watched].flatMap((w) => [...w.errors, ...w.frames.map((f) => `ws ${f}`)].map((e) => `${w.name}: ${e}`));
     emit({ error: String(err?.stack || err), artifacts, pageErrors });
   } finally {
