@@ -4,11 +4,13 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/betcode-dev/betcode/agent/internal/testpki"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
@@ -78,5 +80,48 @@ func TestRegisterRefusedDrainingCounts(t *testing.T) {
 	}
 	if drainingStatus(status.Error(codes.Unavailable, "down")) || drainingStatus(errors.New("x")) {
 		t.Fatal("a status without RELAY_DRAINING recognised as one")
+	}
+}
+
+// TestDrainHandsOver: told RELAY_DRAINING, the agent registers again at once
+// (its relay's Service sends it to another replica) while its old tunnel
+// stays open, serving the calls under way there, until the replica ends it:
+// its machine is reachable elsewhere within a reconnection, and no call
+// under way is cut. The agent says it hands over when it opens the tunnel
+// (tunnel.HandoverHeader), so a draining replica tells it first; and the
+// link counts as connected throughout.
+func TestDrainHandsOver(t *testing.T) {
+	ca := testpki.NewCA(t)
+	relay := startRelay(t, ca)
+	now := time.Now()
+	certPEM, keyPEM := ca.Machine(t, "m1", now.Add(-time.Hour), now.Add(24*time.Hour))
+	certPath, keyPath := writePair(t, t.TempDir(), certPEM, keyPEM)
+	log, logs := testLogger(t)
+	// The schedule's steps are an hour: only the hand-over can register
+	// again within the test.
+	link := runLinkSteps(t, Config{Relay: relay.addr, CAFile: relay.caFile, CertFile: certPath, KeyFile: keyPath, Logger: log},
+		[]time.Duration{time.Hour})
+	waitLog(t, logs, "relay link up")
+	if !<-relay.handover {
+		t.Fatal("the agent's tunnel does not offer to hand over")
+	}
+	<-relay.registered
+
+	relay.drain <- struct{}{}
+	waitLog(t, logs, "relay replica draining; registering with another while its calls finish")
+	waitLog(t, logs, "relay link up") // the second tunnel
+	if n := relay.live.Load(); n != 2 {
+		t.Fatalf("%d tunnels open after the hand-over, want 2: the old one serves its calls until the replica ends it", n)
+	}
+	if up, _ := link.Connected(); !up {
+		t.Fatal("the link says it is down during the hand-over")
+	}
+	relay.kick <- struct{}{} // the replica ends the old tunnel once its calls are done
+	waitLog(t, logs, "relay tunnel handed over has ended")
+	if up, _ := link.Connected(); !up {
+		t.Fatal("the link says it is down once the old tunnel ended")
+	}
+	if n := logs.count("WARN relay link down; reconnecting") + logs.count("WARN relay link lost; reconnecting"); n != 0 {
+		t.Errorf("%d reconnections after the hand-over, want none", n)
 	}
 }

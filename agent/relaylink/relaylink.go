@@ -34,6 +34,7 @@ import (
 	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
@@ -65,12 +66,12 @@ type Config struct {
 
 // Link is a running connection manager.
 type Link struct {
-	cfg       Config
-	certs     *certFile
-	connected atomic.Bool
-	since     atomic.Int64  // unix nanos of the last state change
-	ups       atomic.Uint64 // tunnels confirmed so far
-	renewErr  atomic.Value  // string: the last renewal error, logged at warn once
+	cfg      Config
+	certs    *certFile
+	up       atomic.Int32  // sessions whose tunnel is up (two during a hand-over)
+	since    atomic.Int64  // unix nanos of the last state change
+	ups      atomic.Uint64 // tunnels confirmed so far
+	renewErr atomic.Value  // string: the last renewal error, logged at warn once
 	// cc is the connection of the tunnel that is up (nil: none), for the
 	// machine's own calls to the relay (pairing.go).
 	cc atomic.Pointer[grpc.ClientConn]
@@ -100,15 +101,22 @@ func New(cfg Config) (*Link, error) {
 
 // Connected reports whether the tunnel is up, and since when.
 func (l *Link) Connected() (bool, time.Time) {
-	return l.connected.Load(), time.Unix(0, l.since.Load())
+	return l.up.Load() > 0, time.Unix(0, l.since.Load())
 }
 
+// setConnected counts a session's tunnel up or down; the link is connected
+// while any is (a hand-over overlaps two).
 func (l *Link) setConnected(v bool) {
 	if v {
 		l.ups.Add(1)
+		if l.up.Add(1) == 1 {
+			l.since.Store(time.Now().UnixNano())
+		}
+		return
 	}
-	l.connected.Store(v)
-	l.since.Store(time.Now().UnixNano())
+	if l.up.Add(-1) == 0 {
+		l.since.Store(time.Now().UnixNano())
+	}
 }
 
 // Steps is the reconnection schedule.
@@ -158,9 +166,31 @@ func (l *Link) Run(ctx context.Context) error {
 	bo := &stepBackOff{}
 	drains := 0 // drain signals in a row
 	losts := 0  // quick reconnects after a lost tunnel, since one stayed up a minute
+	// Sessions handed over (their replica drains) serve their last calls
+	// beside the next one until the replica ends them.
+	var handedOver sync.WaitGroup
+	defer handedOver.Wait()
 	for ctx.Err() == nil {
 		start, ups := time.Now(), l.ups.Load()
-		err := l.session(ctx, log)
+		moved := make(chan struct{})
+		done := make(chan error, 1)
+		handedOver.Go(func() { done <- l.session(ctx, log, func() { close(moved) }) })
+		var err error
+		select {
+		case err = <-done:
+		case <-moved:
+			// The replica drains and this session hands over: register
+			// with another now (jittered, as the replica's other agents
+			// do), while this one finishes its calls.
+			drains = 0
+			bo.Reset()
+			wait := time.Duration(rand.Int64N(int64(DrainJitter) + 1))
+			log.Info("relay replica draining; registering with another while its calls finish", "retry_in", wait.Round(time.Millisecond))
+			if !sleepCtx(ctx, wait) {
+				return nil
+			}
+			continue
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -201,19 +231,35 @@ func (l *Link) Run(ctx context.Context) error {
 			wait = bo.NextBackOff()
 			log.Warn("relay link down; reconnecting", "err", err, "retry_in", wait.Round(time.Millisecond))
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepCtx(ctx, wait) {
 			return nil
-		case <-t.C:
 		}
 	}
 	return nil
 }
 
-// session runs one connection until it fails.
-func (l *Link) session(ctx context.Context, log *slog.Logger) error {
+// sleepCtx waits d; false means ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// handoverMax bounds how long a handed-over session may serve its calls:
+// the replica ends it once they are done (within its own grace); an old
+// relay that never does must not keep it forever.
+const handoverMax = time.Minute
+
+// session runs one connection until it fails. When its replica drains it
+// hands over: it stops its heartbeats and renewals (the machine is to be
+// recorded at another replica), calls handover once, and serves its calls
+// under way until the replica ends the tunnel (at most handoverMax).
+func (l *Link) session(ctx context.Context, log *slog.Logger, handover func()) error {
 	host, _, err := net.SplitHostPort(l.cfg.Relay)
 	if err != nil {
 		return fmt.Errorf("--relay %q: %w", l.cfg.Relay, err)
@@ -264,7 +310,7 @@ func (l *Link) session(ctx context.Context, log *slog.Logger) error {
 	defer directs.Wait()
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
-	stream, err := api.OpenTunnel(sctx)
+	stream, err := api.OpenTunnel(metadata.AppendToOutgoingContext(sctx, tunnel.HandoverHeader, "1"))
 	if err != nil {
 		return fmt.Errorf("open tunnel: %w", err)
 	}
@@ -273,6 +319,24 @@ func (l *Link) session(ctx context.Context, log *slog.Logger) error {
 	registered := make(chan struct{})
 	var once sync.Once
 	conn.OnHeartbeat = func(*pb.TunnelHeartbeat) { once.Do(func() { close(registered) }) }
+	// Heartbeats and renewals end at a hand-over: a heartbeat to the
+	// draining replica would record the machine there again.
+	hctx, endBeats := context.WithCancel(sctx)
+	defer endBeats()
+	var handing sync.Once
+	var handedOver atomic.Bool
+	conn.OnError = func(f *pb.TunnelFrame) bool {
+		if f.GetError().GetCode() != CodeRelayDraining || f.GetRequestId() != "" {
+			return false
+		}
+		handing.Do(func() {
+			handedOver.Store(true)
+			endBeats()
+			time.AfterFunc(handoverMax, stop)
+			handover()
+		})
+		return true
+	}
 	srv := &tunnel.Server{Handler: l.cfg.Handler, Native: l.cfg.Native, Remote: "relay:" + l.cfg.Relay}
 	// The relay invites us to carry its calls on a connection of their
 	// own (tunnel.ServeDirect); the stream stays for everything else.
@@ -319,10 +383,13 @@ func (l *Link) session(ctx context.Context, log *slog.Logger) error {
 	if interval <= 0 {
 		interval = 30 * time.Second
 	}
-	wg.Go(func() { l.heartbeats(sctx, api, interval, stop, log) })
-	wg.Go(func() { l.renewals(sctx, pb.NewEnrollServiceClient(cc), log) })
+	wg.Go(func() { l.heartbeats(hctx, api, interval, stop, log) })
+	wg.Go(func() { l.renewals(hctx, pb.NewEnrollServiceClient(cc), log) })
 	err = <-served
 	stop()
+	if handedOver.Load() {
+		log.Debug("relay tunnel handed over has ended", "err", err)
+	}
 	return ws.cause(err)
 }
 

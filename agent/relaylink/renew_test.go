@@ -10,13 +10,16 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -25,6 +28,7 @@ import (
 	"github.com/betcode-dev/betcode/agent/internal/testpki"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 	"github.com/betcode-dev/betcode/shared/mtls"
+	"github.com/betcode-dev/betcode/shared/tunnel"
 )
 
 func TestDueForRenewal(t *testing.T) {
@@ -140,6 +144,14 @@ type fakeRelay struct {
 	tunnels    chan string // client address, per OpenTunnel
 	renewals   chan string // client address, per RenewCertificate
 	kick       chan struct{}
+	// drain sends the open tunnel the drain signal (RELAY_DRAINING), as a
+	// draining replica does; the tunnel stays until kick.
+	drain chan struct{}
+	// handover says, per OpenTunnel, whether the agent offered to hand
+	// over (tunnel.HandoverHeader).
+	handover chan bool
+	// live counts the OpenTunnel streams open now.
+	live atomic.Int32
 }
 
 func startRelay(t *testing.T, ca *testpki.CA) *fakeRelay {
@@ -147,7 +159,7 @@ func startRelay(t *testing.T, ca *testpki.CA) *fakeRelay {
 	r := &fakeRelay{
 		ca: ca, caFile: ca.WriteCA(t, t.TempDir()),
 		registered: make(chan string, 100), tunnels: make(chan string, 100), renewals: make(chan string, 100),
-		kick: make(chan struct{}),
+		kick: make(chan struct{}), drain: make(chan struct{}), handover: make(chan bool, 100),
 	}
 	r.addr = ca.Serve(t, func(srv *grpc.Server) {
 		pb.RegisterTunnelServiceServer(srv, r)
@@ -179,12 +191,24 @@ func (r *fakeRelay) OpenTunnel(stream grpc.BidiStreamingServer[pb.TunnelFrame, p
 	if err := stream.Send(&pb.TunnelFrame{Payload: &pb.TunnelFrame_Heartbeat{Heartbeat: &pb.TunnelHeartbeat{}}}); err != nil {
 		return err
 	}
+	r.live.Add(1)
+	defer r.live.Add(-1)
+	md, _ := metadata.FromIncomingContext(stream.Context())
+	r.handover <- slices.Contains(md.Get(tunnel.HandoverHeader), "1")
 	r.tunnels <- addr
-	select {
-	case <-stream.Context().Done():
-	case <-r.kick:
+	for {
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case <-r.kick:
+			return nil
+		case <-r.drain:
+			if err := stream.Send(&pb.TunnelFrame{Payload: &pb.TunnelFrame_Error{Error: &pb.ErrorFrame{
+				Code: CodeRelayDraining, Message: "relay replica draining: reconnect now"}}}); err != nil {
+				return err
+			}
+		}
 	}
-	return nil
 }
 
 func (r *fakeRelay) RenewCertificate(ctx context.Context, req *pb.RenewCertificateRequest) (*pb.RenewCertificateResponse, error) {

@@ -3,16 +3,19 @@ package server
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/betcode-dev/betcode/relay/internal/grpcerr"
 	"github.com/betcode-dev/betcode/relay/router"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/tunnel"
 )
 
 // DefaultDrainGrace is how long a replica drains on SIGTERM before it ends
@@ -56,7 +59,12 @@ const clientsLinger = 2 * time.Second
 //  3. the agents are told to reconnect, goAwayRate a second (an ErrorFrame
 //     RELAY_DRAINING on the tunnel, which an agent answers by reconnecting
 //     at once, through the Service, to another replica), and their tunnels
-//     close;
+//     close. Agents that hand over (tunnel.HandoverHeader) are told at
+//     once, in step 2: they register elsewhere and keep serving this
+//     replica's calls under way on their old tunnel, so their machines
+//     are reachable again within a reconnection; older agents are told
+//     once the unary calls are done, since they end their tunnel when
+//     told;
 //  4. the process exits.
 //
 // The grace (or a second signal) ends whatever is left.
@@ -206,11 +214,12 @@ func (d *drain) run(ctx context.Context, s drainSteps) {
 		clientsTook = time.Since(start)
 	}()
 	d.cutStreams()
+	n := d.goAway(ctx, handsOver)
 	callsCtx, callsDone := context.WithTimeout(ctx, callsWait)
 	d.waitCalls(callsCtx)
 	callsDone()
 	callsTook := time.Since(start)
-	n := d.goAway(ctx)
+	n += d.goAway(ctx, endsWhenTold)
 	d.waitTunnels(ctx, tunnelMoveWait)
 	s.closeTunnels()
 	d.sends.Wait()
@@ -255,11 +264,13 @@ func (d *drain) waitCalls(ctx context.Context) {
 
 // goAway tells every agent to reconnect elsewhere, goAwayRate a second
 // (all at once when ctx ends); it returns how many were told.
-func (d *drain) goAway(ctx context.Context) int {
+func (d *drain) goAway(ctx context.Context, which func(*drainStream) bool) int {
 	d.mu.Lock()
 	all := make([]*drainStream, 0, len(d.tunnels))
 	for t := range d.tunnels {
-		all = append(all, t)
+		if which(t) {
+			all = append(all, t)
+		}
 	}
 	d.mu.Unlock()
 	const batch = goAwayRate / 10
@@ -279,14 +290,25 @@ func (d *drain) goAway(ctx context.Context) int {
 	return len(all)
 }
 
-// waitTunnels waits until every tunnel has ended, at most max or until ctx
-// ends.
+// handsOver and endsWhenTold split the tunnels by what their agent does
+// when told to reconnect (see drain, step 3).
+func handsOver(t *drainStream) bool    { return t.handover }
+func endsWhenTold(t *drainStream) bool { return !t.handover }
+
+// waitTunnels waits until every tunnel whose agent ends it when told has
+// ended, at most max or until ctx ends. Tunnels handed over stay until
+// closeTunnels: their agents wait for the replica to end them.
 func (d *drain) waitTunnels(ctx context.Context, max time.Duration) {
 	t := time.NewTimer(max)
 	defer t.Stop()
 	for {
 		d.mu.Lock()
-		n := len(d.tunnels)
+		n := 0
+		for ds := range d.tunnels {
+			if endsWhenTold(ds) {
+				n++
+			}
+		}
 		d.mu.Unlock()
 		if n == 0 {
 			return
@@ -347,6 +369,10 @@ func (s drainTunnels) Register(ctx context.Context, req *pb.RegisterRequest) (*p
 // UNAVAILABLE / RELAY_DRAINING.
 func (s drainTunnels) OpenTunnel(stream pb.TunnelService_OpenTunnelServer) error {
 	t := &drainStream{TunnelService_OpenTunnelServer: stream}
+	if stream != nil {
+		md, _ := metadata.FromIncomingContext(stream.Context())
+		t.handover = slices.Contains(md.Get(tunnel.HandoverHeader), "1")
+	}
 	if !s.d.addTunnel(t) {
 		s.d.m.refusedTunnel.Inc()
 		return drainingErr()
@@ -363,6 +389,7 @@ func (s drainTunnels) OpenTunnel(stream pb.TunnelService_OpenTunnelServer) error
 // besides the tunnel's own sender: Send is serialized.
 type drainStream struct {
 	pb.TunnelService_OpenTunnelServer
+	handover bool // its agent hands over (tunnel.HandoverHeader)
 	mu       sync.Mutex
 	toldAway atomic.Bool
 }

@@ -208,3 +208,65 @@ func TestDrainMetrics(t *testing.T) {
 		t.Fatalf("promlint: %v %v", problems, err)
 	}
 }
+
+// toldStream is an OpenTunnel stream that announces each frame sent on it.
+type toldStream struct {
+	pb.TunnelService_OpenTunnelServer
+	sent chan *pb.TunnelFrame
+}
+
+func (s *toldStream) Send(f *pb.TunnelFrame) error {
+	s.sent <- f
+	return nil
+}
+
+// TestDrainTellsHandingOverAgentsFirst: an agent that hands over
+// (tunnel.HandoverHeader) is told RELAY_DRAINING as soon as the drain
+// starts, while a unary call still runs (it keeps serving that call on its
+// old tunnel and registers elsewhere meanwhile: its machine is reachable
+// again within a reconnection); an older agent, which ends its tunnel when
+// told, only once the unary calls are done.
+func TestDrainTellsHandingOverAgentsFirst(t *testing.T) {
+	d := newDrain(slog.New(slog.DiscardHandler), nil)
+	_, unaryDone, ok := d.Admit(t.Context(), router.CallUnary)
+	if !ok {
+		t.Fatal("refused before the drain")
+	}
+	hands := &toldStream{sent: make(chan *pb.TunnelFrame, 1)}
+	ends := &toldStream{sent: make(chan *pb.TunnelFrame, 1)}
+	if !d.addTunnel(&drainStream{TunnelService_OpenTunnelServer: hands, handover: true}) ||
+		!d.addTunnel(&drainStream{TunnelService_OpenTunnelServer: ends}) {
+		t.Fatal("tunnels refused before the drain")
+	}
+	var mu sync.Mutex
+	var got []string
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		d.run(t.Context(), recordSteps(&mu, &got))
+	}()
+	told := func(s *toldStream, who string) {
+		t.Helper()
+		select {
+		case f := <-s.sent:
+			if f.GetError().GetCode() != router.CodeRelayDraining {
+				t.Fatalf("%s was sent %v, want RELAY_DRAINING", who, f)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s was never told to move", who)
+		}
+	}
+	told(hands, "the agent that hands over, while a unary call runs,")
+	select {
+	case f := <-ends.sent:
+		t.Fatalf("the agent that ends its tunnel when told was sent %v while a unary call ran", f)
+	default:
+	}
+	unaryDone()
+	told(ends, "the older agent, once the unary calls were done,")
+	select {
+	case <-drained:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the drain did not finish")
+	}
+}

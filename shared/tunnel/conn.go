@@ -40,6 +40,12 @@ type Conn struct {
 	// OnDirectOffer, if set, takes the relay's DirectOffers (direct.go).
 	// It runs on the reading goroutine and must not block.
 	OnDirectOffer func(token []byte)
+	// OnError, if set, sees each frame carrying an ErrorFrame first and
+	// reports whether the tunnel goes on; without it (or when it says no)
+	// the frame ends the tunnel (Read fails with its code). An agent that
+	// hands over (HandoverHeader) goes on after the relay's drain signal.
+	// It runs on the reading goroutine and must not block.
+	OnError func(*pb.TunnelFrame) bool
 
 	rbuf []byte
 
@@ -95,6 +101,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 				c.OnDirectOffer(pl.DirectOffer.Token)
 			}
 		case *pb.TunnelFrame_Error:
+			if c.OnError != nil && c.OnError(f) {
+				continue
+			}
 			return 0, errors.New("tunnel closed by peer: " + pl.Error.Code + ": " + pl.Error.Message)
 		}
 	}

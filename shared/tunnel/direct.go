@@ -41,6 +41,15 @@ import (
 // DirectOffers.
 const CapabilityDirect = "tunnel.direct"
 
+// HandoverHeader is the OpenTunnel metadata key ("1") of an agent that
+// hands over when its replica drains: told RELAY_DRAINING, it registers
+// with another replica at once and keeps serving the calls under way on
+// this tunnel until the replica ends it. A draining replica tells such
+// agents first, without waiting for its calls (relay/server's drain), so
+// their machines are reachable elsewhere within a reconnection instead of
+// after the replica's last call.
+const HandoverHeader = "x-betcode-tunnel-handover"
+
 // ALPNDirect is the ALPN protocol of a direct connection.
 const ALPNDirect = "betcode-direct/1"
 
