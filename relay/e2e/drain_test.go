@@ -126,7 +126,9 @@ func testDrainAndKillReplicas(t *testing.T, front string) {
 	}
 	t.Logf("relay A drained in %s", took.Round(time.Millisecond))
 	for _, m := range []*agent{m1, m2} {
-		waitLog(t, m.proc, `relay replica draining; reconnecting`, 10*time.Second)
+		// Told at once, they hand over: registered elsewhere while the old
+		// tunnel serves its last calls.
+		waitLog(t, m.proc, `relay replica draining; registering with another while its calls finish`, 10*time.Second)
 	}
 
 	// Kill B outright, with whatever it holds.
