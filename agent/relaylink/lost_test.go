@@ -37,3 +37,32 @@ func TestLostTunnelIsDialledAgainAtOnce(t *testing.T) {
 		t.Errorf("%d quick reconnects, want 3 before the schedule takes over", n)
 	}
 }
+
+// TestLostTunnelsThatStayedUpAreDialledAgainAtOnce: replicas that die one
+// after another, each after the tunnel stayed up a while (QuickAgain),
+// keep the agent coming back at once: only tunnels lost again and again,
+// each within QuickAgain, fall back to the schedule.
+func TestLostTunnelsThatStayedUpAreDialledAgainAtOnce(t *testing.T) {
+	saved := QuickAgain
+	QuickAgain = 100 * time.Millisecond
+	t.Cleanup(func() { QuickAgain = saved })
+	ca := testpki.NewCA(t)
+	relay := startRelay(t, ca)
+	now := time.Now()
+	certPEM, keyPEM := ca.Machine(t, "m1", now.Add(-time.Hour), now.Add(24*time.Hour))
+	certPath, keyPath := writePair(t, t.TempDir(), certPEM, keyPEM)
+	log, logs := testLogger(t)
+	runLinkSteps(t, Config{Relay: relay.addr, CAFile: relay.caFile, CertFile: certPath, KeyFile: keyPath, Logger: log},
+		[]time.Duration{time.Hour})
+
+	waitLog(t, logs, "relay link up")
+	for range 5 {
+		<-time.After(2 * QuickAgain) // the tunnel stays up past QuickAgain, then its replica dies
+		relay.kick <- struct{}{}
+		waitLog(t, logs, "relay link lost; reconnecting")
+		waitLog(t, logs, "relay link up")
+	}
+	if n := logs.count("WARN relay link down; reconnecting"); n != 0 {
+		t.Errorf("%d reconnections on the schedule, want every one at once", n)
+	}
+}

@@ -147,6 +147,15 @@ var _ backoff.BackOff = (*stepBackOff)(nil)
 // (--max-pending-conns) turns any excess away, and those go on with Steps.
 var LostRetry = 250 * time.Millisecond
 
+// QuickAgain is how long a tunnel must stay up for its loss to be dialled
+// again within LostRetry after three such quick dials: a relay that drops
+// every tunnel at once falls back to the schedule, while a machine whose
+// replicas die one after another (a rolling failure, the chaos soak's
+// kills every few seconds) keeps coming back at once; waiting for a
+// minute up, it fell back to the schedule's 0.5-1.5 s, and its clients
+// with it.
+var QuickAgain = 10 * time.Second
+
 // lostWait is a wait uniform in [0, LostRetry].
 func lostWait() time.Duration { return time.Duration(rand.Int64N(int64(LostRetry) + 1)) }
 
@@ -165,7 +174,7 @@ func (l *Link) Run(ctx context.Context) error {
 	log := l.cfg.Logger.With("relay", l.cfg.Relay)
 	bo := &stepBackOff{}
 	drains := 0 // drain signals in a row
-	losts := 0  // quick reconnects after a lost tunnel, since one stayed up a minute
+	losts := 0  // quick reconnects after a lost tunnel, since one stayed up QuickAgain
 	// Sessions handed over (their replica drains) serve their last calls
 	// beside the next one until the replica ends them.
 	var handedOver sync.WaitGroup
@@ -195,8 +204,10 @@ func (l *Link) Run(ctx context.Context) error {
 			return nil
 		}
 		lost := l.ups.Load() != ups // this session's tunnel was up
-		if time.Since(start) > time.Minute {
+		if up := time.Since(start); up > time.Minute {
 			bo.Reset() // it was up for a while: start the schedule over
+			losts = 0
+		} else if up > QuickAgain {
 			losts = 0
 		}
 		var wait time.Duration
@@ -217,8 +228,9 @@ func (l *Link) Run(ctx context.Context) error {
 		} else if lost && !errors.Is(err, errRelayDraining) && losts < 3 {
 			// The tunnel worked and is gone (its replica died, a
 			// connection reset): dial again at once, jittered; a failure
-			// after this starts the schedule over. A tunnel lost again
-			// and again within a minute falls back to the schedule.
+			// after this starts the schedule over. Tunnels lost again
+			// and again, each within QuickAgain, fall back to the
+			// schedule.
 			drains = 0
 			losts++
 			bo.Reset()
