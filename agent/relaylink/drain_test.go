@@ -4,13 +4,11 @@ import (
 	"errors"
 	"io"
 	"testing"
-	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/betcode-dev/betcode/agent/internal/testpki"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 )
 
@@ -91,16 +89,8 @@ func TestRegisterRefusedDrainingCounts(t *testing.T) {
 // (tunnel.HandoverHeader), so a draining replica tells it first; and the
 // link counts as connected throughout.
 func TestDrainHandsOver(t *testing.T) {
-	ca := testpki.NewCA(t)
-	relay := startRelay(t, ca)
-	now := time.Now()
-	certPEM, keyPEM := ca.Machine(t, "m1", now.Add(-time.Hour), now.Add(24*time.Hour))
-	certPath, keyPath := writePair(t, t.TempDir(), certPEM, keyPEM)
-	log, logs := testLogger(t)
-	// The schedule's steps are an hour: only the hand-over can register
-	// again within the test.
-	link := runLinkSteps(t, Config{Relay: relay.addr, CAFile: relay.caFile, CertFile: certPath, KeyFile: keyPath, Logger: log},
-		[]time.Duration{time.Hour})
+	// Only the hand-over can register again within the test.
+	relay, link, logs := linkWithSlowSchedule(t)
 	waitLog(t, logs, "relay link up")
 	if !<-relay.handover {
 		t.Fatal("the agent's tunnel does not offer to hand over")

@@ -14,16 +14,9 @@ import (
 // minute) falls back to the schedule, so a relay that drops every tunnel
 // is not dialled in a tight loop.
 func TestLostTunnelIsDialledAgainAtOnce(t *testing.T) {
-	ca := testpki.NewCA(t)
-	relay := startRelay(t, ca)
-	now := time.Now()
-	certPEM, keyPEM := ca.Machine(t, "m1", now.Add(-time.Hour), now.Add(24*time.Hour))
-	certPath, keyPath := writePair(t, t.TempDir(), certPEM, keyPEM)
-	log, logs := testLogger(t)
 	// The schedule's steps are an hour: only the quick dial can bring the
 	// tunnel back within the test.
-	runLinkSteps(t, Config{Relay: relay.addr, CAFile: relay.caFile, CertFile: certPath, KeyFile: keyPath, Logger: log},
-		[]time.Duration{time.Hour})
+	relay, _, logs := linkWithSlowSchedule(t)
 
 	waitLog(t, logs, "relay link up")
 	for range 3 {
@@ -46,14 +39,7 @@ func TestLostTunnelsThatStayedUpAreDialledAgainAtOnce(t *testing.T) {
 	saved := QuickAgain
 	QuickAgain = 100 * time.Millisecond
 	t.Cleanup(func() { QuickAgain = saved })
-	ca := testpki.NewCA(t)
-	relay := startRelay(t, ca)
-	now := time.Now()
-	certPEM, keyPEM := ca.Machine(t, "m1", now.Add(-time.Hour), now.Add(24*time.Hour))
-	certPath, keyPath := writePair(t, t.TempDir(), certPEM, keyPEM)
-	log, logs := testLogger(t)
-	runLinkSteps(t, Config{Relay: relay.addr, CAFile: relay.caFile, CertFile: certPath, KeyFile: keyPath, Logger: log},
-		[]time.Duration{time.Hour})
+	relay, _, logs := linkWithSlowSchedule(t)
 
 	waitLog(t, logs, "relay link up")
 	for range 5 {
@@ -65,4 +51,20 @@ func TestLostTunnelsThatStayedUpAreDialledAgainAtOnce(t *testing.T) {
 	if n := logs.count("WARN relay link down; reconnecting"); n != 0 {
 		t.Errorf("%d reconnections on the schedule, want every one at once", n)
 	}
+}
+
+// linkWithSlowSchedule runs a link for machine m1 to a fake relay, with a
+// reconnection schedule of an hour: only the quick paths (a lost tunnel's
+// redial, a hand-over) can bring a tunnel back within a test.
+func linkWithSlowSchedule(t *testing.T) (*fakeRelay, *Link, *logs) {
+	t.Helper()
+	ca := testpki.NewCA(t)
+	relay := startRelay(t, ca)
+	now := time.Now()
+	certPEM, keyPEM := ca.Machine(t, "m1", now.Add(-time.Hour), now.Add(24*time.Hour))
+	certPath, keyPath := writePair(t, t.TempDir(), certPEM, keyPEM)
+	log, logs := testLogger(t)
+	link := runLinkSteps(t, Config{Relay: relay.addr, CAFile: relay.caFile, CertFile: certPath, KeyFile: keyPath, Logger: log},
+		[]time.Duration{time.Hour})
+	return relay, link, logs
 }
