@@ -337,6 +337,9 @@ func (l *Link) session(ctx context.Context, log *slog.Logger, handover func()) e
 	defer endBeats()
 	var handing sync.Once
 	var handedOver atomic.Bool
+	bound := time.AfterFunc(handoverMax, stop) // armed at the hand-over
+	bound.Stop()
+	defer bound.Stop()
 	conn.OnError = func(f *pb.TunnelFrame) bool {
 		if f.GetError().GetCode() != CodeRelayDraining || f.GetRequestId() != "" {
 			return false
@@ -344,7 +347,7 @@ func (l *Link) session(ctx context.Context, log *slog.Logger, handover func()) e
 		handing.Do(func() {
 			handedOver.Store(true)
 			endBeats()
-			time.AfterFunc(handoverMax, stop)
+			bound.Reset(handoverMax)
 			handover()
 		})
 		return true
