@@ -75,6 +75,8 @@ type drain struct {
 	draining   atomic.Bool
 	calls      atomic.Int64  // admitted unary calls running
 	idle       chan struct{} // a call ended while draining (capacity 1)
+	live       atomic.Int64  // admitted streams running
+	quiet      chan struct{} // a stream ended while draining (capacity 1)
 	streams    context.Context
 	cutStreams context.CancelFunc
 
@@ -138,7 +140,7 @@ func (m drainMetrics) refuse(kind router.CallKind) {
 // newDrain returns a drain that registers its metrics with reg (none when
 // nil).
 func newDrain(log *slog.Logger, reg prometheus.Registerer) *drain {
-	d := &drain{log: log, m: newDrainMetrics(reg), idle: make(chan struct{}, 1), gone: make(chan struct{}, 1), tunnels: map[*drainStream]struct{}{}}
+	d := &drain{log: log, m: newDrainMetrics(reg), idle: make(chan struct{}, 1), quiet: make(chan struct{}, 1), gone: make(chan struct{}, 1), tunnels: map[*drainStream]struct{}{}}
 	d.streams, d.cutStreams = context.WithCancel(context.Background())
 	return d
 }
@@ -152,12 +154,22 @@ func (d *drain) Admit(ctx context.Context, kind router.CallKind) (context.Contex
 			d.m.refuse(kind)
 			return nil, nil, false
 		}
+		d.live.Add(1)
 		cctx, cancel := context.WithCancel(ctx)
 		stop := context.AfterFunc(d.streams, func() {
 			d.m.endedStreams.Inc()
 			cancel()
 		})
-		return cctx, func() { stop(); cancel() }, true
+		var once sync.Once
+		return cctx, func() {
+			once.Do(func() {
+				stop()
+				cancel()
+				if d.live.Add(-1) == 0 && d.draining.Load() {
+					signal(d.quiet)
+				}
+			})
+		}, true
 	}
 	// Counted before draining is read: a drain that starts after this
 	// load sees the call and waits for it.
@@ -221,6 +233,10 @@ func (d *drain) run(ctx context.Context, s drainSteps) {
 	callsTook := time.Since(start)
 	n += d.goAway(ctx, endsWhenTold)
 	d.waitTunnels(ctx, tunnelMoveWait)
+	// The streams it ended write their end (RELAY_DRAINING) before the
+	// tunnels close under them, or their clients would read a broken
+	// tunnel instead; one that cannot is reset after the router's 1 s.
+	d.waitStreams(ctx, streamsWait)
 	s.closeTunnels()
 	d.sends.Wait()
 	tunnelsTook := time.Since(start)
@@ -249,6 +265,27 @@ func (d *drain) run(ctx context.Context, s drainSteps) {
 		d.log.Warn("relay: drain cut short (grace over or a second signal); calls left were ended", took...)
 	}
 	d.log.Info("relay: drained", took...)
+}
+
+// streamsWait bounds how long the drain waits for the streams it ended to
+// finish before it closes the tunnels (the router resets a stream that
+// cannot write its end within 1 s).
+const streamsWait = 2 * time.Second
+
+// waitStreams waits until no admitted stream runs, at most max or until
+// ctx ends.
+func (d *drain) waitStreams(ctx context.Context, max time.Duration) {
+	t := time.NewTimer(max)
+	defer t.Stop()
+	for d.live.Load() > 0 {
+		select {
+		case <-d.quiet:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // waitCalls waits for the unary calls under way, until ctx ends.

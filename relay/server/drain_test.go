@@ -270,3 +270,39 @@ func TestDrainTellsHandingOverAgentsFirst(t *testing.T) {
 		t.Fatal("the drain did not finish")
 	}
 }
+
+// TestDrainClosesTunnelsAfterTheStreamsItEnded: the streams the drain ends
+// write their end (RELAY_DRAINING, which their clients take as "resume
+// elsewhere") before the tunnels close under them; with agents that hand
+// over, nothing else holds the drain that long, and a client read a broken
+// tunnel instead (relay/e2e's drain test, in CI).
+func TestDrainClosesTunnelsAfterTheStreamsItEnded(t *testing.T) {
+	d := newDrain(slog.New(slog.DiscardHandler), nil)
+	streamCtx, streamDone, ok := d.Admit(t.Context(), router.CallStream)
+	if !ok {
+		t.Fatal("Admit(stream) before the drain refused")
+	}
+	closed := make(chan struct{})
+	steps := drainSteps{
+		notReady: func() {}, closeListener: func() {}, closeClients: func(context.Context) {},
+		closeTunnels: func() { close(closed) }, stopAgents: func(context.Context) {},
+	}
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		d.run(t.Context(), steps)
+	}()
+	<-streamCtx.Done() // the drain ended it; its handler writes the end now
+	select {
+	case <-closed:
+		t.Fatal("the tunnels closed while a stream the drain ended was still writing its end")
+	case <-time.After(300 * time.Millisecond):
+	}
+	streamDone()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tunnels did not close once the stream was done")
+	}
+	<-drained
+}
