@@ -31,6 +31,7 @@ import (
 	"github.com/betcode-dev/betcode/relay/registry"
 	"github.com/betcode-dev/betcode/relay/store"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/h2client"
 	"github.com/betcode-dev/betcode/shared/tunnel"
 )
 
@@ -418,6 +419,16 @@ func (rt *Router) toPeer(ctx context.Context, w http.ResponseWriter, r *http.Req
 	headers := rt.peerHeaders(id, userID, machineID)
 	rt.Metrics.toPeer()
 	rt.limitMessages(ctx, r)
+	// A RoundTripper closes the request body even when its dial failed,
+	// as its contract says; the body must then still be readable for the
+	// replica the machine moved to. Without this, a stream's request went
+	// on as an empty one (a closed server body reports nothing buffered
+	// and ended) and the agent answered INTERNAL "cardinality violation:
+	// received no request message" (the chaos soak's retried
+	// ResumeSessions).
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &unreadBody{ReadCloser: r.Body}
+	}
 	rerouted := false
 	var unreached func(err error) bool
 	unreached = func(err error) bool {
@@ -461,6 +472,36 @@ func (rt *Router) toPeer(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if err != nil && ctx.Err() == nil {
 		rt.Log.DebugContext(ctx, "router: call forwarded to a replica failed", "machine_id", machineID, "replica", addr, "method", r.URL.Path, "err", err)
 	}
+}
+
+// unreadBody is a request body that a call which never read it cannot
+// close: Close passes through only once Read was called. The server closes
+// the body when the handler returns, so an unread body is not left open.
+type unreadBody struct {
+	io.ReadCloser
+	read atomic.Bool
+}
+
+func (b *unreadBody) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	return b.ReadCloser.Read(p)
+}
+
+// Close closes the body if it was read from.
+func (b *unreadBody) Close() error {
+	if !b.read.Load() {
+		return nil
+	}
+	return b.ReadCloser.Close()
+}
+
+// Buffered passes on what the body can say without blocking, so that a
+// whole request still leaves with its headers.
+func (b *unreadBody) Buffered() (n int, ended bool) {
+	if bb, ok := b.ReadCloser.(h2client.Buffered); ok {
+		return bb.Buffered()
+	}
+	return 0, false
 }
 
 // offline answers a call for a machine without a tunnel.

@@ -64,11 +64,16 @@ func (b *body) Read(p []byte) (int, error) {
 }
 
 // Buffered reports the n bytes readable now without blocking, and whether
-// the request has ended (no byte follows them).
+// the request has ended (no byte follows them). A closed body says
+// neither: its reads fail, and a sender that took "nothing here, ended"
+// would send the request on without its message.
 func (b *body) Buffered() (n int, ended bool) {
 	c := b.st.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if b.st.bodyClosed {
+		return 0, false
+	}
 	return len(b.buf) - b.off, b.ended
 }
 

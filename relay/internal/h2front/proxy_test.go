@@ -65,6 +65,55 @@ func TestProxyHandlerGRPCClient(t *testing.T) {
 	}
 }
 
+// TestClosedBodySaysNothingBuffered: a handler that closed the request body
+// (a RoundTripper does, even when its dial failed) and then asks what it
+// holds is told neither bytes nor an end, and a read fails: a whole request
+// must not look like an empty one (the relay once forwarded a stream that
+// way, and the agent answered "cardinality violation").
+func TestClosedBodySaysNothingBuffered(t *testing.T) {
+	checkGoroutines(t)
+	type seen struct {
+		before, after bodyStart
+		readErr       error
+	}
+	got := make(chan seen, 1)
+	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		bb := r.Body.(bufferedBody)
+		var s seen
+		s.before.n, s.before.ended = bb.Buffered()
+		r.Body.Close()
+		s.after.n, s.after.ended = bb.Buffered()
+		_, s.readErr = r.Body.Read(make([]byte, 16))
+		got <- s
+		w.Header().Set("Grpc-Status", "0")
+		w.Header().Set("Content-Type", "application/grpc")
+		w.WriteHeader(http.StatusOK)
+	}), nil)
+	rc := dialRaw(t, ts.addr)
+	rc.handshake()
+	msg := grpcFrame([]byte("abc"))
+	// The whole request in one flush: the handler starts with it buffered
+	// (TestUnaryAnswerOneWrite).
+	rc.writeHeaders(1, false, rc.headerBlock(unaryPath))
+	_ = rc.bfr.WriteData(1, true, msg)
+	rc.flush()
+	var s seen
+	select {
+	case s = <-got:
+	case <-withTimeout(t, 10*time.Second).Done():
+		t.Fatal("the handler never ran")
+	}
+	if !s.before.ended || s.before.n != len(msg) {
+		t.Fatalf("before Close the body held %d bytes (ended %v), want the whole %d-byte request", s.before.n, s.before.ended, len(msg))
+	}
+	if s.after.n != 0 || s.after.ended {
+		t.Errorf("after Close the body says %d bytes, ended %v; want 0, not ended", s.after.n, s.after.ended)
+	}
+	if s.readErr == nil || s.readErr == io.EOF {
+		t.Errorf("a read after Close returned %v, want an error that is not EOF", s.readErr)
+	}
+}
+
 func TestTrailersOnlyAnswer(t *testing.T) {
 	checkGoroutines(t)
 	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
