@@ -7,59 +7,96 @@ import (
 	"golang.org/x/net/http2"
 )
 
-const reqReadSize = 32 << 10
+const (
+	// reqReadSize is the read size while request bytes are arriving.
+	reqReadSize = 32 << 10
+	// idleReadSize is the read size of a body that says nothing is here:
+	// the read may wait for hours (an idle bidi stream, an end-to-end
+	// channel), and what it waits in is held all that time.
+	idleReadSize = 512
+)
 
 // writeBody is the stream's body writer goroutine: it sends pending (bytes
 // RoundTrip already read but had no window for), then reads the request
 // body and sends it, until EOF or until the call ends. pbuf, if non-nil,
-// holds pending and is recycled at the end.
+// holds pending and is recycled once pending is sent.
+//
+// A read that would wait holds no large buffer: when the body says nothing
+// is readable now (Buffered), it reads into a small one, and takes a
+// pooled 32 KiB buffer only while bytes are there, giving it back after
+// each send. An idle stream so costs its goroutine and 512 bytes, not
+// 32 KiB (BenchmarkIdleChannels).
 func (s *stream) writeBody(pending []byte, pbuf *[]byte, bb Buffered) {
 	defer s.closeReqBody()
-	if pbuf != nil {
-		defer putBuf(pbuf)
+	if len(pending) > 0 {
+		ok := s.send(pending, false, bb)
+		if pbuf != nil {
+			putBuf(pbuf)
+		}
+		if !ok {
+			return
+		}
+	} else if pbuf != nil {
+		putBuf(pbuf)
 	}
 	body := s.req.Body
-	var rbuf *[]byte
-	defer func() {
-		if rbuf != nil {
-			putBuf(rbuf)
-		}
-	}()
+	var small []byte
 	for {
-		var data []byte
-		eof := false
-		read := 0 // bytes read now; pending was counted by RoundTrip
-		if len(pending) > 0 {
-			data, pending = pending, nil
+		var rbuf *[]byte
+		var buf []byte
+		if n, _ := bufferedOf(bb); bb != nil && n == 0 {
+			if small == nil {
+				small = make([]byte, idleReadSize)
+			}
+			buf = small
 		} else {
-			if rbuf == nil {
-				rbuf = getBuf(reqReadSize)
-			}
-			n, err := body.Read((*rbuf)[:cap(*rbuf)])
-			data = (*rbuf)[:n]
-			read = n
-			if err == io.EOF {
-				eof = true
-			} else if err != nil {
-				s.bodyFailed(fmt.Errorf("h2client: reading request body: %w", err))
-				return
-			}
+			rbuf = getBuf(reqReadSize)
+			buf = (*rbuf)[:cap(*rbuf)]
+		}
+		n, err := body.Read(buf)
+		data := buf[:n]
+		eof := false
+		if err == io.EOF {
+			eof = true
+		} else if err != nil {
+			releaseBuf(rbuf)
+			s.bodyFailed(fmt.Errorf("h2client: reading request body: %w", err))
+			return
 		}
 		if !eof && bb != nil {
-			if n, ended := bb.Buffered(); n == 0 && ended {
+			if k, ended := bb.Buffered(); k == 0 && ended {
 				eof = true
 			}
 		}
-		if err := s.countReqBody(read, eof); err != nil {
+		if err := s.countReqBody(n, eof); err != nil {
+			releaseBuf(rbuf)
 			s.bodyFailed(err) // before sending bytes beyond the length
 			return
 		}
 		if len(data) == 0 && !eof {
+			releaseBuf(rbuf)
 			continue
 		}
-		if !s.send(data, eof, bb) || eof {
+		ok := s.send(data, eof, bb) // copies data out: buf is free again
+		releaseBuf(rbuf)
+		if !ok || eof {
 			return
 		}
+	}
+}
+
+// bufferedOf asks bb what it holds; a nil bb holds nothing it can say.
+func bufferedOf(bb Buffered) (int, bool) {
+	if bb == nil {
+		return 0, false
+	}
+	return bb.Buffered()
+}
+
+// releaseBuf recycles p if it is a buffer.
+func releaseBuf(p *[]byte) {
+	if p != nil {
+		putBuf(p)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -245,5 +246,88 @@ func TestNoResetAfterBothEnds(t *testing.T) {
 	}
 	if want := "headers 1,end 1,headers 3"; strings.Join(seen, ",") != want {
 		t.Fatalf("server saw %s, want %s", strings.Join(seen, ","), want)
+	}
+}
+
+// idleBody is a request body that holds first, says so, and then waits
+// with nothing buffered until it is closed, as an idle bidi stream's body
+// (an end-to-end channel between its messages) does on the relay.
+type idleBody struct {
+	mu      sync.Mutex
+	first   []byte
+	closed  chan struct{}
+	once    sync.Once
+	waiting *atomic.Int64 // reads blocked for lack of bytes
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	if len(b.first) > 0 {
+		n := copy(p, b.first)
+		b.first = b.first[n:]
+		b.mu.Unlock()
+		return n, nil
+	}
+	b.mu.Unlock()
+	b.waiting.Add(1)
+	defer b.waiting.Add(-1)
+	<-b.closed
+	return 0, errors.New("body closed")
+}
+
+func (b *idleBody) Buffered() (int, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.first), false
+}
+
+func (b *idleBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return nil
+}
+
+// TestIdleStreamsHoldNoReadBuffer: a stream whose request body has nothing
+// to read holds no pooled read buffer while it waits (32 KiB each before,
+// plus the 16 KiB that carried its first bytes): the relay keeps one such
+// stream per idle end-to-end channel, and issue 22 allows it 8 KiB.
+func TestIdleStreamsHoldNoReadBuffer(t *testing.T) {
+	checkGoroutines(t)
+	addr := startRaw(t, func(rc *rawConn) {
+		rc.drain(func(f http2.Frame) {
+			if f, ok := f.(*http2.MetaHeadersFrame); ok {
+				rc.writeHeaders(f.StreamID, false, ":status", "200", "content-type", "application/grpc")
+			}
+		})
+	})
+	cc, _ := dial(t, addr, Options{})
+	const n = 400
+	var waiting atomic.Int64
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC() // and what sync.Pool's victim cache held
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	bodies := make([]*idleBody, 0, n)
+	resps := make([]*http.Response, 0, n)
+	for range n {
+		b := &idleBody{first: frame([]byte("hello")), closed: make(chan struct{}), waiting: &waiting}
+		resp, err := cc.RoundTrip(grpcReq(context.Background(), addr, "/t/Idle", b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies, resps = append(bodies, b), append(resps, resp)
+	}
+	waitFor(t, "every stream's body writer waiting", func() bool { return waiting.Load() == n })
+	per := float64(heap()-before) / n / 1024
+	for i, b := range bodies {
+		b.Close()
+		resps[i].Body.Close()
+	}
+	t.Logf("heap per idle stream: %.1f KiB", per)
+	if per > 8 {
+		t.Errorf("each idle stream holds %.1f KiB of heap, want at most 8 (no read buffer while it waits)", per)
 	}
 }
