@@ -10,11 +10,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/betcode-dev/betcode/relay/auth"
 	"github.com/betcode-dev/betcode/relay/peer"
 	"github.com/betcode-dev/betcode/relay/pki"
 	"github.com/betcode-dev/betcode/relay/registry"
@@ -179,5 +182,91 @@ func TestBufferedCallIsSentOnToTheMachinesReplica(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the machine's replica got no copy of the buffered call")
+	}
+}
+
+// countingStore is a store whose one machine record can change, counting
+// the reads of it.
+type countingStore struct {
+	store.Store
+	mu    sync.Mutex
+	m     store.Machine
+	reads int
+}
+
+func (s *countingStore) GetMachine(context.Context, string) (store.Machine, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reads++
+	return s.m, nil
+}
+
+func (s *countingStore) set(m store.Machine) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m = m
+}
+
+// ownerOnly lets each user reach its own machines.
+type ownerOnly struct{}
+
+func (ownerOnly) CanReach(_ context.Context, userID, owner, _ string) (bool, error) {
+	return userID == owner, nil
+}
+func (ownerOnly) Audit(store.AuditEvent) {}
+
+// TestOfflineRecordIsReadAgainSoon: a machine between replicas (a drain
+// closed its tunnel; its agent registers with another within a few hundred
+// milliseconds) leaves a record with no replica for a moment. A replica
+// that read it then must see the machine back on its next call a moment
+// later, not answer MACHINE_OFFLINE for the second it trusts a record that
+// names a replica (the chaos soak's drains: clients waited 1.3-1.6 s).
+func TestOfflineRecordIsReadAgainSoon(t *testing.T) {
+	fw, holder, got := holderReplica(t)
+	st := &countingStore{m: store.Machine{ID: "m1", OwnerID: "u1", LastSeen: time.Now()}}
+	rt := &Router{Self: "127.0.0.1:1", Peers: fw, PresenceTTL: time.Minute, Registry: registry.New(),
+		Store: st, Auth: ownerOnly{}, Log: slog.New(slog.DiscardHandler)}
+	call := func() (string, string) {
+		r := httptest.NewRequest(http.MethodPost, "/betcode.v1.AgentService/ResumeSession", bytes.NewReader(tunnel.Frame([]byte("req"))))
+		r.Header.Set("Content-Type", "application/grpc")
+		r.Header.Set(MachineHeader, "m1")
+		w := httptest.NewRecorder()
+		rt.route(r.Context(), w, r, auth.Identity{UserID: "u1"}, false)
+		res := w.Result()
+		code := res.Trailer.Get("Grpc-Status")
+		if code == "" {
+			code = res.Header.Get("Grpc-Status")
+		}
+		return code, res.Header.Get("Grpc-Message") + res.Trailer.Get("Grpc-Message")
+	}
+	age := func(d time.Duration) { // as if d had passed since the record was read
+		v, ok := rt.machines.Load("m1")
+		if !ok {
+			t.Fatal("the router kept no copy of the record")
+		}
+		e := v.(machineEntry)
+		e.at = e.at.Add(-d)
+		rt.machines.Store("m1", e)
+	}
+
+	if code, msg := call(); code != "14" || !strings.Contains(msg, "not connected") {
+		t.Fatalf("a machine with no replica answered %s %q, want 14 (not connected)", code, msg)
+	}
+	st.set(store.Machine{ID: "m1", OwnerID: "u1", Replica: holder, LastSeen: time.Now()}) // it registered there
+	age(200 * time.Millisecond)
+	if code, msg := call(); code != "0" {
+		t.Fatalf("200 ms after reading it offline, a call for the machine now on another replica answered %s %q, want 0 from there", code, msg)
+	}
+	<-got
+	// A record that names the replica holding the machine is trusted longer:
+	// the calls that follow cost no store round trip.
+	reads := st.reads
+	age(200 * time.Millisecond)
+	if code, msg := call(); code != "0" {
+		t.Fatalf("second call answered %s %q", code, msg)
+	}
+	<-got
+	if st.reads != reads {
+		t.Errorf("a call 200 ms after reading a record that names a live replica read the store again (%d reads, want %d)", st.reads, reads)
 	}
 }

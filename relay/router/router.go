@@ -172,9 +172,26 @@ type currentEntry struct {
 // cannot be reached drops the copy at once.
 const machineTTL = time.Second
 
+// awayTTL is how long the router trusts a record that names no other live
+// replica (the machine offline, or recorded here though its tunnel is
+// not): such a record is what a machine between replicas leaves for a
+// moment (a drain closed its tunnel before the agent registered again),
+// and trusting it for machineTTL answered MACHINE_OFFLINE for up to a
+// second to a client that had found the machine back (the chaos soak's
+// drains: streams back after 1.3-1.6 s instead of 0.2-0.7 s).
+const awayTTL = 100 * time.Millisecond
+
 type machineEntry struct {
 	m  store.Machine
 	at time.Time
+}
+
+// trustedFor is how long the router trusts m, read at now.
+func (rt *Router) trustedFor(m *store.Machine, now time.Time) time.Duration {
+	if addr := m.LiveReplica(now, rt.PresenceTTL); addr != "" && addr != rt.Self {
+		return machineTTL
+	}
+	return awayTTL
 }
 
 // ForgetMachine drops the router's copy of machine id's record: the store
@@ -183,10 +200,13 @@ type machineEntry struct {
 func (rt *Router) ForgetMachine(id string) { rt.machines.Delete(id) }
 
 // machine returns machine id's record, from the store at most every
-// machineTTL.
+// machineTTL (awayTTL while it names no other live replica).
 func (rt *Router) machine(ctx context.Context, id string) (store.Machine, error) {
-	if e, ok := rt.machines.Load(id); ok && time.Since(e.(machineEntry).at) < machineTTL {
-		return e.(machineEntry).m, nil
+	if v, ok := rt.machines.Load(id); ok {
+		e := v.(machineEntry)
+		if now := time.Now(); now.Sub(e.at) < rt.trustedFor(&e.m, now) {
+			return e.m, nil
+		}
 	}
 	m, err := rt.Store.GetMachine(ctx, id)
 	if err != nil {
