@@ -219,6 +219,7 @@ func BenchmarkIdleChannels(b *testing.B) {
 		conns = append(conns, cc)
 	}
 	base := r.rssAfterGC(b)
+	before := r.snapshot(b)
 	channels := make([]*e2ee.Conn, 0, n)
 	defer func() {
 		for _, c := range channels {
@@ -239,8 +240,14 @@ func BenchmarkIdleChannels(b *testing.B) {
 		channels = append(channels, c)
 	}
 	after := r.rssAfterGC(b)
+	now := r.snapshot(b)
 	per := float64(after-base) / float64(n)
 	b.Logf("%d idle channels: relay RSS %d → %d KiB (%.1f KiB per channel beyond its connection)", n, base, after, per)
+	kib := func(a, b float64) float64 { return (b - a) / 1024 / float64(n) }
+	b.Logf("per channel: heap in use %.1f KiB (live after the collection %.1f), stacks %.1f KiB, %.2f goroutines",
+		kib(before.heapInuse, now.heapInuse), kib(before.heapAlloc, now.heapAlloc), kib(before.stackInuse, now.stackInuse),
+		(now.goroutines-before.goroutines)/float64(n))
+	b.ReportMetric(kib(before.heapAlloc, now.heapAlloc), "heap-KiB/channel")
 	b.ReportMetric(per, "KiB/channel")
 	b.ReportMetric(0, "ns/op")
 }

@@ -47,8 +47,9 @@ func (b *respBody) Read(p []byte) (int, error) {
 			n := copy(p, buf[s.off:])
 			s.off += n
 			if s.off == len(buf) {
-				*s.bufp = buf[:0]
-				s.off = 0
+				// Drained: the buffer goes back to the pool rather than
+				// wait with the stream (an idle stream held 16 KiB).
+				s.dropBufferLocked(true)
 			}
 			cc.refund += int64(n)
 			if s.inMap && !s.recvEnd {

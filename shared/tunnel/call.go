@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/h2client"
 )
 
 // Status codes written when the tunnel itself fails (grpc codes).
@@ -206,9 +207,11 @@ var bodyBufs = sync.Pool{New: func() any { b := make([]byte, ChunkBytes); return
 
 // quietChunk is the buffer a chunkReader waits on: big enough for a
 // typical event, small enough that thousands of open, quiet streams (a
-// browser following a session, a client's side of Converse) do not each
-// hold a ChunkBytes buffer while they wait.
-const quietChunk = 4 << 10
+// browser following a session, a client's side of Converse, an idle
+// end-to-end channel) do not each hold much while they wait. A body that
+// says it holds more (h2client.Buffered) is read with a ChunkBytes buffer
+// at once.
+const quietChunk = 512
 
 // quietBufs recycles the quietChunk buffers: a unary call used to leave
 // one behind as garbage, the largest single allocation of a relayed call.
@@ -240,6 +243,11 @@ func (c *chunkReader) read() (chunk []byte, full bool, err error) {
 	buf := *c.small
 	if c.big != nil {
 		buf = *c.big
+	} else if bb, ok := c.r.(h2client.Buffered); ok {
+		if n, _ := bb.Buffered(); n > len(buf) {
+			c.big = bodyBufs.Get().(*[]byte)
+			buf = *c.big
+		}
 	}
 	n, err := c.r.Read(buf)
 	full = n == len(buf)

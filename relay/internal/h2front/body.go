@@ -36,10 +36,9 @@ func (b *body) Read(p []byte) (int, error) {
 			k := copy(p, b.buf[b.off:])
 			b.off += k
 			if b.off == len(b.buf) {
-				b.off, b.buf = 0, b.buf[:0]
-				if b.ended {
-					b.release()
-				}
+				// Drained: the buffer goes back to its pool rather than
+				// wait with an idle stream.
+				b.release()
 			}
 			if !b.refunded {
 				c.refundConnLocked(int64(k), false)
