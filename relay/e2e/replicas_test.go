@@ -20,12 +20,19 @@ import (
 // database and PKI, and returns its address.
 func (w *world) startReplica(name string) (string, *proc) {
 	w.t.Helper()
+	return w.startReplicaOf(bin(w.t, "betcode-relay"), name)
+}
+
+// startReplicaOf is startReplica running the betcode-relay at path
+// (another release's).
+func (w *world) startReplicaOf(path, name string) (string, *proc) {
+	w.t.Helper()
 	addr := freePort(w.t)
 	args := append(serveArgs(w.pki, addr, w.t.TempDir()), "--advertise-addr", addr, "--database-url", w.dbURL)
 	if w.front != "" {
 		args = append(args, "--front", w.front)
 	}
-	p := start(w.t, name, nil, bin(w.t, "betcode-relay"), args...)
+	p := start(w.t, name, nil, path, args...)
 	p.waitLine(w.t, `relay serving`, 60*time.Second)
 	return addr, p
 }

@@ -102,8 +102,9 @@ func (a *agent) startOf(w *world, path string, wait string) {
 
 // pairAndChat pairs a new device running cli with machine a (whose
 // agent binary is agentBin) and runs a conversation through the relay:
-// what a user does first with a machine.
-func pairAndChat(ctx context.Context, t *testing.T, w *world, a *agent, agentBin, cli string) {
+// what a user does first with a machine. It returns a conversation of
+// that device with a again, which says what went wrong itself.
+func pairAndChat(ctx context.Context, t *testing.T, w *world, a *agent, agentBin, cli string) (chatAgain func(t *testing.T)) {
 	t.Helper()
 	pair := exec.CommandContext(ctx, agentBin, "pair", "--agent", "unix://"+a.sock, "--no-qr")
 	pair.Env = cleanEnv()
@@ -147,18 +148,23 @@ func pairAndChat(ctx context.Context, t *testing.T, w *world, a *agent, agentBin
 	if strings.Contains(out, "untested client version") {
 		t.Errorf("betcode pair (%s) warns: %s", cli, out)
 	}
-	prompt, reply := marker("PROMPT"), marker("REPLY")
-	w.api.Enqueue(fakeapi.Reply{Text: reply})
-	out, err = run("chat", "--cwd", a.project, prompt)
-	if err != nil || !strings.Contains(out, reply) {
-		t.Fatalf("betcode chat through the relay (%s): %v\n%s", cli, err, out)
+	chat := func(t *testing.T) {
+		t.Helper()
+		prompt, reply := marker("PROMPT"), marker("REPLY")
+		w.api.Enqueue(fakeapi.Reply{Text: reply})
+		out, err := run("chat", "--cwd", a.project, prompt)
+		if err != nil || !strings.Contains(out, reply) {
+			t.Fatalf("betcode chat through the relay (%s): %v\n%s", cli, err, out)
+		}
+		if strings.Contains(out, "untested client version") {
+			t.Errorf("betcode chat (%s) warns: %s", cli, out)
+		}
+		if err := w.api.WaitPrompts(ctx, prompt); err != nil {
+			t.Fatalf("the model never saw the prompt: %v", err)
+		}
 	}
-	if strings.Contains(out, "untested client version") {
-		t.Errorf("betcode chat (%s) warns: %s", cli, out)
-	}
-	if err := w.api.WaitPrompts(ctx, prompt); err != nil {
-		t.Fatalf("the model never saw the prompt: %v", err)
-	}
+	chat(t)
+	return chat
 }
 
 // TestPreviousRelease is the compatibility policy of docs/upgrading.md:
@@ -167,10 +173,14 @@ func pairAndChat(ctx context.Context, t *testing.T, w *world, a *agent, agentBin
 //
 //  1. the previous relay creates its schema and serves a current agent,
 //     paired with a current client, end to end through the relay;
-//  2. the current relay migrates that database (the user, their token and
-//     the machine survive) and serves the previous agent, paired with the
-//     previous client and with a current one;
-//  3. the current relay with --min-agent-version above the previous
+//  2. a rolling upgrade: the current relay starts as a second replica on
+//     that database and migrates it while the previous one serves; a
+//     paired device reaches a machine on the other replica, both ways
+//     (each replica hands the call to the other);
+//  3. the current relay alone on the migrated database (the user, their
+//     token and the machine survive) serves the previous agent, paired
+//     with the previous client and with a current one;
+//  4. the current relay with --min-agent-version above the previous
 //     release refuses the previous agent, which logs what to install.
 func TestPreviousRelease(t *testing.T) {
 	prev := previousRelease(t)
@@ -178,12 +188,12 @@ func TestPreviousRelease(t *testing.T) {
 	cur := current(t)
 	t.Logf("built the current binaries (-race) in %s", time.Since(start).Round(time.Second))
 	start = time.Now()
-	defer func() { t.Logf("the three phases took %s", time.Since(start).Round(time.Second)) }()
+	defer func() { t.Logf("the four phases took %s", time.Since(start).Round(time.Second)) }()
 	ctx := ctxT(t, 4*time.Minute)
 	// 1. The previous relay, a current agent and client. The operator
 	// creates alice and a token of hers with the previous release's admin
 	// command, as its schema stores them.
-	w := newWorldOf(t, &world{t: t, pki: t.TempDir(), dataDir: t.TempDir(), dbURL: pgtest.URL(t), relayBin: prev.relay})
+	w := newWorldOf(t, &world{t: t, pki: t.TempDir(), dataDir: t.TempDir(), dbURL: pgtest.URL(t), relayBin: prev.relay, advertise: true})
 	admin := func(args ...string) string {
 		cmd := exec.CommandContext(ctx, prev.relay, append([]string{"admin"}, append(args, "--database-url", w.dbURL)...)...)
 		cmd.Env = cleanEnv()
@@ -202,16 +212,43 @@ func TestPreviousRelease(t *testing.T) {
 	}
 	newer := w.newAgent("newer")
 	newer.startOf(w, cur.agent, `relay link up`)
-	pairAndChat(ctx, t, w, newer, cur.agent, cur.cli)
+	chatNewer := pairAndChat(ctx, t, w, newer, cur.agent, cur.cli)
+
+	// 2. A rolling upgrade: the current relay joins as replica B and
+	// migrates the database under the previous one, which keeps serving.
+	bAddr, b := w.startReplicaOf(cur.relay, "relay B (current)")
+	if _, err := pki.IssueMachine(w.pki, "moved", pki.Options{Owner: "user:alice", Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	// Previous to current: newer's device dials the previous replica (its
+	// pairing names no other), and the machine is now on the current one
+	// only: the conversation works only if the previous replica hands it
+	// to the current one.
 	newer.proc.stop()
+	newer.relay = bAddr
+	newer.startOf(w, cur.agent, `relay link up`)
+	t.Run("rolling upgrade: previous replica to current", chatNewer)
+	// Current to previous: a machine paired through the current replica
+	// moves to the previous one.
+	moved := w.newAgent("moved")
+	moved.relay = bAddr
+	moved.startOf(w, cur.agent, `relay link up`)
+	chatMoved := pairAndChat(ctx, t, w, moved, cur.agent, cur.cli)
+	moved.proc.stop()
+	moved.relay = w.addr
+	moved.startOf(w, cur.agent, `relay link up`)
+	t.Run("rolling upgrade: current replica to previous", chatMoved)
+	moved.proc.stop()
+	newer.proc.stop()
+	b.stop()
 	w.relay.stop()
 
 	if _, err := pki.IssueMachine(w.pki, "older", pki.Options{Owner: "user:alice", Force: true}); err != nil {
 		t.Fatal(err)
 	}
 
-	// 2. The current relay on the previous release's database, the
-	// previous agent, the previous client and a current one.
+	// 3. The current relay alone on the migrated database, the previous
+	// agent, the previous client and a current one.
 	w.relayBin = cur.relay
 	w.startRelay()
 	older := w.newAgent("older")
@@ -230,7 +267,7 @@ func TestPreviousRelease(t *testing.T) {
 	pairAndChat(ctx, t, w, older, prev.agent, prev.cli)
 	pairAndChat(ctx, t, w, older, prev.agent, cur.cli)
 
-	// 3. An agent too old for the relay is told what to install.
+	// 4. An agent too old for the relay is told what to install.
 	w.relay.stop()
 	w.extraArgs = []string{"--min-agent-version", "v0.99.0"}
 	w.startRelay()
