@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -49,6 +50,25 @@ func TestSchedule(t *testing.T) {
 	for _, k := range Kinds {
 		if !seen[k] {
 			t.Errorf("no %s in 90 s:\n%s", k, Format(42, a))
+		}
+	}
+}
+
+// TestFaultTargetIsItsMachine: target i of the schedule is machine i
+// whatever order the agents finished starting in (they start eight at a
+// time), so that a replayed seed hits the same machines and a recovery is
+// matched with the faults on its own machine. Before, target i was the i-th
+// agent to finish starting.
+func TestFaultTargetIsItsMachine(t *testing.T) {
+	w := &world{}
+	for _, i := range []int{3, 0, 2, 1} { // the order they finished in
+		w.agents = append(w.agents, &agentProc{idx: i, id: fmt.Sprintf("m%03d", i)})
+	}
+	w.agents = append(w.agents, &agentProc{idx: 0, enroll: true, id: "e0"}) // enrolled during the run
+	fr := &faultRunner{w: w}
+	for i := range 4 {
+		if got, want := fr.agent(i).id, fmt.Sprintf("m%03d", i); got != want {
+			t.Errorf("target %d is %s, want %s", i, got, want)
 		}
 	}
 }
