@@ -100,6 +100,31 @@ func (a *agent) startOf(w *world, path string, wait string) {
 	a.proc.waitLine(w.t, wait, 60*time.Second)
 }
 
+// enrollOf enrolls machine a with the relay at a.relay through agent
+// binary path and the join token join, then starts it from its enrollment
+// alone (no relay flags), end to end only, and waits for its link: what a
+// new machine does with `betcode-agent enroll`. It returns the machine id
+// the relay gave it.
+func (a *agent) enrollOf(w *world, path, join string) string {
+	w.t.Helper()
+	cmd := exec.Command(path, "enroll", "--relay", a.relay, "--relay-ca", filepath.Join(w.pki, pki.CACertFile),
+		"--name", "name-"+a.id, "--data-dir", a.data)
+	cmd.Env = append(cleanEnv(), "BETCODE_JOIN_TOKEN="+join)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		w.t.Fatalf("%s enroll: %v\n%s", path, err, out)
+	}
+	id := regexp.MustCompile(`machine (m-[a-z2-7]+)`).FindSubmatch(out)
+	if id == nil {
+		w.t.Fatalf("%s enroll said %q, want the machine id", path, out)
+	}
+	env := append([]string{"HOME=" + a.home}, claudecli.Env(a.home, w.api.URL())...)
+	a.proc = start(w.t, "agent "+a.id, env, path, "serve", "--listen", "unix://"+a.sock, "--data-dir", a.data,
+		"--claude-bin", claudecli.Require(w.t), "--log-level", "debug", "--drain-timeout", "0", "--relay-e2e", "required")
+	a.proc.waitLine(w.t, `relay link up`, 60*time.Second)
+	return string(id[1])
+}
+
 // pairAndChat pairs a new device running cli with machine a (whose
 // agent binary is agentBin) and runs a conversation through the relay:
 // what a user does first with a machine. It returns a conversation of
@@ -172,14 +197,16 @@ func pairAndChat(ctx context.Context, t *testing.T, w *world, a *agent, agentBin
 // builds the previous release from git and, on one PostgreSQL database:
 //
 //  1. the previous relay creates its schema and serves a current agent,
-//     paired with a current client, end to end through the relay;
+//     paired with a current client, end to end through the relay, and
+//     another one that enrolls with a join token it made;
 //  2. a rolling upgrade: the current relay starts as a second replica on
 //     that database and migrates it while the previous one serves; a
 //     paired device reaches a machine on the other replica, both ways
 //     (each replica hands the call to the other);
 //  3. the current relay alone on the migrated database (the user, their
 //     token and the machine survive) serves the previous agent, paired
-//     with the previous client and with a current one;
+//     with the previous client and with a current one, and another that
+//     enrolls with a join token it made;
 //  4. the current relay with --min-agent-version above the previous
 //     release refuses the previous agent, which logs what to install.
 func TestPreviousRelease(t *testing.T) {
@@ -193,7 +220,9 @@ func TestPreviousRelease(t *testing.T) {
 	// 1. The previous relay, a current agent and client. The operator
 	// creates alice and a token of hers with the previous release's admin
 	// command, as its schema stores them.
-	w := newWorldOf(t, &world{t: t, pki: t.TempDir(), dataDir: t.TempDir(), dbURL: pgtest.URL(t), relayBin: prev.relay, advertise: true})
+	w := &world{t: t, pki: t.TempDir(), dataDir: t.TempDir(), dbURL: pgtest.URL(t), relayBin: prev.relay, advertise: true}
+	w.extraArgs = []string{"--ca-key", filepath.Join(w.pki, pki.CAKeyFile)} // it enrolls machines with join tokens
+	w = newWorldOf(t, w)
 	admin := func(args ...string) string {
 		cmd := exec.CommandContext(ctx, prev.relay, append([]string{"admin"}, append(args, "--database-url", w.dbURL)...)...)
 		cmd.Env = cleanEnv()
@@ -213,6 +242,11 @@ func TestPreviousRelease(t *testing.T) {
 	newer := w.newAgent("newer")
 	newer.startOf(w, cur.agent, `relay link up`)
 	chatNewer := pairAndChat(ctx, t, w, newer, cur.agent, cur.cli)
+	// A current agent enrolls with a join token the previous relay made.
+	enrolled := w.newAgent("enrolled-newer")
+	t.Logf("a current agent enrolled with the previous relay as %s", enrolled.enrollOf(w, cur.agent, admin("enroll-token", "create", "--user", "alice", "--ttl", "10m")))
+	pairAndChat(ctx, t, w, enrolled, cur.agent, cur.cli)
+	enrolled.proc.stop()
 
 	// 2. A rolling upgrade: the current relay joins as replica B and
 	// migrates the database under the previous one, which keeps serving.
@@ -266,6 +300,11 @@ func TestPreviousRelease(t *testing.T) {
 	}
 	pairAndChat(ctx, t, w, older, prev.agent, prev.cli)
 	pairAndChat(ctx, t, w, older, prev.agent, cur.cli)
+	// The previous agent enrolls with a join token the current relay made.
+	enrolledOlder := w.newAgent("enrolled-older")
+	t.Logf("the previous agent enrolled with the current relay as %s", enrolledOlder.enrollOf(w, prev.agent, strings.TrimSpace(w.admin(t, "enroll-token", "create", "--user", "alice", "--ttl", "10m"))))
+	pairAndChat(ctx, t, w, enrolledOlder, prev.agent, prev.cli)
+	enrolledOlder.proc.stop()
 
 	// 4. An agent too old for the relay is told what to install.
 	w.relay.stop()
