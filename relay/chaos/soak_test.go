@@ -239,9 +239,11 @@ func TestChaosSoak(t *testing.T) {
 		res.Failures = append(res.Failures, revs.failures...)
 	}
 	res.Recoveries, res.RecoveriesAlone = recoveries(t, rec.faults, fs, start)
-	// The recovery target (p99 ≤ 1 s) is reported, not enforced: it is
-	// not met yet (docs/reliability.md says where the time goes), and a
-	// performance target must not make make test red on a loaded machine.
+	// The recovery target (p99 ≤ 1 s) is reported, not enforced: the long
+	// runs meet it since 2026-12-07 (docs/benchmarks-relay.md), but a
+	// performance target must not make make test red on a loaded machine,
+	// and faults on a stream's own machine (its link blackholed, its agent
+	// killed) hold it back by design.
 	if p99 := Percentile(res.Recoveries, 99); p99 > time.Second {
 		t.Logf("target not met: replica death to streaming again p99 %s > 1 s (%d streams)", p99.Round(time.Millisecond), len(res.Recoveries))
 	}
