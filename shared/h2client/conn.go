@@ -1,7 +1,6 @@
 package h2client
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -29,7 +28,7 @@ type Conn struct {
 	start time.Time
 
 	// Read side, owned by the reader goroutine.
-	br         *bufio.Reader
+	br         *pooledReader
 	rlim       h2wire.FrameReader // between br and rfr
 	rfr        *http2.Framer
 	rpending   bool              // reader wrote frames it has not flushed
@@ -40,7 +39,7 @@ type Conn struct {
 	// Write side, guarded by wmu.
 	wmu          sync.Mutex
 	dw           *deadlineWriter
-	bw           *bufio.Writer
+	bw           *pooledWriter
 	wfr          *http2.Framer
 	henc         *hpack.Encoder
 	hbuf         bytes.Buffer
@@ -100,7 +99,7 @@ func New(ctx context.Context, c net.Conn, o Options) (*Conn, error) {
 		c:              c,
 		opts:           o,
 		start:          time.Now(),
-		br:             bufio.NewReaderSize(c, bufSize),
+		br:             &pooledReader{r: c},
 		canon:          make(map[string]string),
 		readerDone:     make(chan struct{}),
 		dw:             &deadlineWriter{c: c, timeout: o.WriteTimeout},
@@ -114,7 +113,7 @@ func New(ctx context.Context, c net.Conn, o Options) (*Conn, error) {
 		recvWindow:     int64(o.ConnWindow),
 	}
 	cc.cond.L = &cc.mu
-	cc.bw = bufio.NewWriterSize(cc.dw, bufSize)
+	cc.bw = &pooledWriter{w: cc.dw}
 	cc.wfr = http2.NewFramer(cc.bw, nil)
 	cc.henc = hpack.NewEncoder(&cc.hbuf)
 	cc.rlim = h2wire.FrameReader{R: cc.br, Limit: h2wire.FrameLimit(maxReadFrameSize, o.MaxHeaderListSize)}

@@ -16,6 +16,7 @@ import (
 // written without flushing and flushed just before a read would block.
 func (cc *Conn) readLoop() {
 	defer close(cc.readerDone)
+	defer cc.br.release()
 	for {
 		if cc.rpending && !cc.frameBuffered() {
 			cc.rpending = false
@@ -44,7 +45,7 @@ func (cc *Conn) frameBuffered() bool {
 	if n < 9 {
 		return false
 	}
-	h, _ := cc.br.Peek(9)
+	h := cc.br.Peek(9)
 	return n >= 9+(int(h[0])<<16|int(h[1])<<8|int(h[2]))
 }
 
