@@ -1,9 +1,10 @@
 package h2client
 
 import (
-	"bufio"
 	"io"
 	"sync"
+
+	"github.com/betcode-dev/betcode/shared/h2wire"
 )
 
 // A connection's read and write buffers (bufSize each) are held only
@@ -11,46 +12,8 @@ import (
 // called once and then left alone, as most are) holds 512 bytes for its
 // reader instead of 128 KiB.
 
-// pooledWriter is a bufio.Writer taken from a pool while it holds bytes
-// and given back once they are flushed, as x/net's HTTP/2 server does.
-type pooledWriter struct {
-	w  io.Writer
-	bw *bufio.Writer
-}
-
-var writeBufs = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, bufSize) }}
-
-// Write buffers b.
-func (p *pooledWriter) Write(b []byte) (int, error) {
-	if p.bw == nil {
-		p.bw = writeBufs.Get().(*bufio.Writer)
-		p.bw.Reset(p.w)
-	}
-	return p.bw.Write(b)
-}
-
-// Buffered returns the bytes waiting for Flush.
-func (p *pooledWriter) Buffered() int {
-	if p.bw == nil {
-		return 0
-	}
-	return p.bw.Buffered()
-}
-
-// Flush writes what is buffered and gives the buffer back. After an error
-// the buffer stays (the connection is failing).
-func (p *pooledWriter) Flush() error {
-	if p.bw == nil {
-		return nil
-	}
-	if err := p.bw.Flush(); err != nil {
-		return err
-	}
-	p.bw.Reset(nil)
-	writeBufs.Put(p.bw)
-	p.bw = nil
-	return nil
-}
+// writeBufs recycles the connections' write buffers (h2wire.PooledWriter).
+var writeBufs = h2wire.NewWriterPool(bufSize)
 
 // idleReadBuf is what the reader waits on when nothing is buffered.
 const idleReadBuf = 512

@@ -5,11 +5,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"runtime"
 	"testing"
 	"testing/iotest"
-
-	"golang.org/x/net/http2"
 )
 
 // TestPooledReader: whatever the chunks the connection delivers and the
@@ -101,24 +98,9 @@ func (c *chunks) Read(p []byte) (int, error) {
 // 64 KiB read buffer nor its 64 KiB write buffer.
 func TestIdleConnectionsHoldNoBuffers(t *testing.T) {
 	checkGoroutines(t)
-	addr := startRaw(t, func(rc *rawConn) {
-		rc.drain(func(f http2.Frame) {
-			if f, ok := f.(*http2.MetaHeadersFrame); ok {
-				rc.writeHeaders(f.StreamID, false, ":status", "200", "content-type", "application/grpc")
-				rc.fr.WriteData(f.StreamID, false, frame(pattern(0, 10000)))
-				rc.writeHeaders(f.StreamID, true, "grpc-status", "0")
-			}
-		})
-	})
+	addr := startAnswering(t, frame(pattern(0, 10000)), true)
 	const n = 8 // startRaw takes up to 10 connections
-	heap := func() uint64 {
-		runtime.GC()
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
-	before := heap()
+	before := liveHeap()
 	for range n {
 		cc, _ := dial(t, addr, Options{})
 		resp, err := cc.RoundTrip(grpcReq(context.Background(), addr, "/t/Once", newBufBody(frame([]byte("a call")))))
@@ -130,7 +112,7 @@ func TestIdleConnectionsHoldNoBuffers(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	per := float64(heap()-before) / n / 1024
+	per := float64(liveHeap()-before) / n / 1024
 	t.Logf("heap per idle connection after a call: %.1f KiB", per)
 	if per > 48 {
 		t.Errorf("each idle connection holds %.1f KiB of heap, want at most 48 (no read or write buffer while idle)", per)

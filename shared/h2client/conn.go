@@ -39,7 +39,7 @@ type Conn struct {
 	// Write side, guarded by wmu.
 	wmu          sync.Mutex
 	dw           *deadlineWriter
-	bw           *pooledWriter
+	bw           *h2wire.PooledWriter
 	wfr          *http2.Framer
 	henc         *hpack.Encoder
 	hbuf         bytes.Buffer
@@ -113,7 +113,7 @@ func New(ctx context.Context, c net.Conn, o Options) (*Conn, error) {
 		recvWindow:     int64(o.ConnWindow),
 	}
 	cc.cond.L = &cc.mu
-	cc.bw = &pooledWriter{w: cc.dw}
+	cc.bw = &h2wire.PooledWriter{W: cc.dw, Pool: writeBufs}
 	cc.wfr = http2.NewFramer(cc.bw, nil)
 	cc.henc = hpack.NewEncoder(&cc.hbuf)
 	cc.rlim = h2wire.FrameReader{R: cc.br, Limit: h2wire.FrameLimit(maxReadFrameSize, o.MaxHeaderListSize)}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -333,4 +334,32 @@ func waitEvent(t testing.TB, ts *testServer, prefix string) string {
 func isStreamReset(err error, code string) bool {
 	var se *StreamError
 	return errors.As(err, &se) && se.Code.String() == code
+}
+
+// startAnswering starts a raw server that answers each request's HEADERS
+// with response headers and data, then trailers if end; it reads and drops
+// everything else.
+func startAnswering(t testing.TB, data []byte, end bool) string {
+	t.Helper()
+	return startRaw(t, func(rc *rawConn) {
+		rc.drain(func(f http2.Frame) {
+			if f, ok := f.(*http2.MetaHeadersFrame); ok {
+				rc.writeHeaders(f.StreamID, false, ":status", "200", "content-type", "application/grpc")
+				rc.fr.WriteData(f.StreamID, false, data)
+				if end {
+					rc.writeHeaders(f.StreamID, true, "grpc-status", "0")
+				}
+			}
+		})
+	})
+}
+
+// liveHeap is the heap's live bytes: after two collections (the second
+// also frees what sync.Pool's victim cache held).
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

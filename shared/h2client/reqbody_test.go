@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -294,25 +293,11 @@ func (b *idleBody) Close() error {
 // allows it 8 KiB.
 func TestIdleStreamsHoldNoReadBuffer(t *testing.T) {
 	checkGoroutines(t)
-	addr := startRaw(t, func(rc *rawConn) {
-		rc.drain(func(f http2.Frame) {
-			if f, ok := f.(*http2.MetaHeadersFrame); ok {
-				rc.writeHeaders(f.StreamID, false, ":status", "200", "content-type", "application/grpc")
-				rc.fr.WriteData(f.StreamID, false, frame([]byte("an answer, read")))
-			}
-		})
-	})
+	addr := startAnswering(t, frame([]byte("an answer, read")), false)
 	cc, _ := dial(t, addr, Options{})
 	const n = 400
 	var waiting atomic.Int64
-	heap := func() uint64 {
-		runtime.GC()
-		runtime.GC() // and what sync.Pool's victim cache held
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
-	before := heap()
+	before := liveHeap()
 	bodies := make([]*idleBody, 0, n)
 	resps := make([]*http.Response, 0, n)
 	for range n {
@@ -327,7 +312,7 @@ func TestIdleStreamsHoldNoReadBuffer(t *testing.T) {
 		bodies, resps = append(bodies, b), append(resps, resp)
 	}
 	waitFor(t, "every stream's body writer waiting", func() bool { return waiting.Load() == n })
-	per := float64(heap()-before) / n / 1024
+	per := float64(liveHeap()-before) / n / 1024
 	for i, b := range bodies {
 		b.Close()
 		resps[i].Body.Close()

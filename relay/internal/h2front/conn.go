@@ -57,7 +57,7 @@ type conn struct {
 
 	mu          sync.Mutex
 	sendCond    sync.Cond // signalled when send window grows or streams end
-	bw          *pooledWriter
+	bw          *h2wire.PooledWriter
 	wfr         *http2.Framer
 	henc        *hpack.Encoder
 	hbuf        bytes.Buffer
@@ -117,7 +117,7 @@ func newConn(s *Server, nc net.Conn, lim limits) *conn {
 	c.rfr.MaxHeaderListSize = lim.maxHeaderList
 	c.rfr.SetMaxReadFrameSize(lim.maxReadFrame)
 
-	c.bw = &pooledWriter{w: deadlineWriter{c}}
+	c.bw = &h2wire.PooledWriter{W: deadlineWriter{c}, Pool: writeBufs}
 	c.wfr = http2.NewFramer(c.bw, nil)
 	c.henc = hpack.NewEncoder(&c.hbuf)
 	c.streamRecvWin = int32(lim.streamWindow)

@@ -38,7 +38,7 @@ const (
 	// readBufSize and writeBufSize size the per-connection buffers. A TLS
 	// connection's Read returns at most one record (16 KiB), so a larger
 	// read buffer would not fill; the write buffer is pooled
-	// (pooledWriter).
+	// (h2wire.PooledWriter).
 	readBufSize  = 16 << 10
 	writeBufSize = 32 << 10
 	// flushBatch: a handler's flush of fewer buffered bytes, with other

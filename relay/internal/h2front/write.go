@@ -1,59 +1,20 @@
 package h2front
 
 import (
-	"bufio"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/betcode-dev/betcode/shared/h2wire"
 )
 
-// pooledWriter is a bufio.Writer taken from a pool while it holds bytes
-// and given back once they are flushed, as x/net's HTTP/2 server does: an
-// idle connection holds no write buffer (writeBufSize each).
-type pooledWriter struct {
-	w  io.Writer
-	bw *bufio.Writer
-}
-
-var writeBufPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, writeBufSize) }}
-
-// Write buffers b.
-func (p *pooledWriter) Write(b []byte) (int, error) {
-	if p.bw == nil {
-		p.bw = writeBufPool.Get().(*bufio.Writer)
-		p.bw.Reset(p.w)
-	}
-	return p.bw.Write(b)
-}
-
-// Buffered returns the bytes waiting for Flush.
-func (p *pooledWriter) Buffered() int {
-	if p.bw == nil {
-		return 0
-	}
-	return p.bw.Buffered()
-}
-
-// Flush writes what is buffered and gives the buffer back. After an error
-// the buffer stays (the connection is ending).
-func (p *pooledWriter) Flush() error {
-	if p.bw == nil {
-		return nil
-	}
-	if err := p.bw.Flush(); err != nil {
-		return err
-	}
-	p.bw.Reset(nil)
-	writeBufPool.Put(p.bw)
-	p.bw = nil
-	return nil
-}
+// writeBufs recycles the connections' write buffers (h2wire.PooledWriter):
+// an idle connection holds none.
+var writeBufs = h2wire.NewWriterPool(writeBufSize)
 
 // Every write below happens under c.mu into c.bw; nothing reaches the
 // connection before flushLocked (or bw filling up).
