@@ -115,9 +115,9 @@ func getBuf(n int) *[]byte {
 	return &b
 }
 
-// putBuf recycles a buffer from getBuf.
+// putBuf recycles a buffer from getBuf; nil is no buffer.
 func putBuf(p *[]byte) {
-	if cap(*p) > maxPoolBuf {
+	if p == nil || cap(*p) > maxPoolBuf {
 		return
 	}
 	*p = (*p)[:0]

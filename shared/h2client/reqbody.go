@@ -28,23 +28,17 @@ const (
 // 32 KiB (BenchmarkIdleChannels).
 func (s *stream) writeBody(pending []byte, pbuf *[]byte, bb Buffered) {
 	defer s.closeReqBody()
-	if len(pending) > 0 {
-		ok := s.send(pending, false, bb)
-		if pbuf != nil {
-			putBuf(pbuf)
-		}
-		if !ok {
-			return
-		}
-	} else if pbuf != nil {
-		putBuf(pbuf)
+	ok := len(pending) == 0 || s.send(pending, false, bb)
+	putBuf(pbuf)
+	if !ok {
+		return
 	}
 	body := s.req.Body
 	var small []byte
 	for {
 		var rbuf *[]byte
 		var buf []byte
-		if n, _ := bufferedOf(bb); bb != nil && n == 0 {
+		if n, _ := bufferedOrMore(bb); n == 0 {
 			if small == nil {
 				small = make([]byte, idleReadSize)
 			}
@@ -59,7 +53,7 @@ func (s *stream) writeBody(pending []byte, pbuf *[]byte, bb Buffered) {
 		if err == io.EOF {
 			eof = true
 		} else if err != nil {
-			releaseBuf(rbuf)
+			putBuf(rbuf)
 			s.bodyFailed(fmt.Errorf("h2client: reading request body: %w", err))
 			return
 		}
@@ -69,35 +63,29 @@ func (s *stream) writeBody(pending []byte, pbuf *[]byte, bb Buffered) {
 			}
 		}
 		if err := s.countReqBody(n, eof); err != nil {
-			releaseBuf(rbuf)
+			putBuf(rbuf)
 			s.bodyFailed(err) // before sending bytes beyond the length
 			return
 		}
 		if len(data) == 0 && !eof {
-			releaseBuf(rbuf)
+			putBuf(rbuf)
 			continue
 		}
 		ok := s.send(data, eof, bb) // copies data out: buf is free again
-		releaseBuf(rbuf)
+		putBuf(rbuf)
 		if !ok || eof {
 			return
 		}
 	}
 }
 
-// bufferedOf asks bb what it holds; a nil bb holds nothing it can say.
-func bufferedOf(bb Buffered) (int, bool) {
+// bufferedOrMore is what bb holds now; a body that cannot say (nil bb)
+// counts as holding more, so it is read with the large buffer.
+func bufferedOrMore(bb Buffered) (int, bool) {
 	if bb == nil {
-		return 0, false
+		return reqReadSize, false
 	}
 	return bb.Buffered()
-}
-
-// releaseBuf recycles p if it is a buffer.
-func releaseBuf(p *[]byte) {
-	if p != nil {
-		putBuf(p)
-	}
 }
 
 // countReqBody holds the request body to its declared length (see
