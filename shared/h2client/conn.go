@@ -28,7 +28,7 @@ type Conn struct {
 	start time.Time
 
 	// Read side, owned by the reader goroutine.
-	br         *pooledReader
+	br         *h2wire.PooledReader
 	rlim       h2wire.FrameReader // between br and rfr
 	rfr        *http2.Framer
 	rpending   bool              // reader wrote frames it has not flushed
@@ -99,7 +99,7 @@ func New(ctx context.Context, c net.Conn, o Options) (*Conn, error) {
 		c:              c,
 		opts:           o,
 		start:          time.Now(),
-		br:             &pooledReader{r: c},
+		br:             &h2wire.PooledReader{R: c, Pool: readBufs},
 		canon:          make(map[string]string),
 		readerDone:     make(chan struct{}),
 		dw:             &deadlineWriter{c: c, timeout: o.WriteTimeout},

@@ -16,7 +16,7 @@ import (
 // written without flushing and flushed just before a read would block.
 func (cc *Conn) readLoop() {
 	defer close(cc.readerDone)
-	defer cc.br.release()
+	defer cc.br.Release()
 	for {
 		if cc.rpending && !cc.frameBuffered() {
 			cc.rpending = false

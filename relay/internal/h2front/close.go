@@ -114,6 +114,7 @@ func (c *conn) teardown(err error) {
 	} else {
 		rawClose(c.nc)
 	}
+	c.br.Release()
 	c.wg.Wait()
 }
 

@@ -1,7 +1,6 @@
 package h2front
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -45,7 +44,7 @@ type conn struct {
 	flushers atomic.Int32
 
 	// Reader-goroutine state.
-	br          *bufio.Reader
+	br          *h2wire.PooledReader
 	fread       h2wire.FrameReader
 	rfr         *http2.Framer
 	pending     []*stream // streams whose handlers start when the reader blocks
@@ -109,7 +108,7 @@ func newConn(s *Server, nc net.Conn, lim limits) *conn {
 	}
 	c.ctx, c.cancel = context.WithCancel(ctx)
 
-	c.br = bufio.NewReaderSize(nc, readBufSize)
+	c.br = &h2wire.PooledReader{R: nc, Pool: readBufs}
 	c.fread = h2wire.FrameReader{R: c.br, Limit: h2wire.FrameLimit(lim.maxReadFrame, lim.maxHeaderList)}
 	c.rfr = http2.NewFramer(nil, &c.fread)
 	c.rfr.SetReuseFrames()

@@ -16,6 +16,10 @@ import (
 // an idle connection holds none.
 var writeBufs = h2wire.NewWriterPool(writeBufSize)
 
+// readBufs recycles the connections' read buffers (h2wire.PooledReader):
+// an idle connection waits on 512 bytes of its own.
+var readBufs = h2wire.NewReaderPool(readBufSize)
+
 // Every write below happens under c.mu into c.bw; nothing reaches the
 // connection before flushLocked (or bw filling up).
 
