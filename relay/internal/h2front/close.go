@@ -85,6 +85,7 @@ func (c *conn) teardown(err error) {
 		_ = c.flushLocked()
 	}
 	c.closed = true
+	c.stopKeepaliveLocked()
 	for _, st := range c.streams {
 		st.abortLocked(errConnClosed)
 	}

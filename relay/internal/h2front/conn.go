@@ -51,6 +51,9 @@ type conn struct {
 	canonCache  map[string]string
 	settingsGot bool // first client SETTINGS seen
 
+	// framesRead counts the frames read, for the keepalive timer.
+	framesRead atomic.Uint64
+
 	wg       sync.WaitGroup // handler goroutines
 	goAwayWG sync.WaitGroup // startGoAway goroutines
 
@@ -74,6 +77,11 @@ type conn struct {
 	wakeReader  bool // graceful end requested: reader should stop
 	flood       floodMeter
 	sentData    bool // response HEADERS/DATA written since the last PING/SETTINGS
+
+	// Keepalive (keepalive.go; under mu).
+	kaTimer  *time.Timer
+	kaSeen   uint64 // framesRead at the last tick
+	kaPinged bool   // a keepalive PING is out, unanswered
 
 	// Flow control (under mu).
 	peerMaxFrame  uint32
@@ -143,6 +151,7 @@ func (c *conn) serve() {
 	defer timer.Stop()
 	err := c.handshake()
 	if err == nil {
+		c.startKeepalive()
 		err = c.readLoop()
 	}
 	c.teardown(err)
@@ -215,6 +224,7 @@ func (c *conn) readLoop() error {
 			}
 			continue
 		}
+		c.framesRead.Add(1)
 		if err := c.processFrame(f); err != nil {
 			var se streamErr
 			if errors.As(err, &se) {

@@ -15,6 +15,7 @@ const (
 	defaultConnWindow           = 1 << 20
 	defaultWriteTimeout         = 10 * time.Second
 	defaultSettingsTimeout      = 10 * time.Second
+	defaultKeepaliveTimeout     = 20 * time.Second
 )
 
 const (
@@ -57,17 +58,24 @@ type limits struct {
 	connWindow      uint32
 	writeTimeout    time.Duration
 	settingsTimeout time.Duration
+	// keepaliveTime 0: no keepalive PINGs.
+	keepaliveTime, keepaliveTimeout time.Duration
 }
 
 func (s *Server) limits() limits {
 	l := limits{
-		maxStreams:      s.MaxConcurrentStreams,
-		maxHeaderList:   s.MaxHeaderListSize,
-		maxReadFrame:    s.MaxReadFrameSize,
-		streamWindow:    s.StreamWindow,
-		connWindow:      s.ConnWindow,
-		writeTimeout:    s.WriteTimeout,
-		settingsTimeout: s.SettingsTimeout,
+		maxStreams:       s.MaxConcurrentStreams,
+		maxHeaderList:    s.MaxHeaderListSize,
+		maxReadFrame:     s.MaxReadFrameSize,
+		streamWindow:     s.StreamWindow,
+		connWindow:       s.ConnWindow,
+		writeTimeout:     s.WriteTimeout,
+		settingsTimeout:  s.SettingsTimeout,
+		keepaliveTime:    s.KeepaliveTime,
+		keepaliveTimeout: s.KeepaliveTimeout,
+	}
+	if l.keepaliveTimeout <= 0 {
+		l.keepaliveTimeout = defaultKeepaliveTimeout
 	}
 	if l.maxStreams == 0 {
 		l.maxStreams = defaultMaxConcurrentStreams

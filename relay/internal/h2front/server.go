@@ -48,6 +48,13 @@ type Server struct {
 	// SettingsTimeout closes a client that has not sent its preface or
 	// acknowledged our SETTINGS within it; 0 = 10s.
 	SettingsTimeout time.Duration
+	// KeepaliveTime, if set, sends a PING on a connection from which
+	// nothing has arrived for it, and KeepaliveTimeout (0 = 20s) later
+	// closes the connection if still nothing has: a peer gone without a FIN
+	// is noticed. Peers' own PINGs are welcome at any interval (up to
+	// the flood bound).
+	KeepaliveTime    time.Duration
+	KeepaliveTimeout time.Duration
 	// Log receives diagnostics; nil discards them. Header values are never
 	// logged.
 	Log *slog.Logger

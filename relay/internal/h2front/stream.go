@@ -114,8 +114,11 @@ func (st *stream) finishReset(code http2.ErrCode) {
 	defer c.mu.Unlock()
 	alive := !st.reset && c.werr == nil && !c.closed
 	st.closeBodyLocked()
-	st.done = true
+	// Aborted before it is marked done, so that a write of the handler's
+	// still blocked on flow control (in another of its goroutines) wakes
+	// and fails.
 	c.removeStreamLocked(st, errStreamReset)
+	st.done = true
 	if alive {
 		_ = c.wfr.WriteRSTStream(st.id, code)
 		_ = c.flushLocked()
