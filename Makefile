@@ -150,7 +150,7 @@ FUZZ_TARGETS := ./agent/claude/:FuzzDecodeLine ./agent/bridge/:FuzzTranslate ./a
   ./agent/acp/:FuzzTranslate ./agent/acp/:FuzzWithin \
   ./relay/internal/h2front/:FuzzFrames ./shared/h2client/:FuzzServerFrames \
   ./shared/e2ee/:FuzzAccept ./shared/e2ee/:FuzzParsePairingCode ./shared/e2ee/:FuzzOpenSealed \
-  ./agent/channelsvc/:FuzzWebFrames ./shared/h2wire/:FuzzDataMerger
+  ./agent/channelsvc/:FuzzWebFrames ./shared/h2wire/:FuzzDataMerger ./relay/internal/grpcstream/:FuzzRecvMsg
 FUZZTIME ?= 30s
 # make test's bounded run counts executions instead of timing them: a -fuzztime duration can end
 # with a bare "context deadline exceeded" and no failing input when a worker is starved at the

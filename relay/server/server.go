@@ -33,6 +33,7 @@ import (
 	"github.com/betcode-dev/betcode/relay/adminsvc"
 	"github.com/betcode-dev/betcode/relay/auth"
 	"github.com/betcode-dev/betcode/relay/enrollsvc"
+	"github.com/betcode-dev/betcode/relay/internal/grpcstream"
 	"github.com/betcode-dev/betcode/relay/internal/h2front"
 	"github.com/betcode-dev/betcode/relay/limits"
 	"github.com/betcode-dev/betcode/relay/machinesvc"
@@ -411,7 +412,9 @@ func Run(ctx context.Context, cfg Config) error {
 		},
 	})
 	// Agents (connections with a machine certificate) get grpc-go's own
-	// transport; the same services answer clients through the router.
+	// transport with --front=net/http, else its ServeHTTP behind the
+	// relay's own HTTP/2 server (agentFront below); the same services
+	// answer clients through the router.
 	agents := grpc.NewServer(grpc.Creds(handshaken{}),
 		// Thousands of mostly idle tunnels: on Linux the transport reads
 		// into pooled buffers only once data has arrived (readyConn), and
@@ -477,6 +480,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	errc := make(chan error, 5)
 	split := newSplitter(ln, tlsCfg, lg, splitOptions{MaxPending: lim.Config().MaxPendingConns, HandshakeTimeout: lim.Config().HandshakeTimeout})
+	split.plainMachines = cfg.engine() // agentFront below needs no readyConn
 	var front *h2front.Server
 	if cfg.engine() {
 		// gRPC clients get the relay's own HTTP/2 server in front of the
@@ -502,7 +506,26 @@ func Run(ctx context.Context, cfg Config) error {
 		split.run()
 	}()
 	go func() { errc <- srv.Serve(split.clients) }()
-	go func() { errc <- agents.Serve(split.machines) }()
+	var agentFront *h2front.Server
+	if cfg.engine() {
+		// Agents' connections on the relay's own HTTP/2 server too: an
+		// idle tunnel (OpenTunnel, served by grpcstream on the request's
+		// own goroutine) then costs its connection two goroutines instead
+		// of grpc-go's transport's four, and no read buffer while idle
+		// (docs/benchmarks-relay.md, "Scale"). Their other calls
+		// (Register, Heartbeat, Renew...) go to grpc-go's ServeHTTP.
+		// Keepalive as grpc-go's was: a PING after 30 s of silence, the
+		// connection closed 10 s later if unanswered (an agent gone
+		// without a FIN).
+		agentFront = &h2front.Server{
+			Handler:      grpcstream.Handler(&pb.TunnelService_ServiceDesc, drainTunnels{tsvc, drain}, "OpenTunnel", agents),
+			StreamWindow: 1 << 20, ConnWindow: 4 << 20, MaxConcurrentStreams: 100,
+			WriteTimeout: 30 * time.Second, KeepaliveTime: 30 * time.Second, KeepaliveTimeout: 10 * time.Second, Log: lg,
+		}
+		go func() { errc <- agentFront.Serve(split.machines) }()
+	} else {
+		go func() { errc <- agents.Serve(split.machines) }()
+	}
 	if web.srv != nil {
 		go func() { errc <- web.serve() }()
 	}
@@ -577,12 +600,20 @@ func Run(ctx context.Context, cfg Config) error {
 			stopped := make(chan struct{})
 			go func() {
 				defer close(stopped)
+				if agentFront != nil {
+					if agentFront.Shutdown(ctx) != nil {
+						agentFront.Close()
+					}
+					return
+				}
 				agents.GracefulStop()
 			}()
 			select {
 			case <-stopped:
 			case <-ctx.Done():
-				agents.Stop()
+				if agentFront == nil {
+					agents.Stop()
+				}
 				<-stopped
 			}
 		},

@@ -53,6 +53,10 @@ type splitter struct {
 	// (--front=engine, relay/internal/h2front).
 	grpcClients *chanListener
 	offers      sync.Map // net.Conn -> bool: it offered only h2
+	// plainMachines hands machines' connections on as they are, not
+	// wrapped for grpc-go's transport (newReadyConn): the relay's own
+	// HTTP/2 server serves them (--front=engine).
+	plainMachines bool
 	// tunnels, if set, takes agents' direct connections (tunnel.ALPNDirect).
 	tunnels *registry.Registry
 	// directs, if set, counts direct connections by outcome (accepted,
@@ -301,7 +305,11 @@ func (s *splitter) handshake(sl *slot, c net.Conn) {
 		return
 	}
 	if _, relay := mtls.PeerRelay(&state); !relay && len(state.VerifiedChains) > 0 {
-		s.machines.push(newReadyConn(tc))
+		if s.plainMachines {
+			s.machines.push(tc)
+		} else {
+			s.machines.push(newReadyConn(tc))
+		}
 		return
 	}
 	if grpcOnly && s.grpcClients != nil && state.NegotiatedProtocol == "h2" {
