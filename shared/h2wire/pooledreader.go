@@ -40,15 +40,21 @@ type PooledReader struct {
 	err   error
 }
 
-// Read reads buffered bytes, filling the buffer first if it is empty.
+// Read reads buffered bytes, filling the buffer first if it is empty. An
+// error of the connection is returned once, after the bytes read with it,
+// and not kept (as bufio.Reader does): a read deadline that woke the
+// reader does not end later reads once the deadline is moved.
 func (p *PooledReader) Read(b []byte) (int, error) {
 	if p.off == p.end {
-		if p.err != nil {
-			return 0, p.err
+		if err := p.err; err != nil {
+			p.err = nil
+			return 0, err
 		}
 		p.fill()
 		if p.off == p.end {
-			return 0, p.err
+			err := p.err
+			p.err = nil
+			return 0, err
 		}
 	}
 	n := copy(b, p.buf[p.off:p.end])

@@ -51,6 +51,20 @@ func TestPooledReader(t *testing.T) {
 			p.Release()
 		})
 	}
+	t.Run("an error is not kept", func(t *testing.T) {
+		// A read deadline that woke the reader (a timeout), then more
+		// bytes once the deadline moved: they are read.
+		r := &errThenData{}
+		p := &PooledReader{R: r, Pool: NewReaderPool(64 << 10)}
+		b := make([]byte, 16)
+		if _, err := p.Read(b); !errors.Is(err, errTimeout) {
+			t.Fatalf("first read: %v, want the timeout", err)
+		}
+		n, err := p.Read(b)
+		if err != nil || string(b[:n]) != "after" {
+			t.Fatalf("read after the timeout: %q, %v", b[:n], err)
+		}
+	})
 	t.Run("an idle wait holds no large buffer", func(t *testing.T) {
 		// A burst fills the small buffer, so the large one is taken; the
 		// burst ends short, so the wait after it is on the small one.
@@ -75,6 +89,19 @@ func TestPooledReader(t *testing.T) {
 			t.Error("the wait after a short read held the large buffer")
 		}
 	})
+}
+
+var errTimeout = errors.New("i/o timeout")
+
+// errThenData fails its first Read with errTimeout, then returns "after".
+type errThenData struct{ n int }
+
+func (r *errThenData) Read(p []byte) (int, error) {
+	r.n++
+	if r.n == 1 {
+		return 0, errTimeout
+	}
+	return copy(p, "after"), nil
 }
 
 // chunks delivers parts one Read each (at most len(p) of a part), then
