@@ -519,7 +519,7 @@ func Run(ctx context.Context, cfg Config) error {
 		// without a FIN).
 		agentFront = &h2front.Server{
 			Handler:      grpcstream.Handler(&pb.TunnelService_ServiceDesc, drainTunnels{tsvc, drain}, "OpenTunnel", agents),
-			StreamWindow: 1 << 20, ConnWindow: 4 << 20, MaxConcurrentStreams: 100,
+			StreamWindow: 1 << 20, ConnWindow: 4 << 20, MaxConcurrentStreams: 100, NoDynamicTables: true,
 			WriteTimeout: 30 * time.Second, KeepaliveTime: 30 * time.Second, KeepaliveTimeout: 10 * time.Second, Log: lg,
 		}
 		go func() { errc <- agentFront.Serve(split.machines) }()

@@ -127,6 +127,9 @@ func newConn(s *Server, nc net.Conn, lim limits) *conn {
 	c.bw = &h2wire.PooledWriter{W: deadlineWriter{c}, Pool: writeBufs}
 	c.wfr = http2.NewFramer(c.bw, nil)
 	c.henc = hpack.NewEncoder(&c.hbuf)
+	if s.NoDynamicTables {
+		c.henc.SetMaxDynamicTableSize(0)
+	}
 	c.streamRecvWin = int32(lim.streamWindow)
 	if c.streamRecvWin < initialWindow {
 		// Until the client acknowledges our SETTINGS it may assume the
@@ -174,12 +177,18 @@ func (c *conn) handshake() error {
 	if c.closed {
 		return errConnClosed
 	}
-	_ = c.wfr.WriteSettings(
-		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: c.lim.maxStreams},
-		http2.Setting{ID: http2.SettingInitialWindowSize, Val: c.lim.streamWindow},
-		http2.Setting{ID: http2.SettingMaxFrameSize, Val: c.lim.maxReadFrame},
-		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: c.lim.maxHeaderList},
-	)
+	settings := []http2.Setting{
+		{ID: http2.SettingMaxConcurrentStreams, Val: c.lim.maxStreams},
+		{ID: http2.SettingInitialWindowSize, Val: c.lim.streamWindow},
+		{ID: http2.SettingMaxFrameSize, Val: c.lim.maxReadFrame},
+		{ID: http2.SettingMaxHeaderListSize, Val: c.lim.maxHeaderList},
+	}
+	if c.srv.NoDynamicTables {
+		// The decoder stops allowing a table once the peer has
+		// acknowledged this (processSettings).
+		settings = append(settings, http2.Setting{ID: http2.SettingHeaderTableSize, Val: 0})
+	}
+	_ = c.wfr.WriteSettings(settings...)
 	if c.lim.connWindow > initialWindow {
 		_ = c.wfr.WriteWindowUpdate(0, c.lim.connWindow-initialWindow)
 		c.recvAvail = int64(c.lim.connWindow)

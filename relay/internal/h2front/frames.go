@@ -55,6 +55,11 @@ func (c *conn) processSettings(f *http2.SettingsFrame) error {
 	if f.IsAck() {
 		c.settingsAck = true
 		c.streamRecvWin = int32(c.lim.streamWindow)
+		if c.srv.NoDynamicTables {
+			// The peer has our HEADER_TABLE_SIZE 0: its next header
+			// block must shrink the table to 0, emptying it.
+			c.rfr.ReadMetaHeaders.SetAllowedMaxDynamicTableSize(0)
+		}
 		return nil
 	}
 	if err := h2wire.CheckSettings(f); err != nil {
@@ -69,6 +74,9 @@ func (c *conn) processSettings(f *http2.SettingsFrame) error {
 		switch s.ID {
 		case http2.SettingHeaderTableSize:
 			c.henc.SetMaxDynamicTableSizeLimit(s.Val)
+			if c.srv.NoDynamicTables {
+				c.henc.SetMaxDynamicTableSize(0)
+			}
 		case http2.SettingInitialWindowSize:
 			initWin, haveInitWin = s.Val, true
 		case http2.SettingMaxFrameSize:

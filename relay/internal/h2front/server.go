@@ -48,6 +48,13 @@ type Server struct {
 	// SettingsTimeout closes a client that has not sent its preface or
 	// acknowledged our SETTINGS within it; 0 = 10s.
 	SettingsTimeout time.Duration
+	// NoDynamicTables turns the HPACK dynamic tables off both ways: the
+	// server never indexes its response headers, and asks the peer not to
+	// index its requests (SETTINGS_HEADER_TABLE_SIZE 0). For connections
+	// that make few calls and then idle for hours (agents' tunnels), each
+	// of which would otherwise keep both tables' entries (~0.9 KiB) for
+	// nothing.
+	NoDynamicTables bool
 	// KeepaliveTime, if set, sends a PING on a connection from which
 	// nothing has arrived for it, and KeepaliveTimeout (0 = 20s) later
 	// closes the connection if still nothing has: a peer gone without a FIN
