@@ -14,6 +14,7 @@ import (
 
 	"github.com/betcode-dev/betcode/relay/internal/grpcerr"
 	"github.com/betcode-dev/betcode/relay/router"
+	"github.com/betcode-dev/betcode/relay/tunnelsvc"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 	"github.com/betcode-dev/betcode/shared/tunnel"
 )
@@ -405,7 +406,7 @@ func (s drainTunnels) Register(ctx context.Context, req *pb.RegisterRequest) (*p
 // OpenTunnel refuses while draining; a tunnel the drain ended ends with
 // UNAVAILABLE / RELAY_DRAINING.
 func (s drainTunnels) OpenTunnel(stream pb.TunnelService_OpenTunnelServer) error {
-	t := &drainStream{TunnelService_OpenTunnelServer: stream}
+	t := &drainStream{TunnelService_OpenTunnelServer: stream, d: s.d}
 	if stream != nil {
 		md, _ := metadata.FromIncomingContext(stream.Context())
 		t.handover = slices.Contains(md.Get(tunnel.HandoverHeader), "1")
@@ -414,19 +415,45 @@ func (s drainTunnels) OpenTunnel(stream pb.TunnelService_OpenTunnelServer) error
 		s.d.m.refusedTunnel.Inc()
 		return drainingErr()
 	}
-	defer s.d.removeTunnel(t)
 	err := s.TunnelServiceServer.OpenTunnel(t)
+	if t.detached {
+		return nil // the tunnel's end calls t.done
+	}
+	return t.done(err)
+}
+
+// done is the end of t's call: the drain no longer counts it, and a tunnel
+// the drain told away ends with UNAVAILABLE / RELAY_DRAINING.
+func (t *drainStream) done(err error) error {
+	t.d.removeTunnel(t)
 	if err == nil && t.toldAway.Load() {
 		return drainingErr()
 	}
 	return err
 }
 
+// Detach passes the inner stream's (tunnelsvc.Detacher): the call's end
+// then runs done first.
+func (t *drainStream) Detach() (func(error), bool) {
+	d, ok := t.TunnelService_OpenTunnelServer.(tunnelsvc.Detacher)
+	if !ok {
+		return nil, false
+	}
+	end, ok := d.Detach()
+	if !ok {
+		return nil, false
+	}
+	t.detached = true
+	return func(err error) { end(t.done(err)) }, true
+}
+
 // drainStream is an OpenTunnel stream the drain can send a frame on
 // besides the tunnel's own sender: Send is serialized.
 type drainStream struct {
 	pb.TunnelService_OpenTunnelServer
+	d        *drain
 	handover bool // its agent hands over (tunnel.HandoverHeader)
+	detached bool // Detach succeeded: the call outlives OpenTunnel
 	mu       sync.Mutex
 	toldAway atomic.Bool
 }

@@ -33,7 +33,6 @@ import (
 	"github.com/betcode-dev/betcode/relay/adminsvc"
 	"github.com/betcode-dev/betcode/relay/auth"
 	"github.com/betcode-dev/betcode/relay/enrollsvc"
-	"github.com/betcode-dev/betcode/relay/internal/grpcstream"
 	"github.com/betcode-dev/betcode/relay/internal/h2front"
 	"github.com/betcode-dev/betcode/relay/limits"
 	"github.com/betcode-dev/betcode/relay/machinesvc"
@@ -509,16 +508,16 @@ func Run(ctx context.Context, cfg Config) error {
 	var agentFront *h2front.Server
 	if cfg.engine() {
 		// Agents' connections on the relay's own HTTP/2 server too: an
-		// idle tunnel (OpenTunnel, served by grpcstream on the request's
-		// own goroutine) then costs its connection two goroutines instead
-		// of grpc-go's transport's four, and no read buffer while idle
+		// idle tunnel (OpenTunnel, served by grpcstream and detached from
+		// its request's goroutine) then costs its connection one goroutine
+		// instead of grpc-go's transport's four, and no read buffer while idle
 		// (docs/benchmarks-relay.md, "Scale"). Their other calls
 		// (Register, Heartbeat, Renew...) go to grpc-go's ServeHTTP.
 		// Keepalive as grpc-go's was: a PING after 30 s of silence, the
 		// connection closed 10 s later if unanswered (an agent gone
 		// without a FIN).
 		agentFront = &h2front.Server{
-			Handler:      grpcstream.Handler(&pb.TunnelService_ServiceDesc, drainTunnels{tsvc, drain}, "OpenTunnel", agents),
+			Handler:      agentHandler(drainTunnels{tsvc, drain}, agents),
 			StreamWindow: 1 << 20, ConnWindow: 4 << 20, MaxConcurrentStreams: 100, NoDynamicTables: true,
 			WriteTimeout: 30 * time.Second, KeepaliveTime: 30 * time.Second, KeepaliveTimeout: 10 * time.Second, Log: lg,
 		}

@@ -229,14 +229,41 @@ func (s *Service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	return &pb.HeartbeatResponse{ReceivedAt: timestamppb.New(now), BufferedMessages: uint32(n)}, nil
 }
 
+// Detacher is an OpenTunnel stream whose call can outlive OpenTunnel
+// (relay/internal/grpcstream on the relay's own HTTP/2 server): Detach
+// returns the function that ends the call with a status, once; ok is false
+// when the stream cannot.
+type Detacher interface {
+	Detach() (end func(error), ok bool)
+}
+
 // OpenTunnel carries the machine's tunnel (HTTP/2 or a yamux session, the relay
 // the client, started with the first call) until either side ends it.
 //
-// The setup (store lookup, registry, logging) runs in a short-lived
-// goroutine: this one then waits for the tunnel's whole life on a stack
-// that never grew past its first 4 KiB, which is what an idle tunnel costs
-// (Go shrinks a stack only by halves, never below twice what it uses).
+// A stream that can detach (Detacher) is left to the tunnel: OpenTunnel
+// returns once the tunnel is set up, and the tunnel's end (its stream's
+// context: the connection's end, or the tunnel closed, which cancels it)
+// records the machine offline and ends the call. An idle tunnel then holds
+// no goroutine here. Otherwise the setup (store lookup, registry, logging)
+// runs in a short-lived goroutine, and this one waits for the tunnel's
+// whole life on a stack that never grew past its first 4 KiB (Go shrinks a
+// stack only by halves, never below twice what it uses).
 func (s *Service) OpenTunnel(stream pb.TunnelService_OpenTunnelServer) error {
+	if d, ok := stream.(Detacher); ok {
+		t, ctx, cancel, err := s.openTunnel(stream)
+		if err != nil {
+			return err
+		}
+		if end, ok := d.Detach(); ok {
+			context.AfterFunc(ctx, func() {
+				s.closeTunnel(ctx, t)
+				end(nil)
+			})
+			return nil
+		}
+		defer cancel()
+		return s.waitTunnel(ctx, t)
+	}
 	var (
 		t      *registry.Tunnel
 		ctx    context.Context
@@ -253,6 +280,11 @@ func (s *Service) OpenTunnel(stream pb.TunnelService_OpenTunnelServer) error {
 		return err
 	}
 	defer cancel()
+	return s.waitTunnel(ctx, t)
+}
+
+// waitTunnel waits for t's end and records the machine offline.
+func (s *Service) waitTunnel(ctx context.Context, t *registry.Tunnel) error {
 	select {
 	case <-ctx.Done():
 	case <-t.Client.Done():

@@ -19,7 +19,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -41,24 +40,18 @@ import (
 // MaxRecvMsgSize bounds one received message, as grpc-go's default.
 const MaxRecvMsgSize = 4 << 20
 
-// Handler serves service's streaming method named method on srv (the
-// value grpc.Server.RegisterService would take) and passes every other
-// request to next. It panics if service has no such stream, as
-// RegisterService would on a mismatch.
-func Handler(service *grpc.ServiceDesc, srv any, method string, next http.Handler) http.Handler {
-	for i := range service.Streams {
-		if sd := &service.Streams[i]; sd.StreamName == method {
-			return &handler{path: "/" + service.ServiceName + "/" + method, srv: srv, desc: sd, next: next}
-		}
-	}
-	panic(fmt.Sprintf("grpcstream: %s has no stream %q", service.ServiceName, method))
+// Handler serves the streaming method at path (e.g.
+// "/betcode.v1.TunnelService/OpenTunnel") with serve and passes every other
+// request to next. serve's error is the call's status, unless it detached
+// the call (ServerStream.Detach).
+func Handler(path string, serve func(*ServerStream) error, next http.Handler) http.Handler {
+	return &handler{path: path, serve: serve, next: next}
 }
 
 type handler struct {
-	path string
-	srv  any
-	desc *grpc.StreamDesc
-	next http.Handler
+	path  string
+	serve func(*ServerStream) error
+	next  http.Handler
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -75,11 +68,21 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := &ServerStream{w: w, body: r.Body, ctx: requestContext(r), sem: make(chan struct{}, 1)}
+	var err error
 	if enc := r.Header.Get("Grpc-Encoding"); enc != "" && enc != "identity" {
-		s.finish(status.Errorf(codes.Unimplemented, "grpcstream: compression %q is not supported", enc))
-		return
+		err = status.Errorf(codes.Unimplemented, "grpcstream: compression %q is not supported", enc)
+	} else {
+		err = h.serve(s)
 	}
-	s.finish(h.desc.Handler(h.srv, s))
+	if s.detached {
+		return // the holder of Detach's end finishes the call
+	}
+	if !s.finish(err) {
+		// A send blocks on a peer that takes nothing: end the stream
+		// with RST_STREAM (the HTTP/2 server's answer to an aborted
+		// handler), which also fails that send.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // requestContext is r's context with its metadata and peer, as grpc-go's
@@ -161,6 +164,7 @@ type ServerStream struct {
 	// a mutex, so that finish can give up on a send that the peer's flow
 	// control holds forever.
 	sem         chan struct{}
+	detached    bool // Detach succeeded (the handler's goroutine only)
 	wroteHeader bool
 	done        bool // finish ran: no more messages
 	header      metadata.MD
@@ -326,29 +330,48 @@ func (s *ServerStream) writeHeaderLocked() {
 	s.w.WriteHeader(http.StatusOK)
 }
 
+// Detach lets serve return while the call goes on: end(err) finishes it
+// later with err's status (once; later calls do nothing), from any
+// goroutine. Until then the stream's sends and receives work as before.
+// The holder must call end at the latest once Context is done. ok is
+// false (and the call ends when serve returns, as usual) when the HTTP
+// server cannot detach a request (only h2front can). Call it from serve.
+func (s *ServerStream) Detach() (end func(error), ok bool) {
+	d, ok := s.w.(interface{ Detach() func(reset bool) })
+	if !ok {
+		return nil, false
+	}
+	finish := d.Detach()
+	s.detached = true
+	var once sync.Once
+	return func(err error) {
+		once.Do(func() { finish(!s.finish(err)) })
+	}, true
+}
+
 // finish ends the call with err's status: in the trailers, or, if nothing
-// was sent yet, in the headers alone (a trailers-only response).
-func (s *ServerStream) finish(err error) {
+// was sent yet, in the headers alone (a trailers-only response). It
+// reports false, having written nothing, when a send under way holds the
+// stream for finishWait: the caller then resets the stream.
+func (s *ServerStream) finish(err error) bool {
 	st := status.Convert(err)
 	select {
 	case s.sem <- struct{}{}:
 	case <-time.After(finishWait):
-		// A send blocks on a peer that takes nothing: end the stream
-		// with RST_STREAM (the HTTP/2 server's answer to an aborted
-		// handler), which also fails that send.
-		panic(http.ErrAbortHandler)
+		return false
 	}
 	defer s.unlock()
 	s.done = true
 	if s.wroteHeader {
 		addMD(s.w.Header(), http.TrailerPrefix, s.trailer)
 		grpcerr.WriteTrailers(s.w, st)
-		return
+		return true
 	}
 	s.wroteHeader = true
 	addMD(s.w.Header(), "", s.header)
 	addMD(s.w.Header(), "", s.trailer)
 	grpcerr.End(s.w, st)
+	return true
 }
 
 // addMD adds md to h under prefix, binary values base64-encoded.

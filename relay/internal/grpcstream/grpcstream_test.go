@@ -50,6 +50,20 @@ func (s *tunnels) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 	return &pb.RegisterResponse{Accepted: true, Message: "registered " + req.MachineName}, nil
 }
 
+// tunnelStream is the typed OpenTunnel stream over a ServerStream; its
+// Detach is the ServerStream's.
+type tunnelStream struct{ *ServerStream }
+
+func (s tunnelStream) Send(f *pb.TunnelFrame) error { return s.SendMsg(f) }
+
+func (s tunnelStream) Recv() (*pb.TunnelFrame, error) {
+	f := new(pb.TunnelFrame)
+	if err := s.RecvMsg(f); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
 // pki is a CA, a server certificate for 127.0.0.1 and a client
 // certificate named "machine-1".
 type pki struct {
@@ -92,7 +106,9 @@ func start(t testing.TB, p *pki, srv *tunnels) string {
 	t.Helper()
 	gs := grpc.NewServer()
 	pb.RegisterTunnelServiceServer(gs, srv)
-	front := &h2front.Server{Handler: Handler(&pb.TunnelService_ServiceDesc, srv, "OpenTunnel", gs)}
+	front := &h2front.Server{Handler: Handler(pb.TunnelService_OpenTunnel_FullMethodName, func(ss *ServerStream) error {
+		return srv.OpenTunnel(tunnelStream{ss})
+	}, gs)}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -407,6 +423,75 @@ func TestPeerThatTakesNothing(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the held send never failed: the handler is stuck behind it")
 	}
+}
+
+// TestDetach: a handler that detaches its call returns at once, and the
+// call goes on without it: messages both ways after it returned, then the
+// status its holder ends it with; a call whose client goes away while
+// detached ends its context, and its holder's end leaves nothing running.
+func TestDetach(t *testing.T) {
+	checkGoroutines(t)
+	p := newPKI(t)
+	type held struct {
+		st  tunnelStream
+		end func(error)
+	}
+	calls := make(chan held, 2)
+	returned := make(chan struct{}, 2)
+	addr := start(t, p, &tunnels{open: func(st pb.TunnelService_OpenTunnelServer) error {
+		defer func() { returned <- struct{}{} }()
+		ts := st.(tunnelStream)
+		end, ok := ts.Detach()
+		if !ok {
+			return status.Error(codes.Internal, "h2front cannot detach")
+		}
+		calls <- held{ts, end}
+		return status.Error(codes.Internal, "a detached handler's error is not the status")
+	}})
+
+	st, err := dial(t, p, addr).OpenTunnel(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(data([]byte("ping"))); err != nil {
+		t.Fatal(err)
+	}
+	h := <-calls
+	<-returned
+	f, err := h.st.Recv()
+	if err != nil || string(f.GetStream().GetData()) != "ping" {
+		t.Fatalf("detached Recv: %v, %v", f, err)
+	}
+	if err := h.st.Send(data([]byte("pong"))); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := st.Recv(); err != nil || string(f.GetStream().GetData()) != "pong" {
+		t.Fatalf("client Recv: %v, %v", f, err)
+	}
+	h.end(grpcerr.Status(codes.Unavailable, "RELAY_DRAINING", "draining", nil).Err())
+	h.end(nil) // a second end does nothing
+	if _, err := st.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("the call's end: %v, want the holder's UNAVAILABLE", err)
+	}
+
+	// The client goes away: the detached call's context ends.
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	st2, err := dial(t, p, addr).OpenTunnel(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st2.Send(data([]byte("x"))); err != nil {
+		t.Fatal(err)
+	}
+	h = <-calls
+	<-returned
+	cancel()
+	select {
+	case <-h.st.Context().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a detached call's context outlived its client")
+	}
+	h.end(nil)
 }
 
 // FuzzRecvMsg: whatever a peer sends as the request body, RecvMsg returns

@@ -81,16 +81,11 @@ func (c *conn) removeStreamLocked(st *stream, err error) {
 	c.maybeWakeLocked()
 }
 
-// run executes the handler on its own goroutine and finishes the stream.
+// run executes the handler on its own goroutine and finishes the stream,
+// unless the handler detached it (Detach): then whoever holds the stream
+// finishes it.
 func (st *stream) run() {
 	c := st.c
-	defer func() {
-		c.mu.Lock()
-		c.running--
-		c.mu.Unlock()
-		c.wg.Done()
-	}()
-	defer st.cancel()
 	panicked := true
 	defer func() {
 		if !panicked {
@@ -100,11 +95,67 @@ func (st *stream) run() {
 		if p != http.ErrAbortHandler {
 			c.log.Error("h2front: handler panic", "remote", c.remoteAddr, "stream", st.id, "path", st.req.URL.Path, "panic", p)
 		}
-		st.finishReset(http2.ErrCodeInternal)
+		if st.rw.detached == nil || st.rw.detached.claim() {
+			st.finishReset(http2.ErrCodeInternal)
+			st.end()
+		}
 	}()
 	c.srv.Handler.ServeHTTP(&st.rw, st.req)
 	panicked = false
+	if st.rw.detached != nil {
+		return
+	}
 	st.rw.finish()
+	st.end()
+}
+
+// end releases what a running handler holds: its context, and its place
+// among the connection's running handlers.
+func (st *stream) end() {
+	c := st.c
+	st.cancel()
+	c.mu.Lock()
+	c.running--
+	c.mu.Unlock()
+	c.wg.Done()
+}
+
+// detach is the state of a detached stream: its finish runs once.
+type detach struct{ once sync.Once }
+
+// claim reports whether the caller is the one to finish the stream.
+func (d *detach) claim() bool {
+	first := false
+	d.once.Do(func() { first = true })
+	return first
+}
+
+// Detach lets the handler return while its stream stays open: the stream
+// is finished, as a handler's return would finish it, by the first call of
+// the returned function (with reset true: ended with RST_STREAM instead,
+// as after a panic). Until then the handler still counts as running (a
+// graceful Shutdown waits for it) and the ResponseWriter and request body
+// stay usable from any one goroutine at a time. The holder must call it at
+// the latest once the request's context is done (the stream was reset or
+// its connection ended); the connection's end waits for it. A stream that
+// is served for hours (an agent's tunnel) then costs no goroutine of its
+// own while it waits. It must be called before the handler returns.
+func (w *responseWriter) Detach() (finish func(reset bool)) {
+	if w.detached == nil {
+		w.detached = &detach{}
+	}
+	d := w.detached
+	return func(reset bool) {
+		if !d.claim() {
+			return
+		}
+		if reset {
+			w.st.finishReset(http2.ErrCodeInternal)
+		} else {
+			w.finish()
+		}
+		w.st.end()
+	}
 }
 
 // finishReset ends the stream with RST_STREAM(code) after a handler panic.

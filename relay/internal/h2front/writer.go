@@ -22,6 +22,7 @@ type responseWriter struct {
 	sentHeader  bool
 	trailerKeys []string // declared trailer keys, fixed when headers are sent
 	declared    bool     // trailerKeys computed
+	detached    *detach  // set by Detach
 }
 
 var (
