@@ -22,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/net/http2"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -137,6 +136,14 @@ func dial(t testing.TB, p *pki, addr string) pb.TunnelServiceClient {
 	}
 	t.Cleanup(func() { _ = cc.Close() })
 	return pb.NewTunnelServiceClient(cc)
+}
+
+// h2Transport is net/http's client speaking only HTTP/2 (its stream
+// window: 4 MiB).
+func h2Transport(cfg *tls.Config) *http.Transport {
+	tr := &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: true, Protocols: new(http.Protocols)}
+	tr.Protocols.SetHTTP2(true)
+	return tr
 }
 
 func ctxFor(t testing.TB) context.Context {
@@ -306,7 +313,7 @@ func TestBadRequests(t *testing.T) {
 			}
 		}
 	}})
-	tr := &http2.Transport{TLSClientConfig: &tls.Config{RootCAs: p.pool, ServerName: "127.0.0.1", Certificates: []tls.Certificate{p.client}}}
+	tr := h2Transport(&tls.Config{RootCAs: p.pool, ServerName: "127.0.0.1", Certificates: []tls.Certificate{p.client}})
 	t.Cleanup(tr.CloseIdleConnections)
 	prefix := func(flag byte, n uint32) []byte {
 		b := []byte{flag, 0, 0, 0, 0}
@@ -402,7 +409,7 @@ func TestPeerThatTakesNothing(t *testing.T) {
 		<-sent
 		return nil
 	}})
-	tr := &http2.Transport{TLSClientConfig: &tls.Config{RootCAs: p.pool, ServerName: "127.0.0.1"}}
+	tr := h2Transport(&tls.Config{RootCAs: p.pool, ServerName: "127.0.0.1"})
 	t.Cleanup(tr.CloseIdleConnections)
 	pr, pw := io.Pipe()
 	t.Cleanup(func() { pw.Close() })
