@@ -13,23 +13,7 @@ import (
 // or EnrollService call with the agents' grpc-go server (its ServeHTTP).
 func agentHandler(tunnels pb.TunnelServiceServer, rest http.Handler) http.Handler {
 	return grpcstream.Handler(pb.TunnelService_OpenTunnel_FullMethodName, func(ss *grpcstream.ServerStream) error {
-		return tunnels.OpenTunnel(tunnelStream{ss})
+		// The typed stream keeps Detach: it is a tunnelsvc.Detacher.
+		return tunnels.OpenTunnel(grpcstream.Typed[pb.TunnelFrame, pb.TunnelFrame]{ServerStream: ss})
 	}, rest)
-}
-
-// tunnelStream is an OpenTunnel call served by grpcstream: the typed
-// stream TunnelService takes, and a tunnelsvc.Detacher (its Detach is the
-// ServerStream's).
-type tunnelStream struct{ *grpcstream.ServerStream }
-
-// Send sends one frame to the agent.
-func (s tunnelStream) Send(f *pb.TunnelFrame) error { return s.SendMsg(f) }
-
-// Recv reads the agent's next frame.
-func (s tunnelStream) Recv() (*pb.TunnelFrame, error) {
-	f := new(pb.TunnelFrame)
-	if err := s.RecvMsg(f); err != nil {
-		return nil, err
-	}
-	return f, nil
 }

@@ -146,6 +146,22 @@ var sendBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &
 // maxKeptSendBuf is the largest send buffer given back to the pool.
 const maxKeptSendBuf = 256 << 10
 
+// Typed is a ServerStream as a bidirectional method's handler takes it
+// (grpc.BidiStreamingServer[Req, Res]), keeping its Detach.
+type Typed[Req, Res any] struct{ *ServerStream }
+
+// Send sends m.
+func (s Typed[Req, Res]) Send(m *Res) error { return s.SendMsg(m) }
+
+// Recv reads the next message.
+func (s Typed[Req, Res]) Recv() (*Req, error) {
+	m := new(Req)
+	if err := s.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // finishWait bounds how long the end of a call waits for a send under way
 // (one the peer does not take: its flow-control window is shut) before it
 // resets the stream instead of sending the status.
@@ -180,24 +196,21 @@ func (s *ServerStream) unlock() { <-s.sem }
 func (s *ServerStream) Context() context.Context { return s.ctx }
 
 // SetHeader adds md to the response headers, until they are sent.
-func (s *ServerStream) SetHeader(md metadata.MD) error {
-	s.lock()
-	defer s.unlock()
-	if s.wroteHeader {
-		return status.Error(codes.Internal, "grpcstream: headers already sent")
-	}
-	s.header = metadata.Join(s.header, md)
-	return nil
-}
+func (s *ServerStream) SetHeader(md metadata.MD) error { return s.addHeader(md, false) }
 
 // SendHeader sends the response headers with md added.
-func (s *ServerStream) SendHeader(md metadata.MD) error {
+func (s *ServerStream) SendHeader(md metadata.MD) error { return s.addHeader(md, true) }
+
+func (s *ServerStream) addHeader(md metadata.MD, send bool) error {
 	s.lock()
 	defer s.unlock()
 	if s.wroteHeader {
 		return status.Error(codes.Internal, "grpcstream: headers already sent")
 	}
 	s.header = metadata.Join(s.header, md)
+	if !send {
+		return nil
+	}
 	s.writeHeaderLocked()
 	return s.flushLocked()
 }

@@ -49,19 +49,8 @@ func (s *tunnels) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 	return &pb.RegisterResponse{Accepted: true, Message: "registered " + req.MachineName}, nil
 }
 
-// tunnelStream is the typed OpenTunnel stream over a ServerStream; its
-// Detach is the ServerStream's.
-type tunnelStream struct{ *ServerStream }
-
-func (s tunnelStream) Send(f *pb.TunnelFrame) error { return s.SendMsg(f) }
-
-func (s tunnelStream) Recv() (*pb.TunnelFrame, error) {
-	f := new(pb.TunnelFrame)
-	if err := s.RecvMsg(f); err != nil {
-		return nil, err
-	}
-	return f, nil
-}
+// tunnelStream is the typed OpenTunnel stream over a ServerStream.
+type tunnelStream = Typed[pb.TunnelFrame, pb.TunnelFrame]
 
 // pki is a CA, a server certificate for 127.0.0.1 and a client
 // certificate named "machine-1".
