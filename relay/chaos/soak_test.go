@@ -240,8 +240,9 @@ func TestChaosSoak(t *testing.T) {
 	}
 	res.Recoveries, res.RecoveriesAlone = recoveries(t, rec.faults, fs, start)
 	// The recovery target (p99 ≤ 1 s) is reported, not enforced: the long
-	// runs meet it since 2026-12-07 (docs/benchmarks-relay.md), but a
-	// performance target must not make make test red on a loaded machine,
+	// runs met it for seed 2026 on one VM and not on another, nor for
+	// seed 7 (docs/benchmarks-relay.md); a performance target must not
+	// make make test red on a loaded machine,
 	// and faults on a stream's own machine (its link blackholed, its agent
 	// killed) hold it back by design.
 	if p99 := Percentile(res.Recoveries, 99); p99 > time.Second {
