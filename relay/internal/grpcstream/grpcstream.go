@@ -140,11 +140,20 @@ type strAddr string
 func (a strAddr) Network() string { return "tcp" }
 func (a strAddr) String() string  { return string(a) }
 
-// sendBufs recycles the buffers messages are marshalled into.
-var sendBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+// msgBufs recycles the buffers messages are marshalled into and read
+// into.
+var msgBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
-// maxKeptSendBuf is the largest send buffer given back to the pool.
-const maxKeptSendBuf = 256 << 10
+// maxKeptMsgBuf is the largest message buffer given back to the pool.
+const maxKeptMsgBuf = 256 << 10
+
+// putMsgBuf gives pb back to msgBufs, unless it grew too large to keep.
+func putMsgBuf(pb *[]byte) {
+	if cap(*pb) <= maxKeptMsgBuf {
+		*pb = (*pb)[:0]
+		msgBufs.Put(pb)
+	}
+}
 
 // Typed is a ServerStream as a bidirectional method's handler takes it
 // (grpc.BidiStreamingServer[Req, Res]), keeping its Detach.
@@ -228,13 +237,8 @@ func (s *ServerStream) SendMsg(m any) error {
 	if !ok {
 		return status.Errorf(codes.Internal, "grpcstream: %T is not a proto.Message", m)
 	}
-	pb := sendBufs.Get().(*[]byte)
-	defer func() {
-		if cap(*pb) <= maxKeptSendBuf {
-			*pb = (*pb)[:0]
-			sendBufs.Put(pb)
-		}
-	}()
+	pb := msgBufs.Get().(*[]byte)
+	defer putMsgBuf(pb)
 	b, err := proto.MarshalOptions{}.MarshalAppend(append((*pb)[:0], 0, 0, 0, 0, 0), msg)
 	if err != nil {
 		return status.Errorf(codes.Internal, "grpcstream: marshal %T: %v", m, err)
@@ -278,12 +282,8 @@ func (s *ServerStream) RecvMsg(m any) error {
 	if n > MaxRecvMsgSize {
 		return status.Errorf(codes.ResourceExhausted, "grpcstream: received message larger than max (%d vs. %d)", n, MaxRecvMsgSize)
 	}
-	pb := sendBufs.Get().(*[]byte)
-	defer func() {
-		if cap(*pb) <= maxKeptSendBuf {
-			sendBufs.Put(pb)
-		}
-	}()
+	pb := msgBufs.Get().(*[]byte)
+	defer putMsgBuf(pb)
 	if cap(*pb) < int(n) {
 		*pb = make([]byte, n)
 	}

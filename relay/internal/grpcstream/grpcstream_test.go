@@ -150,14 +150,16 @@ func data(b []byte) *pb.TunnelFrame {
 func checkGoroutines(t testing.TB) {
 	before := runtime.NumGoroutine()
 	t.Cleanup(func() {
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.After(10 * time.Second)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
 		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
+			select {
+			case <-deadline:
 				buf := make([]byte, 1<<20)
 				t.Fatalf("goroutines: %d, want %d\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+			case <-tick.C:
 			}
-			runtime.Gosched()
-			time.Sleep(time.Millisecond) // polling a count, not synchronising
 		}
 	})
 }
