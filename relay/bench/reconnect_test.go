@@ -206,12 +206,7 @@ func BenchmarkReconnect(b *testing.B) {
 	b.ReportMetric(float64(peak(time.Second)), "peak-reconnects/1s")
 	b.ReportMetric(float64(peak(100*time.Millisecond))*10, "peak-reconnects/s-over-100ms")
 	b.ReportMetric(float64(len(dials))/float64(n), "dials/agent")
-	pq := func(p float64) float64 { return float64(percentile(probe.lat, p).Microseconds()) / 1000 }
-	b.ReportMetric(pq(.5), "route-p50-ms")
-	b.ReportMetric(pq(.99), "route-p99-ms")
-	b.ReportMetric(float64(len(probe.lat)), "routed-calls")
-	b.Logf("routing while the agents came back: %d calls to machines already back, p50 %.2f ms, p99 %.2f ms, max %.2f ms; %d failed (the last: %v)",
-		len(probe.lat), pq(.5), pq(.99), pq(1), probe.failed, probe.lastErr)
+	reportProbe(b, probe)
 	b.ReportMetric(0, "ns/op")
 
 	var hist strings.Builder
@@ -228,6 +223,40 @@ func BenchmarkReconnect(b *testing.B) {
 		}
 	}
 	b.Logf("betcode_relay_connected_machines after the kill:%s", ts.String())
+}
+
+// reportProbe reports the routed calls' latency.
+func reportProbe(b *testing.B, probe routeProbe) {
+	pq := func(p float64) float64 { return float64(percentile(probe.lat, p).Microseconds()) / 1000 }
+	b.ReportMetric(pq(.5), "route-p50-ms")
+	b.ReportMetric(pq(.99), "route-p99-ms")
+	b.ReportMetric(float64(len(probe.lat)), "routed-calls")
+	b.Logf("routing while the agents came back: %d calls to machines already back, p50 %.2f ms, p99 %.2f ms, max %.2f ms; %d failed (the last: %v)",
+		len(probe.lat), pq(.5), pq(.99), pq(1), probe.failed, probe.lastErr)
+}
+
+// startProbeAgents connects n simulated agents that answer relayed calls
+// (machines re-00000 on, probeRouting's targets) and waits until all are
+// up; stop ends them.
+func startProbeAgents(b *testing.B, r *relayProc, n int) (agents []*simAgent, stop func()) {
+	cfgs := newCertMint(b, r.pki).machines(b, "re", n)
+	srv := newBenchServer()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	up := make(chan struct{}, n)
+	for i := range n {
+		a := &simAgent{cfg: cfgs[i], srv: srv}
+		agents = append(agents, a)
+		wg.Go(func() { a.run(ctx, r.addr, up) })
+	}
+	for range n {
+		select {
+		case <-up:
+		case <-time.After(time.Minute):
+			b.Fatalf("probe agents not up after a minute")
+		}
+	}
+	return agents, func() { cancel(); wg.Wait(); srv.Stop() }
 }
 
 // routeProbe is what probeRouting measured.

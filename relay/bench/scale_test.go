@@ -224,7 +224,9 @@ func settle(tb testing.TB, r *relayProc, d time.Duration) {
 // (SIGKILL), restarts it on the same address and store, and reports how
 // long until it counts every tunnel again, the agents reconnecting with
 // full-jitter backoff (base BETCODE_BENCH_SCALE_BACKOFF_MS, default 1000,
-// cap 30 s). It runs once, whatever b.N:
+// cap 30 s), and the latency of unary calls routed meanwhile to agents of
+// the test's own (BETCODE_BENCH_SCALE_PROBE_AGENTS, default 8) once they
+// are back. It runs once, whatever b.N:
 //
 //	BETCODE_BENCH_SCALE=100000 BETCODE_BENCH_SCALE_RESTART=1 go test -run '^$' -bench Scale -benchtime 1x -timeout 60m ./bench/
 func BenchmarkScale(b *testing.B) {
@@ -251,10 +253,23 @@ func BenchmarkScale(b *testing.B) {
 		return
 	}
 
+	// A few agents of the test's own answer calls: while the fleet comes
+	// back, a client routes one unary call after another to those already
+	// back. They live in this process, the herd in tunnelfleet's, so the
+	// calls measure the relay, not a test process busy with a thousand
+	// handshakes of its own.
+	probeAgents, stopProbeAgents := startProbeAgents(b, r, envInt("BETCODE_BENCH_SCALE_PROBE_AGENTS", 8))
+	defer stopProbeAgents()
+
 	killed := time.Now()
 	r.kill()
 	r.start() // same address, PKI and store
 	ready := time.Now()
+	probeCtx, stopProbe := context.WithCancel(context.Background())
+	defer stopProbe()
+	probed := make(chan routeProbe, 1)
+	go func() { probed <- probeRouting(probeCtx, dialClient(b, r), probeAgents, killed) }()
+	n += len(probeAgents)
 	var series []string
 	next := time.Duration(0)
 	deadline := killed.Add(time.Duration(n/100+120) * time.Second)
@@ -273,8 +288,14 @@ func BenchmarkScale(b *testing.B) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	all := time.Since(killed)
+	stopProbe()
+	probe := <-probed
+	if len(probe.lat) == 0 {
+		b.Fatalf("no routed call succeeded while the agents came back (%d failed; the last: %v)", probe.failed, probe.lastErr)
+	}
 	b.ReportMetric(all.Seconds(), "s-until-all-back")
 	b.ReportMetric(ready.Sub(killed).Seconds(), "s-relay-restart")
+	reportProbe(b, probe)
 	b.Logf("n=%d: relay ready %.2fs after the kill, all %d back after %.2fs; connected: %s",
 		n, ready.Sub(killed).Seconds(), n, all.Seconds(), strings.Join(series, " "))
 	b.Logf("tunnelfleet: %s", fleet.latest())
