@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/betcode-dev/betcode/agent/internal/leakcheck"
 	"github.com/betcode-dev/betcode/agent/provider"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
 	"github.com/betcode-dev/betcode/shared/fakeacp"
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // TestMain lets the test binary double as the fake ACP agent, and fails

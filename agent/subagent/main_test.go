@@ -3,7 +3,7 @@ package subagent
 import (
 	"testing"
 
-	"github.com/betcode-dev/betcode/agent/internal/leakcheck"
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // TestMain fails the run when goroutines of this package (an orchestration's run loop, a step)

@@ -4,13 +4,15 @@ import (
 	"context"
 	"io"
 	"testing"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // TestIdleConnectionsHoldNoBuffers: a connection that carried calls and is
 // now idle (a tunnel whose machine was called once) holds neither its
 // 64 KiB read buffer nor its 64 KiB write buffer.
 func TestIdleConnectionsHoldNoBuffers(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	addr := startAnswering(t, frame(pattern(0, 10000)), true)
 	const n = 8 // startRaw takes up to 10 connections
 	before := liveHeap()

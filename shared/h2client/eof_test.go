@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"testing"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // A server that closes the connection in the middle of an answer fails
@@ -12,7 +14,7 @@ import (
 // wrap, io.EOF, so that a copy loop never takes the connection's end for
 // the end of the answer.
 func TestConnectionClosedMidAnswerIsNotEOF(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	addr := startRaw(t, func(rc *rawConn) {
 		h := rc.nextHeaders()
 		if h == nil {

@@ -12,12 +12,14 @@ import (
 	"testing"
 
 	"golang.org/x/net/http2"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // TestUnaryEcho: one call, then 1,000 sequential calls, then 50 goroutines
 // × 100 calls, all against grpc-go's echo.
 func TestUnaryEcho(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	ts := startServer(t)
 	cc, _ := dial(t, ts.addr, Options{})
 
@@ -86,7 +88,7 @@ func TestUnaryEcho(t *testing.T) {
 // TestSingleWrite: a Buffered request body that is complete leaves as one
 // write(2): HEADERS, DATA and END_STREAM of the stream in one Write.
 func TestSingleWrite(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	ts := startServer(t)
 	cc, conn := dial(t, ts.addr, Options{})
 	// Warm up: SETTINGS acks and the like are exchanged.
@@ -145,7 +147,7 @@ func TestSingleWrite(t *testing.T) {
 // refunds), and a 20 MiB client-streaming upload through an io.Pipe (send
 // flow control against grpc-go's windows).
 func TestLargeTransfers(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	ts := startServer(t)
 	cc, _ := dial(t, ts.addr, Options{})
 	const total = 20 << 20
@@ -214,7 +216,7 @@ func TestLargeTransfers(t *testing.T) {
 // TestBidi: the body sends a message, waits for its echo, sends the next;
 // 100 round trips on one stream.
 func TestBidi(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	ts := startServer(t)
 	cc, _ := dial(t, ts.addr, Options{})
 	pr, pw := io.Pipe()
@@ -254,7 +256,7 @@ func TestBidi(t *testing.T) {
 // TestTrailersOnly: an error answer before any message is a single HEADERS
 // with END_STREAM; its fields land in resp.Header and the body is empty.
 func TestTrailersOnly(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	ts := startServer(t)
 	cc, _ := dial(t, ts.addr, Options{})
 	resp, err := cc.RoundTrip(grpcReq(context.Background(), ts.addr, "/t/NotFound", newBufBody(frame(nil))))

@@ -273,31 +273,6 @@ func unary(cc http.RoundTripper, addr, method string, msg []byte) ([]byte, error
 	return readMsg(bytes.NewReader(b))
 }
 
-// checkGoroutines fails the test if, at cleanup, goroutines started during
-// it are still running after a grace period. Call it first in the test so
-// that its cleanup runs last.
-func checkGoroutines(t testing.TB) {
-	t.Helper()
-	base := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		// Nothing announces a goroutine's end: the count is checked on a
-		// ticker, up to a deadline.
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		deadline := time.After(5 * time.Second)
-		for runtime.NumGoroutine() > base {
-			select {
-			case <-tick.C:
-			case <-deadline:
-				buf := make([]byte, 1<<20)
-				n := runtime.Stack(buf, true)
-				t.Errorf("goroutines: %d at start, %d now:\n%s", base, runtime.NumGoroutine(), buf[:n])
-				return
-			}
-		}
-	})
-}
-
 // waitFor checks cond, a state of the Conn that no event announces, on a
 // ticker until it holds, failing t after a deadline.
 func waitFor(t testing.TB, what string, cond func() bool) {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // TestHostileServers: servers written with a raw Framer that break the
@@ -201,7 +203,7 @@ func TestHostileServers(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			checkGoroutines(t)
+			leakcheck.Goroutines(t)
 			got := make(chan string, 10)
 			addr := startRaw(t, func(rc *rawConn) { tc.serve(rc, got) })
 			cc, _ := dial(t, addr, tc.opts)

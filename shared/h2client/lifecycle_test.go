@@ -10,13 +10,15 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // TestCancelMidStream: cancelling the request context while the body is
 // being read makes Read return context.Canceled at once, and the server's
 // handler sees its context cancelled (our RST_STREAM arrived).
 func TestCancelMidStream(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	ts := startServer(t)
 	cc, _ := dial(t, ts.addr, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -59,7 +61,7 @@ func TestCancelMidStream(t *testing.T) {
 // status: the call ends either with a *StreamError{Remote, CANCEL} or,
 // when the status wins, grpc-status 4.
 func TestServerDeadline(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	ts := startServer(t)
 	cc, _ := dial(t, ts.addr, Options{})
 	req := grpcReq(context.Background(), ts.addr, "/t/Block", newBufBody(frame(nil)))
@@ -102,7 +104,7 @@ func TestServerDeadline(t *testing.T) {
 // TestServerStop: grpcServer.Stop during an open stream: Read fails, Err
 // becomes non-nil, a later RoundTrip fails fast.
 func TestServerStop(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	ts := startServer(t)
 	cc, _ := dial(t, ts.addr, Options{})
 	pr, pw := io.Pipe()
@@ -132,7 +134,7 @@ func TestServerStop(t *testing.T) {
 
 // TestGracefulStop: the open call completes; new calls fail.
 func TestGracefulStop(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	ts := startServer(t)
 	cc, _ := dial(t, ts.addr, Options{})
 	pr, pw := io.Pipe()
@@ -179,7 +181,7 @@ func TestGracefulStop(t *testing.T) {
 // own cancel; when Close came first, the Read slept on and the drain reset
 // the client's stream a second later.)
 func TestCloseUnblocksRead(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	ts := startServer(t)
 	cc, _ := dial(t, ts.addr, Options{})
 	// The request is all sent (a server-streaming call's): nothing but

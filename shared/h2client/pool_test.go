@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // poolDialer dials the address the test maps each pool address to, and
@@ -42,7 +44,7 @@ func (d *poolDialer) point(addr, to string) {
 // A Pool keeps one connection per address, shared by concurrent callers;
 // it dials again once the connection is gone, and after a failed dial.
 func TestPool(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	a, b := startServer(t), startServer(t)
 	d := &poolDialer{}
 	d.point("a", a.addr)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // TestRequestEncoding: pseudo-headers, lower-cased regular headers without
@@ -19,7 +21,7 @@ import (
 // NO_ERROR after END_STREAM (request body still open) does not fail the
 // call but does close the request body.
 func TestRequestEncoding(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	got := make(chan map[string]string, 1)
 	long := strings.Repeat("v", 40<<10) // over 16 KiB: needs CONTINUATION
 	addr := startRaw(t, func(rc *rawConn) {
@@ -86,7 +88,7 @@ func TestRequestEncoding(t *testing.T) {
 
 // TestInvalidHeader: a header value with CR, LF or NUL fails RoundTrip.
 func TestInvalidHeader(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	addr := startRaw(t, func(rc *rawConn) { rc.drain(nil) })
 	cc, _ := dial(t, addr, Options{})
 	for _, v := range []string{"a\r\nb: c", "a\nb", "a\x00"} {
@@ -104,7 +106,7 @@ func TestInvalidHeader(t *testing.T) {
 // TestMaxConcurrentStreams: with the peer's limit at 1, a second call waits
 // until the first is done.
 func TestMaxConcurrentStreams(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	got := make(chan string, 10)
 	addr := startRaw(t, func(rc *rawConn) {
 		rc.drain(func(f http2.Frame) {
@@ -154,7 +156,7 @@ func TestMaxConcurrentStreams(t *testing.T) {
 // is 1000, lowered to 500 mid-stream (window goes negative), then refilled
 // by WINDOW_UPDATEs; the server checks no DATA exceeds its window.
 func TestSendFlowControl(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	result := make(chan string, 1)
 	addr := startRaw(t, func(rc *rawConn) {
 		win, total, step := int64(1000), 0, 0
@@ -203,7 +205,7 @@ func TestSendFlowControl(t *testing.T) {
 // TestCloseDuringCalls: Close fails a waiting RoundTrip and a blocked Read
 // with an error wrapping the cause; later calls fail fast.
 func TestCloseDuringCalls(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	addr := startRaw(t, func(rc *rawConn) {
 		h := rc.nextHeaders()
 		rc.writeHeaders(h.StreamID, false, ":status", "200")
@@ -247,7 +249,7 @@ func (e *errAfter) Close() error { return nil }
 // TestRequestBodyError: a request body read error resets the stream with
 // CANCEL and fails the call.
 func TestRequestBodyError(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	got := make(chan string, 10)
 	addr := startRaw(t, func(rc *rawConn) {
 		rc.drain(func(f http2.Frame) {
@@ -272,7 +274,7 @@ func TestRequestBodyError(t *testing.T) {
 // TestGoAwayRefused: a stream above GOAWAY's last-stream-id fails with a
 // retryable error and the idle connection closes.
 func TestGoAwayRefused(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	addr := startRaw(t, func(rc *rawConn) {
 		rc.nextHeaders()
 		rc.fr.WriteGoAway(0, http2.ErrCodeNo, []byte("draining"))
@@ -297,7 +299,7 @@ func TestGoAwayRefused(t *testing.T) {
 // longer or shorter fails the call, before the stream opens if RoundTrip
 // sees it, else with RST_STREAM CANCEL and no byte beyond the length sent.
 func TestContentLength(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	got := make(chan string, 10)
 	addr := startRaw(t, func(rc *rawConn) {
 		sent := map[uint32]int{}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // blockingBody is a request body whose Close blocks until release is
@@ -61,7 +63,7 @@ func TestReqBodyCloseBlocks(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			checkGoroutines(t)
+			leakcheck.Goroutines(t)
 			got := make(chan string, 10)
 			addr := startRaw(t, func(rc *rawConn) {
 				tc.hit(rc, rc.nextHeaders().StreamID)
@@ -166,7 +168,7 @@ func hasEndStreamData(p []byte) bool {
 // the middle of writing the request's END_STREAM when the caller reads the
 // answer's EOF. The stream ended both ways: no RST_STREAM may follow.
 func TestNoResetAfterBothEnds(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	got := make(chan string, 10)
 	addr := startRaw(t, func(rc *rawConn) {
 		rc.drain(func(f http2.Frame) {
@@ -292,7 +294,7 @@ func (b *idleBody) Close() error {
 // relay keeps one such stream per idle end-to-end channel, and issue 22
 // allows it 8 KiB.
 func TestIdleStreamsHoldNoReadBuffer(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	addr := startAnswering(t, frame([]byte("an answer, read")), false)
 	cc, _ := dial(t, addr, Options{})
 	const n = 400

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // TestUnreadCallsDoNotStall: calls whose bodies nobody reads hold all of
@@ -15,7 +17,7 @@ import (
 // it reads are refunded to the connection as it goes. The server honours
 // both windows, and counts the connection WINDOW_UPDATEs it gets.
 func TestUnreadCallsDoNotStall(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	const (
 		streamWin = 64 << 10
 		connWin   = 1 << 20
@@ -123,7 +125,7 @@ func TestUnreadCallsDoNotStall(t *testing.T) {
 // TestSmallAnswersNoWindowUpdate: small answers read to the end cost no
 // WINDOW_UPDATE; their refunds accumulate until one is worth it.
 func TestSmallAnswersNoWindowUpdate(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	updates := make(chan int, 20)
 	addr := startRaw(t, func(rc *rawConn) {
 		n := -1 // the client's first connection WINDOW_UPDATE opens its window

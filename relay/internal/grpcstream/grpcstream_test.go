@@ -16,7 +16,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,6 +33,7 @@ import (
 	"github.com/betcode-dev/betcode/relay/internal/grpcerr"
 	"github.com/betcode-dev/betcode/relay/internal/h2front"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // tunnels is a TunnelService whose OpenTunnel runs open (each test sets
@@ -145,32 +145,13 @@ func data(b []byte) *pb.TunnelFrame {
 	return &pb.TunnelFrame{Payload: &pb.TunnelFrame_Stream{Stream: &pb.StreamFrame{Data: b}}}
 }
 
-// checkGoroutines fails t if the goroutine count does not come back to
-// its value at the call; register it first so that it runs last.
-func checkGoroutines(t testing.TB) {
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.After(10 * time.Second)
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for runtime.NumGoroutine() > before {
-			select {
-			case <-deadline:
-				buf := make([]byte, 1<<20)
-				t.Fatalf("goroutines: %d, want %d\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
-			case <-tick.C:
-			}
-		}
-	})
-}
-
 // TestStream: a grpc-go client's bidirectional stream works as on
 // grpc-go's server: messages both ways in order, the handler sees the
 // request's metadata (binary values decoded) and the client's verified
 // certificate, the client sees the handler's header and trailer metadata
 // and a clean end.
 func TestStream(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	p := newPKI(t)
 	var got struct {
 		md   metadata.MD
@@ -245,7 +226,7 @@ func TestStream(t *testing.T) {
 // message and BetCode error detail, whether or not messages went first;
 // every other method is served by the next handler.
 func TestStatus(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	p := newPKI(t)
 	for _, sendFirst := range []bool{false, true} {
 		addr := start(t, p, &tunnels{open: func(st pb.TunnelService_OpenTunnelServer) error {
@@ -290,7 +271,7 @@ func TestStatus(t *testing.T) {
 // ends the call with a clear status, never a crash; so do a request that
 // is not gRPC and one with compression.
 func TestBadRequests(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	p := newPKI(t)
 	recvErr := make(chan error, 1)
 	addr := start(t, p, &tunnels{open: func(st pb.TunnelService_OpenTunnelServer) error {
@@ -378,7 +359,7 @@ func errString(err error) string {
 // flow control (the peer stopped reading) still ends: the stream is reset
 // and the held send fails, nothing is left running.
 func TestPeerThatTakesNothing(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	p := newPKI(t)
 	sendErr := make(chan error, 1)
 	addr := start(t, p, &tunnels{open: func(st pb.TunnelService_OpenTunnelServer) error {
@@ -428,7 +409,7 @@ func TestPeerThatTakesNothing(t *testing.T) {
 // status its holder ends it with; a call whose client goes away while
 // detached ends its context, and its holder's end leaves nothing running.
 func TestDetach(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	p := newPKI(t)
 	type held struct {
 		st  tunnelStream

@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // TestHostilePendingNeverIdle: a client whose every TLS record ends one
@@ -128,7 +130,7 @@ func TestHostileSettingsTooManyOrDuplicate(t *testing.T) {
 // 1 MiB connection window. What stream 3's handler read must be refunded
 // now, or stream 3 stalls until stream 1 drains.
 func TestConnWindowNotHeldByUnreadStream(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	const held, read = 600 << 10, 424 << 10
 	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hold" {

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"golang.org/x/net/http2"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // TestDetachedStream: a handler that detaches returns while its stream
@@ -12,7 +14,7 @@ import (
 // A detached stream whose connection ends has its context done, and the
 // connection's end waits for the holder's finish.
 func TestDetachedStream(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	type held struct {
 		w      http.ResponseWriter
 		r      *http.Request

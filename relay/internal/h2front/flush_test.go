@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // TestCombinedFlushesLoseNone: many streams of one connection each write a
@@ -18,7 +20,7 @@ import (
 // another one sending its bytes. (How many writes they took is logged: it
 // depends on the scheduler.)
 func TestCombinedFlushesLoseNone(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	const streams = 64
 	release := make(chan struct{})
 	var ready sync.WaitGroup

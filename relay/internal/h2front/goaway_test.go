@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // TestNewStreamAfterClientGoAway: a stream opened after the client's own
@@ -32,7 +34,7 @@ func TestNewStreamAfterClientGoAway(t *testing.T) {
 // the client's bytes unread makes the kernel send a reset, which discards
 // whatever of the answer is not yet delivered).
 func TestShutdownFinalAnswerDelivered(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	const size = 4 << 20
 	started, release := make(chan struct{}), make(chan struct{})
 	goaway := make(chan struct{}, 1)
@@ -121,7 +123,7 @@ func TestShutdownFinalAnswerDelivered(t *testing.T) {
 // Shutdown must still return when its context ends, and Close must then
 // end the connection at once.
 func TestShutdownBlockedWrite(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		buf := make([]byte, 16<<10)
 		for {

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 const (
@@ -142,7 +144,7 @@ func unaryCall(ctx context.Context, cc *grpc.ClientConn, msg []byte) ([]byte, er
 }
 
 func TestGRPCUnarySequential(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	_, _, cc := startGRPC(t, nil)
 	ctx := withTimeout(t, 30*time.Second)
 	for i := range 1000 {
@@ -158,7 +160,7 @@ func TestGRPCUnarySequential(t *testing.T) {
 }
 
 func TestGRPCUnaryConcurrent(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	_, _, cc := startGRPC(t, nil)
 	ctx := withTimeout(t, 30*time.Second)
 	var wg sync.WaitGroup
@@ -188,7 +190,7 @@ func TestGRPCUnaryConcurrent(t *testing.T) {
 }
 
 func TestGRPCServerStreaming(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	_, _, cc := startGRPC(t, nil)
 	ctx := withTimeout(t, 30*time.Second)
 	cs, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/"+svcName+"/Download")
@@ -220,7 +222,7 @@ func TestGRPCServerStreaming(t *testing.T) {
 }
 
 func TestGRPCClientStreaming(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	_, _, cc := startGRPC(t, nil)
 	ctx := withTimeout(t, 30*time.Second)
 	cs, err := cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, "/"+svcName+"/Upload")
@@ -246,7 +248,7 @@ func TestGRPCClientStreaming(t *testing.T) {
 }
 
 func TestGRPCBidi(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	_, _, cc := startGRPC(t, nil)
 	ctx := withTimeout(t, 30*time.Second)
 	bidiRounds(t, ctx, cc, 100)
@@ -282,7 +284,7 @@ func bidiRounds(t testing.TB, ctx context.Context, cc *grpc.ClientConn, n int) {
 }
 
 func TestGRPCStatusError(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	_, _, cc := startGRPC(t, nil)
 	_, err := unaryCall(withTimeout(t, 10*time.Second), cc, []byte("notfound"))
 	if st := status.Convert(err); st.Code() != codes.NotFound || st.Message() != "x" {
@@ -291,7 +293,7 @@ func TestGRPCStatusError(t *testing.T) {
 }
 
 func TestGRPCClientCancel(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	_, svc, cc := startGRPC(t, nil)
 	ctx, cancel := context.WithCancel(withTimeout(t, 10*time.Second))
 	cs, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/"+svcName+"/Hang")
@@ -314,7 +316,7 @@ func TestGRPCClientCancel(t *testing.T) {
 }
 
 func TestGRPCDeadline(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	_, _, cc := startGRPC(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()

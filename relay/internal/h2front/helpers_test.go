@@ -14,7 +14,6 @@ import (
 	"math/big"
 	"net"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,26 +64,6 @@ func serverTLS() *tls.Config {
 func clientTLS() *tls.Config {
 	_, pool := testCert()
 	return &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", NextProtos: []string{"h2"}}
-}
-
-// checkGoroutines fails t if the goroutine count does not come back to its
-// value at the call within a deadline; register it first so it runs last.
-func checkGoroutines(t testing.TB) {
-	base := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(10 * time.Second)
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for runtime.NumGoroutine() > base {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				n := runtime.Stack(buf, true)
-				t.Errorf("goroutines: %d, baseline %d\n%s", runtime.NumGoroutine(), base, buf[:n])
-				return
-			}
-			<-tick.C
-		}
-	})
 }
 
 // countConn counts Write calls on the server side of a connection.

@@ -12,6 +12,8 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // hostileHandler serves the echo service, plus "/block" which waits for
@@ -99,7 +101,7 @@ func (b *background) finish() {
 // startHostile starts a server for a hostile test, with the background
 // client running.
 func startHostile(t *testing.T, tweak func(*Server)) (*testServer, *background) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	ts := startServer(t, hostileHandler(newGRPCServer(t, newEchoService())), tweak)
 	bg := startBackground(t, ts.addr)
 	return ts, bg
@@ -498,7 +500,7 @@ func TestHostileMalformedHeaders(t *testing.T) {
 // TestHandlerPanic: a panicking handler resets its stream; the connection
 // and process go on.
 func TestHandlerPanic(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/abort" {
 			panic(http.ErrAbortHandler)
@@ -518,7 +520,7 @@ func TestHandlerPanic(t *testing.T) {
 // TestHostileResetHandlersBound: handlers that ignore their cancelled
 // context pile up; above 4×MaxConcurrentStreams the connection is cut.
 func TestHostileResetHandlersBound(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	started := make(chan struct{}, 16)
 	release := make(chan struct{})
 	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -542,7 +544,7 @@ func TestHostileResetHandlersBound(t *testing.T) {
 }
 
 func TestSettingsAckTimeout(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	ts := startServer(t, http.NotFoundHandler(), func(s *Server) { s.SettingsTimeout = 200 * time.Millisecond })
 	rc := dialRaw(t, ts.addr)
 	rc.buf.WriteString(http2.ClientPreface)

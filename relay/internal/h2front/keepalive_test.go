@@ -6,13 +6,15 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // TestKeepalive: a silent connection is sent a PING after KeepaliveTime;
 // a peer that answers keeps its connection (and is pinged again at the
 // next silence), one that does not is closed KeepaliveTimeout later.
 func TestKeepalive(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	const every, grace = 50 * time.Millisecond, 100 * time.Millisecond
 	ts := startServer(t, http.NotFoundHandler(), func(s *Server) { s.KeepaliveTime, s.KeepaliveTimeout = every, grace })
 

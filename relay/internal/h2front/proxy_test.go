@@ -10,6 +10,8 @@ import (
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // bufferedBody is what the request body offers besides io.ReadCloser.
@@ -51,7 +53,7 @@ func proxyHandler(seen chan<- bodyStart) http.Handler {
 }
 
 func TestProxyHandlerGRPCClient(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	ts := startServer(t, proxyHandler(nil), nil)
 	cc := dialGRPC(t, ts.addr)
 	for range 10 {
@@ -71,7 +73,7 @@ func TestProxyHandlerGRPCClient(t *testing.T) {
 // must not look like an empty one (the relay once forwarded a stream that
 // way, and the agent answered "cardinality violation").
 func TestClosedBodySaysNothingBuffered(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	type seen struct {
 		before, after bodyStart
 		readErr       error
@@ -115,7 +117,7 @@ func TestClosedBodySaysNothingBuffered(t *testing.T) {
 }
 
 func TestTrailersOnlyAnswer(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Grpc-Status", "5")
 		w.Header().Set("Grpc-Message", "nope")
@@ -162,7 +164,7 @@ func headerValue(mh *http2.MetaHeadersFrame, name string) string {
 // trailers) costs exactly one write to the connection, and that the
 // handler starts with the whole request body buffered.
 func TestUnaryAnswerOneWrite(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	seen := make(chan bodyStart, 1)
 	ts := startServer(t, proxyHandler(seen), nil)
 	rc := dialRaw(t, ts.addr)

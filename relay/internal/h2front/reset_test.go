@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // TestResetUnblocksAWriteAndTellsTheClient: a handler whose writes wait for
@@ -14,7 +16,7 @@ import (
 // with a stream it ended: the blocked Write returns an error, and the
 // client gets RST_STREAM(REFUSED_STREAM), which gRPC clients retry.
 func TestResetUnblocksAWriteAndTellsTheClient(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	writers := make(chan http.ResponseWriter, 1)
 	writeErr := make(chan error, 1)
 	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

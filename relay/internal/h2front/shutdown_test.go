@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 type connStatsKey struct{}
@@ -58,7 +60,7 @@ func bidiRound(t *testing.T, cs grpc.ClientStream, msg string) {
 }
 
 func TestShutdownGraceful(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	goaway := make(chan struct{}, 4)
 	ts, _, first := countingServer(t, goaway)
 	cc := dialGRPC(t, ts.addr)
@@ -110,7 +112,7 @@ func TestShutdownGraceful(t *testing.T) {
 }
 
 func TestShutdownTimeoutThenClose(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	goaway := make(chan struct{}, 4)
 	ts, svc, _ := countingServer(t, goaway)
 	cc := dialGRPC(t, ts.addr)
@@ -147,7 +149,7 @@ func TestShutdownTimeoutThenClose(t *testing.T) {
 // TestServeConnDirect covers ServeConn on an already-handshaken conn and
 // the request fields a handler sees.
 func TestServeConnDirect(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -5,13 +5,15 @@ import (
 	"testing"
 
 	"golang.org/x/net/http2"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // TestNoDynamicTables: with NoDynamicTables the server asks the peer for
 // no HPACK table (SETTINGS_HEADER_TABLE_SIZE 0) and indexes none of its
 // own answers: the same answer twice costs the same header bytes twice.
 func TestNoDynamicTables(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	for _, off := range []bool{false, true} {
 		ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("X-Answer", "the same long header value, answer after answer")

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/net/http2"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // h2Client returns a net/http client speaking only HTTP/2.
@@ -20,7 +22,7 @@ func h2Client(t *testing.T) *http.Client {
 }
 
 func TestResponseHeadersAndTrailers(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Trailer", "X-Declared, X-Unset")
@@ -56,7 +58,7 @@ func TestResponseHeadersAndTrailers(t *testing.T) {
 // TestTrailersWithoutBody: headers first sent at handler end, followed by
 // a trailer block naming each declared key once.
 func TestTrailersWithoutBody(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Trailer", "X-T")
 		w.Header().Set("X-T", "v")
@@ -82,7 +84,7 @@ func TestTrailersWithoutBody(t *testing.T) {
 // TestUnreadBodyRefundsConnWindow: bodies a handler never reads are
 // refunded to the connection window, so later requests are not starved.
 func TestUnreadBodyRefundsConnWindow(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "ignored")
 	}), nil)
@@ -104,7 +106,7 @@ func TestUnreadBodyRefundsConnWindow(t *testing.T) {
 // TestRequestBodyRead: a handler reading a large body in small pieces
 // (refunds batched per half window) sees every byte.
 func TestRequestBodyRead(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Goroutines(t)
 	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, err := io.CopyBuffer(io.Discard, r.Body, make([]byte, 1000))
 		if err != nil {
