@@ -342,7 +342,7 @@ func Run(ctx context.Context, cfg Config) error {
 			pushSvc.WatchTunnel(t)
 			rt.Deliver(ctx, t)
 		},
-		Replica: cfg.AdvertiseAddr, Revoked: func(id string) bool { return authn.MachineRevoked(id, "") }, Audit: authn.Audit,
+		Replica: cfg.AdvertiseAddr, Draining: drain.Draining, Revoked: func(id string) bool { return authn.MachineRevoked(id, "") }, Audit: authn.Audit,
 		Metrics: tunnelsvc.NewMetrics(reg), Push: pushSvc,
 	}
 	pb.RegisterTunnelServiceServer(gs, drainTunnels{tsvc, drain})

@@ -5,6 +5,7 @@
 package tunnelsvc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -64,6 +66,13 @@ type Service struct {
 	// Version is the relay's own version; a refused agent is told to
 	// install it when it is a release.
 	Version string
+	// Draining, if set, reports whether the replica drains: its agents are
+	// moving to other replicas, so it no longer records itself as theirs.
+	Draining func() bool
+	// RetryFirst is the first wait before recording the replica again
+	// after the store failed (default 100 ms, doubling up to 2 s, for one
+	// HeartbeatInterval; the heartbeats record it after that).
+	RetryFirst time.Duration
 
 	heartbeatDeliveries sync.Map // machine id -> struct{}: a delivery started by a heartbeat runs
 	issuing             sync.Map // machine id -> *sync.Mutex: pairing.go's limits, one machine's calls at a time
@@ -131,7 +140,7 @@ func (s *Service) register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 	if info := req.Info; info != nil {
 		m.OS, m.Arch, m.Version, m.CPUCores, m.MemoryBytes = info.Os, info.Arch, info.Version, info.CpuCores, info.MemoryBytes
 	}
-	if err := s.Store.UpsertMachine(ctx, m); err != nil {
+	if err := s.storeCall(ctx, func() error { return s.Store.UpsertMachine(ctx, m) }); err != nil {
 		switch {
 		case errors.Is(err, store.ErrConflict):
 			s.audit(ctx, id, "machine.refused", "denied", "certificate owner differs from the registered owner")
@@ -149,7 +158,8 @@ func (s *Service) register(ctx context.Context, req *pb.RegisterRequest) (*pb.Re
 // owner returns the machine's owning user and team: the store's record for
 // an enrolled machine, else its certificate's owner.
 func (s *Service) owner(ctx context.Context, id string) (owner, team string, err error) {
-	m, err := s.Store.GetMachine(ctx, id)
+	var m store.Machine
+	err = s.storeCall(ctx, func() (err error) { m, err = s.Store.GetMachine(ctx, id); return err })
 	if err == nil {
 		return m.OwnerID, m.TeamID, nil
 	}
@@ -166,12 +176,12 @@ func (s *Service) owner(ctx context.Context, id string) (owner, team string, err
 	}
 	switch o.Kind {
 	case mtls.OwnerTeam:
-		if _, err := s.Store.GetTeam(ctx, o.Name); err != nil {
+		if err := s.storeCall(ctx, func() error { _, err := s.Store.GetTeam(ctx, o.Name); return err }); err != nil {
 			return "", "", status.Errorf(codes.PermissionDenied, "machine %q: its certificate names team %q, which this relay does not have", id, o.Name)
 		}
 		return "", o.Name, nil
 	default:
-		if _, err := s.Store.GetUser(ctx, o.Name); err != nil {
+		if err := s.storeCall(ctx, func() error { _, err := s.Store.GetUser(ctx, o.Name); return err }); err != nil {
 			return "", "", status.Errorf(codes.PermissionDenied, "machine %q: its certificate names user %q, who does not exist on this relay", id, o.Name)
 		}
 		return o.Name, "", nil
@@ -300,9 +310,13 @@ func (s *Service) openTunnel(stream pb.TunnelService_OpenTunnelServer) (*registr
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	m, err := s.Store.GetMachine(ctx, id)
-	if err != nil {
+	var m store.Machine
+	err = s.storeCall(ctx, func() (err error) { m, err = s.Store.GetMachine(ctx, id); return err })
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		return nil, nil, nil, status.Errorf(codes.FailedPrecondition, "machine %q must Register before opening a tunnel", id)
+	case err != nil:
+		return nil, nil, nil, status.Errorf(codes.Unavailable, "look up machine %q: %v", id, err)
 	}
 	if !m.RevokedAt.IsZero() || s.Revoked != nil && s.Revoked(id) {
 		return nil, nil, nil, status.Errorf(codes.PermissionDenied, "machine %q was revoked", id)
@@ -324,9 +338,13 @@ func (s *Service) openTunnel(stream pb.TunnelService_OpenTunnelServer) (*registr
 	}
 	if s.Replica != "" {
 		if err := s.Store.SetMachineReplica(ctx, id, s.Replica, s.now()); err != nil {
-			// Clients of other replicas see the machine offline until
-			// the next heartbeat records it.
-			s.Log.Warn("tunnel: record this replica as the machine's", "machine_id", id, "err", err)
+			// Until it is recorded, clients of other replicas find the
+			// machine offline: try again soon rather than leave it to the
+			// next heartbeat, up to 30 s away (the chaos soak found a
+			// machine unreachable for 24 s after PostgreSQL restarted
+			// under its registration).
+			s.Log.Warn("tunnel: record this replica as the machine's; retrying", "machine_id", id, "err", err)
+			go s.recordReplica(ctx, t)
 		}
 	}
 	conn.SendHeartbeat() // tells the agent it is reachable now
@@ -336,6 +354,60 @@ func (s *Service) openTunnel(stream pb.TunnelService_OpenTunnelServer) (*registr
 		go s.OnOnline(ctx, t)
 	}
 	return t, ctx, cancel, nil
+}
+
+// storeCallFor bounds how long a registration waits for a store that
+// fails: a PostgreSQL restart (the chaos soak's take 0.6 s) passes within
+// it, and the agent's Register allows 15 s.
+const storeCallFor = 3 * time.Second
+
+// storeCall runs op, trying again for up to storeCallFor (from RetryFirst,
+// default 50 ms, doubling to 500 ms) while the store fails rather than
+// answers: not found, a conflict, a revocation or an invalid argument is
+// its answer, returned at once. Without it a registration during a
+// PostgreSQL restart failed, and the agent waited out a second or more of
+// backoff (or was told to Register first, by an OpenTunnel that could not
+// read the record it had just written).
+func (s *Service) storeCall(ctx context.Context, op func() error) error {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = cmp.Or(s.RetryFirst, 50*time.Millisecond)
+	b.MaxInterval = 500 * time.Millisecond
+	b.MaxElapsedTime = storeCallFor
+	return backoff.Retry(func() error {
+		err := op()
+		for _, answer := range []error{store.ErrNotFound, store.ErrConflict, store.ErrRevoked, store.ErrInvalid, store.ErrClosed} {
+			if errors.Is(err, answer) {
+				return backoff.Permanent(err)
+			}
+		}
+		return err
+	}, backoff.WithContext(b, ctx))
+}
+
+// recordReplica records this replica as t's machine's holder, trying again
+// with backoff until the store takes it, t's tunnel ends or is replaced,
+// the replica drains (its agents move away), or a heartbeat interval has
+// passed (the heartbeats record it from then on).
+func (s *Service) recordReplica(ctx context.Context, t *registry.Tunnel) {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = cmp.Or(s.RetryFirst, 100*time.Millisecond)
+	b.MaxInterval = 2 * time.Second
+	b.MaxElapsedTime = cmp.Or(s.HeartbeatInterval, 30*time.Second)
+	tries := 0
+	err := backoff.Retry(func() error {
+		if s.Registry.Get(t.MachineID) != t || s.Draining != nil && s.Draining() {
+			return nil // no longer this tunnel's to record
+		}
+		tries++
+		return s.Store.SetMachineReplica(ctx, t.MachineID, s.Replica, s.now())
+	}, backoff.WithContext(b, ctx))
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
+		s.Log.Warn("tunnel: recording this replica as the machine's failed; the next heartbeat records it", "machine_id", t.MachineID, "tries", tries, "err", err)
+	case tries > 0:
+		s.Log.Info("tunnel: recorded this replica as the machine's", "machine_id", t.MachineID, "tries", tries)
+	}
 }
 
 // deliver runs OnOnline for t until it returns or t's tunnel ends.
