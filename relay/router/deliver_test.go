@@ -2,10 +2,19 @@ package router
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
+	"net"
 	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/betcode-dev/betcode/relay/auth"
@@ -66,3 +75,109 @@ func httptestBody(b []byte) *bodyReader { return &bodyReader{bytes.NewReader(b)}
 type bodyReader struct{ *bytes.Reader }
 
 func (bodyReader) Close() error { return nil }
+
+// flakyBuffer fails its first failPending Pending and failAck Ack calls,
+// as PostgreSQL does while it restarts.
+type flakyBuffer struct {
+	store.Store
+	failPending, failAck atomic.Int64
+}
+
+var errRestarting = errors.New("FATAL: the database system is shutting down (SQLSTATE 57P03)")
+
+func (s *flakyBuffer) Pending(ctx context.Context, machineID string, after int64, limit int) ([]store.Message, error) {
+	if s.failPending.Add(-1) >= 0 {
+		return nil, errRestarting
+	}
+	return s.Store.Pending(ctx, machineID, after, limit)
+}
+
+func (s *flakyBuffer) Ack(ctx context.Context, machineID string, ids ...int64) error {
+	if s.failAck.Add(-1) >= 0 {
+		return errRestarting
+	}
+	return s.Store.Ack(ctx, machineID, ids...)
+}
+
+// queueAgent takes QueueMessage calls and counts them by idempotency key.
+type queueAgent struct {
+	pb.UnimplementedAgentServiceServer
+	mu   sync.Mutex
+	keys map[string]int
+}
+
+func (a *queueAgent) QueueMessage(_ context.Context, req *pb.QueueMessageRequest) (*pb.QueueMessageResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.keys[req.GetIdempotencyKey()]++
+	return &pb.QueueMessageResponse{}, nil
+}
+
+// TestDeliveryOutlastsAStoreRestart: a machine connects while PostgreSQL
+// restarts. Its buffered messages are still delivered at once, each once,
+// and acknowledged, rather than left for its next heartbeat, up to 30 s
+// later (the chaos soak found messages that waited so).
+func TestDeliveryOutlastsAStoreRestart(t *testing.T) {
+	base := scopeStore(t)
+	for i, key := range []string{"k1", "k2"} {
+		req, _ := proto.Marshal(&pb.QueueMessageRequest{SessionId: "s1", IdempotencyKey: key, Message: &pb.UserMessage{Content: fmt.Sprint("hi ", i)}})
+		if _, _, err := base.Enqueue(t.Context(), store.Message{MachineID: "m-1", OwnerID: "alice", IdempotencyKey: key,
+			Service: "betcode.v1.AgentService", Method: "QueueMessage", Payload: req}, store.Limits{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := &flakyBuffer{Store: base}
+	st.failPending.Store(3)
+	st.failAck.Store(2)
+
+	agent := &queueAgent{keys: map[string]int{}}
+	gs := grpc.NewServer()
+	pb.RegisterAgentServiceServer(gs, agent)
+	relayEnd, agentEnd := tcpPair(t) // HTTP/2's two first writes cross: a net.Pipe would hold both
+	client := tunnel.NewClient(relayEnd, true)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = (&tunnel.Server{Handler: gs, Native: gs, Remote: "relay"}).ServeConn(context.Background(), agentEnd)
+	}()
+	t.Cleanup(func() { client.Close(); agentEnd.Close(); gs.Stop(); <-served })
+
+	rt := &Router{Registry: registry.New(), Store: st, Log: slog.New(slog.DiscardHandler), RetryFirst: time.Millisecond}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	rt.Deliver(ctx, &registry.Tunnel{MachineID: "m-1", OwnerID: "alice", Client: client})
+
+	agent.mu.Lock()
+	got := maps.Clone(agent.keys)
+	agent.mu.Unlock()
+	if got["k1"] != 1 || got["k2"] != 1 || len(got) != 2 {
+		t.Errorf("the agent took %v, want k1 and k2 once each", got)
+	}
+	if left, err := base.Pending(t.Context(), "m-1", 0, 10); err != nil || len(left) != 0 {
+		t.Errorf("%d messages still buffered (%v), want none: each delivered one acknowledged", len(left), err)
+	}
+}
+
+// tcpPair returns the two ends of a loopback TCP connection.
+func tcpPair(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := <-accepted
+	if b == nil {
+		t.Fatal("accept failed")
+	}
+	return a, b
+}

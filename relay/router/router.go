@@ -8,6 +8,7 @@ package router
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
@@ -144,6 +146,9 @@ type Router struct {
 	// Gate, if set, admits forwarded calls and ends them when the replica
 	// drains (relay/server's drain); nil admits every call.
 	Gate Gate
+	// RetryFirst is the first wait before a delivery tries a failed store
+	// call again (default 100 ms; retryStore).
+	RetryFirst time.Duration
 
 	nextID     atomic.Uint64
 	deliveries sync.Map // machine id -> *sync.Mutex: one delivery at a time
@@ -663,6 +668,37 @@ func writeStatus(w http.ResponseWriter, c codes.Code, betcode, msg string) {
 	grpcerr.Write(w, c, betcode, msg, nil)
 }
 
+// storeRetryFor bounds how long a delivery retries a store that fails:
+// about a heartbeat interval, after which the machine's next heartbeat
+// starts a delivery again.
+const storeRetryFor = 30 * time.Second
+
+// retryStore runs op until it succeeds, ctx ends or storeRetryFor has
+// passed, waiting 100 ms (RetryFirst) doubling to 2 s between tries: a
+// store that fails for a moment (PostgreSQL restarting) must not leave a
+// machine's buffered messages until its next heartbeat (the chaos soak
+// found messages that waited so). The first failure and the last are
+// logged.
+func (rt *Router) retryStore(ctx context.Context, what, machineID string, op func() error) error {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = cmp.Or(rt.RetryFirst, 100*time.Millisecond)
+	b.MaxInterval = 2 * time.Second
+	b.MaxElapsedTime = storeRetryFor
+	tries := 0
+	err := backoff.RetryNotify(func() error { tries++; return op() }, backoff.WithContext(b, ctx), func(err error, wait time.Duration) {
+		if tries == 1 {
+			rt.Log.Warn("router: "+what+"; retrying", "machine_id", machineID, "err", err, "retry_in", wait.Round(time.Millisecond))
+		}
+	})
+	switch {
+	case err != nil && ctx.Err() == nil:
+		rt.Log.Warn("router: "+what+"; giving up until the machine's next heartbeat", "machine_id", machineID, "tries", tries, "err", err)
+	case err == nil && tries > 1:
+		rt.Log.Info("router: "+what+": the store answered again", "machine_id", machineID, "tries", tries)
+	}
+	return err
+}
+
 // Deliver sends a machine's buffered requests through its new tunnel, in
 // order, one at a time. A message is deleted once the agent answered it
 // (whatever the answer: the agent's idempotency check makes a repeat
@@ -673,9 +709,12 @@ func (rt *Router) Deliver(ctx context.Context, t *registry.Tunnel) {
 	defer mu.(*sync.Mutex).Unlock()
 	var after int64
 	for ctx.Err() == nil {
-		msgs, err := rt.Store.Pending(ctx, t.MachineID, after, 100)
+		var msgs []store.Message
+		err := rt.retryStore(ctx, "read buffered messages", t.MachineID, func() (err error) {
+			msgs, err = rt.Store.Pending(ctx, t.MachineID, after, 100)
+			return err
+		})
 		if err != nil {
-			rt.Log.Warn("router: read buffered messages", "machine_id", t.MachineID, "err", err)
 			return
 		}
 		if len(msgs) == 0 {
@@ -694,9 +733,12 @@ func (rt *Router) Deliver(ctx context.Context, t *registry.Tunnel) {
 			}
 			res, err := t.Client.Invoke(ctx, "buffer-"+strconv.FormatInt(m.ID, 10), m.Service, m.Method, md, m.Payload)
 			if err == nil {
-				err = rt.Store.Ack(context.WithoutCancel(ctx), t.MachineID, m.ID)
+				err = rt.retryStore(ctx, "ack buffered message", t.MachineID, func() error {
+					return rt.Store.Ack(context.WithoutCancel(ctx), t.MachineID, m.ID)
+				})
 				if err != nil {
-					rt.Log.Warn("router: ack buffered message", "machine_id", t.MachineID, "err", err)
+					// Left buffered: the next delivery sends it again,
+					// and the agent's idempotency check takes it once.
 					done()
 					return
 				}
