@@ -372,6 +372,16 @@ var foundBugs = []string{
 		"retries (50 ms doubling to 500 ms) kept hitting it; those drains' clients streamed again after 1.3-1.6 s. A " +
 		"record that names no other live replica is now trusted 100 ms (TestOfflineRecordIsReadAgainSoon); recovery " +
 		"p99 went from 1.47-1.62 s to 0.91 s (seed 2026, 5 minutes).",
+	"relay/tunnelsvc: two machines that registered with another replica while PostgreSQL restarted, after a drain, " +
+		"were online but unreachable from the other replicas for 24 s (seed 2026, 2 minutes): the tunnel could not " +
+		"record its replica, which was left to the agent's next heartbeat (30 s); and an OpenTunnel whose read of the " +
+		"machine's record failed answered \"must Register before opening a tunnel\", which sent its agent onto its " +
+		"backoff. Register's and OpenTunnel's store calls are now tried again for up to 3 s, and a replica that could " +
+		"not be recorded is tried again at once (TestRegistrationOutlastsAStoreRestart, " +
+		"TestOpenTunnelRecordsTheReplicaAfterAStoreFailure).",
+	"relay/router: in the same run, the buffered messages of a machine that connected while PostgreSQL restarted " +
+		"waited for its next heartbeat (30 s): reading them failed once and the delivery gave up. Reading and " +
+		"acknowledging are now tried again, for up to 30 s (TestDeliveryOutlastsAStoreRestart).",
 }
 
 // knownLimits are what the soak does not cover or does not meet yet.
