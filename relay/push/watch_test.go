@@ -18,6 +18,7 @@ import (
 	"github.com/betcode-dev/betcode/relay/registry"
 	"github.com/betcode-dev/betcode/relay/store"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/conntest"
 	"github.com/betcode-dev/betcode/shared/tunnel"
 )
 
@@ -86,31 +87,6 @@ func serveAgent(t *testing.T, a *fakeAgent) *grpc.ClientConn {
 	}
 	t.Cleanup(func() { cc.Close(); gs.Stop(); <-served })
 	return cc
-}
-
-// tcpPair is a connected loopback TCP pair: unlike net.Pipe it buffers,
-// as a real tunnel does, so both ends may write their HTTP/2 prefaces
-// first.
-func tcpPair(t *testing.T) (net.Conn, net.Conn) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := <-accepted
-	if b == nil {
-		t.Fatal("accept failed")
-	}
-	return a, b
 }
 
 func snapshotDone() *pb.SessionUpdate { return &pb.SessionUpdate{SnapshotDone: true} }
@@ -206,7 +182,7 @@ func TestWatchTunnel(t *testing.T) {
 			}}}}
 			gs := grpc.NewServer()
 			pb.RegisterAgentServiceServer(gs, a)
-			relayEnd, agentEnd := tcpPair(t)
+			relayEnd, agentEnd := conntest.TCPPair(t)
 			client := tunnel.NewClient(relayEnd, mode != "frames")
 			srv := &tunnel.Server{Handler: gs, Remote: "relay"}
 			if mode == "http2-native" {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
@@ -21,6 +20,7 @@ import (
 	"github.com/betcode-dev/betcode/relay/registry"
 	"github.com/betcode-dev/betcode/relay/store"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/conntest"
 	"github.com/betcode-dev/betcode/shared/tunnel"
 )
 
@@ -133,7 +133,7 @@ func TestDeliveryOutlastsAStoreRestart(t *testing.T) {
 	agent := &queueAgent{keys: map[string]int{}}
 	gs := grpc.NewServer()
 	pb.RegisterAgentServiceServer(gs, agent)
-	relayEnd, agentEnd := tcpPair(t) // HTTP/2's two first writes cross: a net.Pipe would hold both
+	relayEnd, agentEnd := conntest.TCPPair(t) // HTTP/2's two first writes cross: a net.Pipe would hold both
 	client := tunnel.NewClient(relayEnd, true)
 	served := make(chan struct{})
 	go func() {
@@ -156,28 +156,4 @@ func TestDeliveryOutlastsAStoreRestart(t *testing.T) {
 	if left, err := base.Pending(t.Context(), "m-1", 0, 10); err != nil || len(left) != 0 {
 		t.Errorf("%d messages still buffered (%v), want none: each delivered one acknowledged", len(left), err)
 	}
-}
-
-// tcpPair returns the two ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (net.Conn, net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := <-accepted
-	if b == nil {
-		t.Fatal("accept failed")
-	}
-	return a, b
 }

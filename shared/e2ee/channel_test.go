@@ -9,10 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 func TestDialAccept(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Goroutines(t)
 	device, machine := newKey(t), newKey(t)
 	dt, mt := Pipe()
 	ctx := testCtx(t)
@@ -76,7 +78,7 @@ func TestDialAccept(t *testing.T) {
 }
 
 func TestLargeWrites(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Goroutines(t)
 	dc, mc := open(t, newKey(t), newKey(t))
 	want := make([]byte, 1<<20)
 	rand.Read(want)
@@ -104,7 +106,7 @@ func TestLargeWrites(t *testing.T) {
 // TestConcurrentWrites checks that Writes from several goroutines each
 // arrive whole, while the other side echoes and this side reads.
 func TestConcurrentWrites(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Goroutines(t)
 	dc, mc := open(t, newKey(t), newKey(t))
 	const writers, records, size = 8, 50, 100 << 10 // records span messages
 	var echo sync.WaitGroup
@@ -147,7 +149,7 @@ func TestConcurrentWrites(t *testing.T) {
 }
 
 func TestRefused(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Goroutines(t)
 	device, machine := newKey(t), newKey(t)
 	dt, mt := Pipe()
 	ctx := testCtx(t)
@@ -258,7 +260,7 @@ func TestHandshakeFailures(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkLeaks(t)
+			leakcheck.Goroutines(t)
 			dt, mt := Pipe()
 			ctx := testCtx(t)
 			acc := goAccept(ctx, &recorder{Transport: mt, tamper: tc.machineTamper}, machine, testMachineID, tc.authorize)
@@ -291,7 +293,7 @@ func TestHandshakeFailures(t *testing.T) {
 // with its own key) and calls the machine as a device (Dial with its own
 // key). Without the machine's private key it can do neither.
 func TestManInTheMiddle(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Goroutines(t)
 	device, machine, mitm := newKey(t), newKey(t), newKey(t)
 	ctx := testCtx(t)
 	dt, toDevice := Pipe()
@@ -332,7 +334,7 @@ func TestManInTheMiddle(t *testing.T) {
 func TestHandshakeGivesUpWithContext(t *testing.T) {
 	device, machine := newKey(t), newKey(t)
 	t.Run("dial", func(t *testing.T) {
-		checkLeaks(t)
+		leakcheck.Goroutines(t)
 		dt, mt := Pipe()
 		defer mt.Close() // ends the Recv Dial leaves waiting
 		ctx, cancel := context.WithCancel(testCtx(t))
@@ -353,7 +355,7 @@ func TestHandshakeGivesUpWithContext(t *testing.T) {
 		}
 	})
 	t.Run("accept", func(t *testing.T) {
-		checkLeaks(t)
+		leakcheck.Goroutines(t)
 		dt, mt := Pipe()
 		defer dt.Close()
 		ctx, cancel := context.WithCancel(testCtx(t))
@@ -365,7 +367,7 @@ func TestHandshakeGivesUpWithContext(t *testing.T) {
 }
 
 func TestHandshakeMessageBounds(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Goroutines(t)
 	machine := newKey(t)
 	for _, tc := range []struct {
 		name string

@@ -8,10 +8,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 func TestClose(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Goroutines(t)
 	dc, mc := open(t, newKey(t), newKey(t))
 	read := make(chan error, 1)
 	go func() {
@@ -45,7 +47,7 @@ func TestClose(t *testing.T) {
 }
 
 func TestReadDeadline(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Goroutines(t)
 	dc, mc := open(t, newKey(t), newKey(t))
 	buf := make([]byte, 10)
 
@@ -87,7 +89,7 @@ func TestReadDeadline(t *testing.T) {
 }
 
 func TestWriteDeadline(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Goroutines(t)
 	dc, mc := open(t, newKey(t), newKey(t))
 	dc.SetWriteDeadline(time.Now().Add(-time.Second))
 	if n, err := dc.Write([]byte("x")); n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -104,7 +106,7 @@ func TestWriteDeadline(t *testing.T) {
 }
 
 func TestMessages(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Goroutines(t)
 	dc, mc := open(t, newKey(t), newKey(t))
 	msgs := []string{"token bct_x", "", strings.Repeat("z", MaxPayload)}
 	for _, m := range msgs {
@@ -143,7 +145,7 @@ func TestMessages(t *testing.T) {
 }
 
 func TestSendFilter(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Goroutines(t)
 	dc, mc := open(t, newKey(t), newKey(t))
 	// The filter sees what Writes left, in order, and its output is what
 	// the peer reads.

@@ -4,34 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
 )
-
-// checkLeaks fails t if, at its end, more goroutines run than at the call.
-func checkLeaks(t testing.TB) {
-	t.Helper()
-	base := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		// Nothing announces a goroutine's end: the count is checked on a
-		// ticker, up to a deadline.
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		deadline := time.After(5 * time.Second)
-		for runtime.NumGoroutine() > base {
-			select {
-			case <-tick.C:
-			case <-deadline:
-				buf := make([]byte, 1<<20)
-				n := runtime.Stack(buf, true)
-				t.Errorf("goroutines: %d at start, %d now:\n%s", base, runtime.NumGoroutine(), buf[:n])
-				return
-			}
-		}
-	})
-}
 
 // testCtx is a context that ends with the test, bounded so that a hang
 // fails rather than stalls.

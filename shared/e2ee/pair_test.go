@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/flynn/noise"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // offers is a machine's table of pairing offers, single use.
@@ -69,7 +71,7 @@ func goPairMachine(ctx context.Context, t Transport, machine KeyPair, machineID 
 }
 
 func TestPairing(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Goroutines(t)
 	device, machine := newKey(t), newKey(t)
 	code, table := newOffer(t, machine)
 	ctx := testCtx(t)
@@ -223,7 +225,7 @@ func TestPairingFailures(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkLeaks(t)
+			leakcheck.Goroutines(t)
 			code, table := newOffer(t, machine)
 			s := setup{code: code, machine: machine, machineID: testMachineID, lookup: table.lookup}
 			tc.arrange(&s)
@@ -273,7 +275,7 @@ func TestPairDeviceChecksTheCode(t *testing.T) {
 }
 
 func TestPairingGivesUpWithContext(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Goroutines(t)
 	machine := newKey(t)
 	code, table := newOffer(t, machine)
 	dt, mt := Pipe()

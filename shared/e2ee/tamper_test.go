@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/betcode-dev/betcode/shared/leakcheck"
 )
 
 // TestTampering lets a relay alter the device's transport messages ("one",
@@ -103,7 +105,7 @@ func TestTampering(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkLeaks(t)
+			leakcheck.Goroutines(t)
 			dt, mt := Pipe()
 			var held []byte
 			rec := &recorder{Transport: dt, tamper: func(i int, msg []byte) [][]byte { return tc.tamper(i, msg, &held) }}
@@ -156,7 +158,7 @@ func TestTampering(t *testing.T) {
 // new ephemeral key makes new session keys, so the recorded transport
 // messages fail to open and none of their bytes reach the reader.
 func TestReplayedChannel(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Goroutines(t)
 	device, machine := newKey(t), newKey(t)
 	dt, mt := Pipe()
 	rec := &recorder{Transport: dt}

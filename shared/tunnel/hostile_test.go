@@ -15,6 +15,8 @@ import (
 	"golang.org/x/net/http2/hpack"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/betcode-dev/betcode/shared/conntest"
 )
 
 // TestHostileAgentDirectConnection: an agent is its owner's program, so a
@@ -90,7 +92,7 @@ func testHostileAgentDirectConnection(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newDirectWorld(t)
-			relayEnd, agentEnd := tcpPair(t)
+			relayEnd, agentEnd := conntest.TCPPair(t)
 			var sent atomic.Int64
 			served := make(chan error, 1)
 			go func() { served <- serveHostile(agentEnd, tc.answer, &sent) }()
@@ -158,26 +160,6 @@ func (c *countingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.n.Add(int64(n))
 	return n, err
-}
-
-// tcpPair returns the two ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (a, b net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	a, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err = ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(); b.Close() })
-	return a, b
 }
 
 // serveHostile is an agent's end of a direct connection that speaks

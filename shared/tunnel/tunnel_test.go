@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/conntest"
 )
 
 // testService is the "agent side" service the calls reach.
@@ -151,21 +152,7 @@ func transportPair(t *testing.T, kind string) (net.Conn, net.Conn) {
 	case "pipe":
 		return net.Pipe()
 	case "tcp":
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		ch := make(chan net.Conn, 1)
-		go func() {
-			c, _ := ln.Accept()
-			ch <- c
-		}()
-		a, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a, <-ch
+		return conntest.TCPPair(t)
 	case "grpc-stream":
 		return grpcStreamPair(t)
 	}
