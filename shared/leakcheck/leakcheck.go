@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,11 +19,17 @@ import (
 // goroutines with code of package path (e.g. "betcode/agent/acp") are
 // still running after a grace of five seconds for ones finishing up. Call
 // it from TestMain; it exits.
-func Main(m *testing.M, path string) {
+func Main(m *testing.M, path string) { MainMatching(m, 5*time.Second, path+".") }
+
+// MainMatching is Main for the goroutines whose stacks hold any of marks
+// (e.g. "shared/webapi.(*socket)": the ones a package's tests must not
+// leave behind, where others of the package may outlive them), with a
+// grace of its own.
+func MainMatching(m *testing.M, grace time.Duration, marks ...string) {
 	code := m.Run()
 	if code == 0 {
-		if leaked := Leaked(path, 5*time.Second); leaked != "" {
-			fmt.Fprintf(os.Stderr, "goroutines of %s outlived the tests:\n%s\n", path, leaked)
+		if leaked := leakedMatching(grace, marks); leaked != "" {
+			fmt.Fprintf(os.Stderr, "goroutines outlived the tests (%s):\n%s\n", strings.Join(marks, ", "), leaked)
 			code = 1
 		}
 	}
@@ -33,6 +40,13 @@ func Main(m *testing.M, path string) {
 // running code of package path, waiting up to grace for them to end; ""
 // when none is left.
 func Leaked(path string, grace time.Duration) string {
+	return leakedMatching(grace, []string{path + "."})
+}
+
+// leakedMatching returns the stacks of the goroutines (other than the
+// caller's) that hold any of marks, waiting up to grace for them to end;
+// "" when none is left.
+func leakedMatching(grace time.Duration, marks []string) string {
 	var leaked []string
 	deadline := time.Now().Add(grace)
 	for {
@@ -40,14 +54,14 @@ func Leaked(path string, grace time.Duration) string {
 		buf = buf[:runtime.Stack(buf, true)]
 		leaked = leaked[:0]
 		for i, g := range strings.Split(string(buf), "\n\n") {
-			if i > 0 && strings.Contains(g, path+".") {
+			if i > 0 && slices.ContainsFunc(marks, func(mark string) bool { return strings.Contains(g, mark) }) {
 				leaked = append(leaked, g)
 			}
 		}
 		if len(leaked) == 0 || time.Now().After(deadline) {
 			return strings.Join(leaked, "\n\n")
 		}
-		time.Sleep(50 * time.Millisecond) // polling the runtime: nothing to wait on
+		time.Sleep(20 * time.Millisecond) // polling the runtime: nothing to wait on
 	}
 }
 
