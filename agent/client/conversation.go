@@ -173,7 +173,7 @@ func (c *Conversation) Recv(ctx context.Context) (*pb.AgentEvent, error) {
 			bo = Backoff()
 		}
 		for {
-			wait := bo.NextBackOff()
+			wait := nextWait(bo, err)
 			if c.OnReconnect != nil {
 				c.OnReconnect(err, wait)
 			}
@@ -211,6 +211,41 @@ func RelayDraining(err error) bool {
 		}
 	}
 	return false
+}
+
+// maxRetryAfter bounds the wait a failure may ask for.
+const maxRetryAfter = 30 * time.Second
+
+// RetryAfter returns the wait a failure asks for, in its ErrorInfo's
+// retry_after_ms (a rate limit's; a machine that was connected moments ago
+// and is moving between relay replicas, which the relay answers with a
+// short one), at most 30 s; ok is false when it asks none.
+func RetryAfter(err error) (wait time.Duration, ok bool) {
+	st, isStatus := status.FromError(err)
+	if !isStatus || err == nil {
+		return 0, false
+	}
+	for _, d := range st.Details() {
+		info, isInfo := d.(*errdetails.ErrorInfo)
+		if !isInfo {
+			continue
+		}
+		ms, perr := strconv.ParseInt(info.GetMetadata()["retry_after_ms"], 10, 64)
+		if perr != nil || ms < 0 {
+			continue
+		}
+		return min(time.Duration(ms)*time.Millisecond, maxRetryAfter), true
+	}
+	return 0, false
+}
+
+// nextWait is the wait before the next try after err: what err asks for
+// (RetryAfter), which does not advance bo, else bo's next step.
+func nextWait(bo backoff.BackOff, err error) time.Duration {
+	if d, ok := RetryAfter(err); ok {
+		return d
+	}
+	return bo.NextBackOff()
 }
 
 // Retryable reports whether a stream error is worth a reconnect: the agent

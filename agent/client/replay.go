@@ -48,7 +48,7 @@ func Replay(ctx context.Context, api pb.AgentServiceClient, req *pb.ResumeSessio
 		if bo == nil || RelayDraining(err) {
 			bo = Backoff()
 		}
-		wait := bo.NextBackOff()
+		wait := nextWait(bo, err)
 		if onReconnect != nil {
 			onReconnect(err, wait)
 		}

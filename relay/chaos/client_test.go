@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -234,7 +236,9 @@ func (f *follower) run(ctx context.Context) { f.follow(ctx, f.grpcSession) }
 
 // follow runs session (one stream or socket, until it fails) again and
 // again until ctx ends, recording each break, and waits 50 ms doubling to
-// 500 ms between tries (50 ms again once one streamed: it calls streaming).
+// 500 ms between tries (50 ms again once one streamed: it calls streaming),
+// or what the failure asks for (retry_after_ms: the relay's answer for a
+// machine moving between replicas), as agent/client does.
 func (f *follower) follow(ctx context.Context, session func(ctx context.Context, streaming func()) error) {
 	wait := 50 * time.Millisecond
 	for ctx.Err() == nil {
@@ -247,11 +251,35 @@ func (f *follower) follow(ctx context.Context, session func(ctx context.Context,
 			return
 		}
 		f.broke(err)
+		if d, ok := retryAfter(err); ok {
+			if !sleepCtx(ctx, d) {
+				return
+			}
+			continue
+		}
 		if !sleepCtx(ctx, wait) {
 			return
 		}
 		wait = min(2*wait, 500*time.Millisecond)
 	}
+}
+
+// retryAfter returns the retry_after_ms of err's ErrorInfo, as
+// agent/client.RetryAfter reads it (the relay's module cannot import the
+// agent's).
+func retryAfter(err error) (time.Duration, bool) {
+	st, ok := status.FromError(err)
+	if !ok || err == nil {
+		return 0, false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			if ms, perr := strconv.ParseInt(info.GetMetadata()["retry_after_ms"], 10, 64); perr == nil && ms >= 0 {
+				return min(time.Duration(ms)*time.Millisecond, 30*time.Second), true
+			}
+		}
+	}
+	return 0, false
 }
 
 // grpcSession runs one ResumeSession stream from the last sequence

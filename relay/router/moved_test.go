@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/betcode-dev/betcode/relay/auth"
@@ -136,7 +139,7 @@ func TestToPeerFollowsAMachineThatMoved(t *testing.T) {
 			w := httptest.NewRecorder()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			rt.toPeer(ctx, w, r.WithContext(ctx), dead, "u1", "m1")
+			rt.toPeer(ctx, w, r.WithContext(ctx), dead, "u1", "m1", time.Now())
 			if st := w.Result().Trailer.Get("Grpc-Status"); st != "0" {
 				t.Fatalf("grpc-status %q (%s), want 0 from the replica the machine moved to", st, w.Result().Trailer.Get("Grpc-Message"))
 			}
@@ -171,7 +174,7 @@ func TestBufferedCallIsSentOnToTheMachinesReplica(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, queueMessagePath, bytes.NewReader(body))
 	r.Header.Set("Content-Type", "application/grpc")
 	w := httptest.NewRecorder()
-	rt.offline(w, r, "u1", "m1")
+	rt.offline(w, r, "u1", "m1", false)
 	if st := w.Result().Trailer.Get("Grpc-Status"); st != "0" {
 		t.Fatalf("grpc-status %q, want 0 (buffered)", st)
 	}
@@ -268,5 +271,64 @@ func TestOfflineRecordIsReadAgainSoon(t *testing.T) {
 	<-got
 	if st.reads != reads {
 		t.Errorf("a call 200 ms after reading a record that names a live replica read the store again (%d reads, want %d)", st.reads, reads)
+	}
+}
+
+// retryAfterOf returns the retry_after_ms of a recorded trailers-only
+// answer's ErrorInfo ("" for none).
+func retryAfterOf(t *testing.T, rec *httptest.ResponseRecorder) string {
+	t.Helper()
+	v := rec.Result().Header.Get("Grpc-Status-Details-Bin")
+	if v == "" {
+		return ""
+	}
+	b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(v, "="))
+	if err != nil {
+		t.Fatalf("status details: %v", err)
+	}
+	var st spb.Status
+	if err := proto.Unmarshal(b, &st); err != nil {
+		t.Fatalf("status details: %v", err)
+	}
+	for _, d := range st.GetDetails() {
+		var info errdetails.ErrorInfo
+		if d.UnmarshalTo(&info) == nil {
+			return info.GetMetadata()["retry_after_ms"]
+		}
+	}
+	return ""
+}
+
+// TestMovingMachineIsTriedAgainSoon: a stream for a machine that was
+// connected moments ago (its tunnel ended: its replica drains or died) is
+// answered MACHINE_OFFLINE with retry_after_ms 100, so its client tries
+// again within 100 ms rather than on its doubling schedule, which found
+// the machine up to half a second after it was back (the chaos soak's
+// drains); one long gone gets no such hint, and its clients back off.
+func TestMovingMachineIsTriedAgainSoon(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		seen  time.Duration // before now
+		retry string
+	}{
+		{"seen a second ago", time.Second, "100"},
+		{"seen a minute ago", time.Minute, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &countingStore{m: store.Machine{ID: "m1", OwnerID: "u1", LastSeen: time.Now().Add(-tc.seen)}}
+			rt := &Router{Self: "127.0.0.1:1", PresenceTTL: time.Minute, Registry: registry.New(),
+				Store: st, Auth: ownerOnly{}, Log: slog.New(slog.DiscardHandler)}
+			r := httptest.NewRequest(http.MethodPost, "/betcode.v1.AgentService/ResumeSession", bytes.NewReader(tunnel.Frame([]byte("req"))))
+			r.Header.Set("Content-Type", "application/grpc")
+			r.Header.Set(MachineHeader, "m1")
+			w := httptest.NewRecorder()
+			rt.route(r.Context(), w, r, auth.Identity{UserID: "u1"}, false)
+			if code, msg := statusOf(w); code != "14" || !strings.Contains(msg, "not connected") {
+				t.Fatalf("answered %s %q, want 14 (not connected)", code, msg)
+			}
+			if got := retryAfterOf(t, w); got != tc.retry {
+				t.Errorf("retry_after_ms %q, want %q", got, tc.retry)
+			}
+		})
 	}
 }

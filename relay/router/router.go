@@ -303,7 +303,7 @@ func (rt *Router) route(ctx context.Context, w http.ResponseWriter, r *http.Requ
 			return
 		}
 		if bufferOnly {
-			rt.offline(w, r, id.UserID, machineID)
+			rt.offline(w, r, id.UserID, machineID, false)
 			return
 		}
 		rt.forward(ctx, w, r, t, id.UserID, machineID)
@@ -324,10 +324,10 @@ func (rt *Router) route(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	t = rt.Registry.Get(machineID)
 	if t == nil || bufferOnly {
 		if addr := rt.peerFor(&m, id); addr != "" && !bufferOnly {
-			rt.toPeer(ctx, w, r, addr, id.UserID, machineID)
+			rt.toPeer(ctx, w, r, addr, id.UserID, machineID, m.LastSeen)
 			return
 		}
-		rt.offline(w, r, id.UserID, machineID)
+		rt.offline(w, r, id.UserID, machineID, moving(m.LastSeen))
 		return
 	}
 	rt.forward(ctx, w, r, t, id.UserID, machineID)
@@ -373,7 +373,7 @@ func (rt *Router) notFound(w http.ResponseWriter, r *http.Request, id auth.Ident
 
 func (rt *Router) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, t *registry.Tunnel, userID, machineID string) {
 	if t.Client.Closed() {
-		rt.offline(w, r, userID, machineID)
+		rt.offline(w, r, userID, machineID, true) // its tunnel has just ended
 		return
 	}
 	if rt.Streams != nil {
@@ -431,7 +431,7 @@ func (rt *Router) limitMessages(ctx context.Context, r *http.Request) {
 // tunnel. If that replica cannot be reached the machine counts as offline
 // here: the call fails with MACHINE_OFFLINE or, if bufferable, is buffered
 // (its body is read first so that it can be).
-func (rt *Router) toPeer(ctx context.Context, w http.ResponseWriter, r *http.Request, addr, userID, machineID string) {
+func (rt *Router) toPeer(ctx context.Context, w http.ResponseWriter, r *http.Request, addr, userID, machineID string, seen time.Time) {
 	var body []byte
 	if Bufferable[r.URL.Path] {
 		var ok bool
@@ -488,7 +488,7 @@ func (rt *Router) toPeer(ctx context.Context, w http.ResponseWriter, r *http.Req
 		}
 		rt.Log.Warn("router: the replica holding the machine cannot be reached; treating it as offline",
 			"machine_id", machineID, "replica", addr, "err", err)
-		rt.offline(w, r, userID, machineID)
+		rt.offline(w, r, userID, machineID, moving(seen))
 		return true
 	}
 	ctx, span := rt.startSpan(ctx, r, machineID, headers)
@@ -529,11 +529,32 @@ func (b *unreadBody) Buffered() (n int, ended bool) {
 	return 0, false
 }
 
-// offline answers a call for a machine without a tunnel.
-func (rt *Router) offline(w http.ResponseWriter, r *http.Request, userID, machineID string) {
+// movingFor is how long after a machine was last seen a call that finds
+// it unreachable is told to try again soon (movingRetry): its tunnel has
+// just ended (its replica drains or died, the connection broke), and its
+// agent is registering with a replica again, which takes about a second
+// when many move at once. A client on its usual schedule (100 ms doubling)
+// found it up to half a second after it was back.
+const movingFor = 10 * time.Second
+
+// movingRetry is the retry_after_ms a call for a moving machine is
+// answered with.
+const movingRetry = "100"
+
+// moving reports whether a machine last seen at seen is likely moving
+// between replicas (movingFor).
+func moving(seen time.Time) bool { return time.Since(seen) < movingFor }
+
+// offline answers a call for a machine without a tunnel. A stream for a
+// machine that is moving (moving) is told to try again in 100 ms.
+func (rt *Router) offline(w http.ResponseWriter, r *http.Request, userID, machineID string, moving bool) {
 	if !Bufferable[r.URL.Path] {
 		rt.Metrics.offline()
-		writeStatus(w, codes.Unavailable, "MACHINE_OFFLINE", fmt.Sprintf("Target machine %q is not connected; streams need it online (QueueMessage can be buffered)", machineID))
+		var md map[string]string
+		if moving {
+			md = map[string]string{limits.RetryAfterKey: movingRetry}
+		}
+		grpcerr.Write(w, codes.Unavailable, "MACHINE_OFFLINE", fmt.Sprintf("Target machine %q is not connected; streams need it online (QueueMessage can be buffered)", machineID), md)
 		return
 	}
 	body, ok := readRequest(w, r)
