@@ -695,7 +695,7 @@ func writeStatus(w http.ResponseWriter, c codes.Code, betcode, msg string) {
 const storeRetryFor = 30 * time.Second
 
 // retryStore runs op until it succeeds, ctx ends or storeRetryFor has
-// passed, waiting 100 ms (RetryFirst) doubling to 2 s between tries: a
+// passed, waiting 100 ms (RetryFirst) growing to 2 s between tries: a
 // store that fails for a moment (PostgreSQL restarting) must not leave a
 // machine's buffered messages until its next heartbeat (the chaos soak
 // found messages that waited so). The first failure and the last are

@@ -69,9 +69,10 @@ type Service struct {
 	// Draining, if set, reports whether the replica drains: its agents are
 	// moving to other replicas, so it no longer records itself as theirs.
 	Draining func() bool
-	// RetryFirst is the first wait before recording the replica again
-	// after the store failed (default 100 ms, doubling up to 2 s, for one
-	// HeartbeatInterval; the heartbeats record it after that).
+	// RetryFirst is the first wait before a failed store call is tried
+	// again: recording the replica (default 100 ms, growing to 2 s, for one
+	// HeartbeatInterval; the heartbeats record it after that) and
+	// registration's reads and writes (default 50 ms, storeCall).
 	RetryFirst time.Duration
 
 	heartbeatDeliveries sync.Map // machine id -> struct{}: a delivery started by a heartbeat runs
@@ -362,7 +363,7 @@ func (s *Service) openTunnel(stream pb.TunnelService_OpenTunnelServer) (*registr
 const storeCallFor = 3 * time.Second
 
 // storeCall runs op, trying again for up to storeCallFor (from RetryFirst,
-// default 50 ms, doubling to 500 ms) while the store fails rather than
+// default 50 ms, growing to 500 ms) while the store fails rather than
 // answers: not found, a conflict, a revocation or an invalid argument is
 // its answer, returned at once. Without it a registration during a
 // PostgreSQL restart failed, and the agent waited out a second or more of
