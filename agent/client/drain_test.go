@@ -102,24 +102,8 @@ func (a *drainingAgent) Converse(s grpc.BidiStreamingServer[pb.AgentRequest, pb.
 }
 
 func TestConversationResumesAfterRelayDrainingWithoutGapOrDuplicate(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
 	agent := &drainingAgent{t: t}
-	pb.RegisterAgentServiceServer(srv, agent)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.Serve(ln)
-	}()
-	t.Cleanup(func() { srv.Stop(); <-served })
-	conn, err := Dial(ln.Addr().String(), DialOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := serveAgent(t, agent)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -183,30 +167,14 @@ func (a *drainingAgent) ResumeSession(req *pb.ResumeSessionRequest, s grpc.Serve
 }
 
 func TestReplayResumesAfterRelayDrainingWithoutGapOrDuplicate(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
 	agent := &drainingAgent{t: t}
-	pb.RegisterAgentServiceServer(srv, agent)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.Serve(ln)
-	}()
-	t.Cleanup(func() { srv.Stop(); <-served })
-	conn, err := Dial(ln.Addr().String(), DialOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := serveAgent(t, agent)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 
 	var seqs []uint64
 	reconnects := 0
-	err = Replay(ctx, pb.NewAgentServiceClient(conn), &pb.ResumeSessionRequest{SessionId: "s1"},
+	err := Replay(ctx, pb.NewAgentServiceClient(conn), &pb.ResumeSessionRequest{SessionId: "s1"},
 		func(ev *pb.AgentEvent) error { seqs = append(seqs, ev.Sequence); return nil },
 		func(err error, _ time.Duration) {
 			reconnects++
@@ -223,4 +191,27 @@ func TestReplayResumesAfterRelayDrainingWithoutGapOrDuplicate(t *testing.T) {
 	if fmt.Sprint(agent.resumes) != "[0 3]" {
 		t.Fatalf("ResumeSession from %v; want [0 3]", agent.resumes)
 	}
+}
+
+// serveAgent serves impl as the AgentService on a loopback port for the
+// test and returns a client connection to it.
+func serveAgent(t *testing.T, impl pb.AgentServiceServer) *grpc.ClientConn {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	pb.RegisterAgentServiceServer(srv, impl)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(ln)
+	}()
+	conn, err := Dial(ln.Addr().String(), DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(); srv.Stop(); <-served })
+	return conn
 }

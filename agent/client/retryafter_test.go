@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -89,29 +88,13 @@ func (a *movingAgent) ResumeSession(_ *pb.ResumeSessionRequest, s grpc.ServerStr
 // each time, instead of on the doubling schedule (100, 200, 400 ms...),
 // which found the machine up to half a second after it was back.
 func TestReplayTakesTheRelaysRetryAfter(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	pb.RegisterAgentServiceServer(srv, &movingAgent{t: t, offline: 4})
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.Serve(ln)
-	}()
-	t.Cleanup(func() { srv.Stop(); <-served })
-	conn, err := Dial(ln.Addr().String(), DialOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := serveAgent(t, &movingAgent{t: t, offline: 4})
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 
 	var waits []time.Duration
 	got := 0
-	err = Replay(ctx, pb.NewAgentServiceClient(conn), &pb.ResumeSessionRequest{SessionId: "s1"},
+	err := Replay(ctx, pb.NewAgentServiceClient(conn), &pb.ResumeSessionRequest{SessionId: "s1"},
 		func(*pb.AgentEvent) error { got++; return nil },
 		func(_ error, wait time.Duration) { waits = append(waits, wait) })
 	if err != nil || got != 2 {

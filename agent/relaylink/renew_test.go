@@ -188,11 +188,14 @@ func (r *fakeRelay) Register(ctx context.Context, _ *pb.RegisterRequest) (*pb.Re
 
 func (r *fakeRelay) OpenTunnel(stream grpc.BidiStreamingServer[pb.TunnelFrame, pb.TunnelFrame]) error {
 	_, addr := clientCert(stream.Context())
+	// Counted before the heartbeat that confirms the tunnel: the agent
+	// logs "relay link up" on it, and a test that counts then must see
+	// this tunnel.
+	r.live.Add(1)
+	defer r.live.Add(-1)
 	if err := stream.Send(&pb.TunnelFrame{Payload: &pb.TunnelFrame_Heartbeat{Heartbeat: &pb.TunnelHeartbeat{}}}); err != nil {
 		return err
 	}
-	r.live.Add(1)
-	defer r.live.Add(-1)
 	md, _ := metadata.FromIncomingContext(stream.Context())
 	r.handover <- slices.Contains(md.Get(tunnel.HandoverHeader), "1")
 	r.tunnels <- addr
