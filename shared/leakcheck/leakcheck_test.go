@@ -3,6 +3,7 @@ package leakcheck
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -56,13 +57,20 @@ func TestGoroutines(t *testing.T) {
 	t.Run("left running", func(t *testing.T) {
 		r := &recorder{TB: t}
 		goroutines(r, 100*time.Millisecond)
-		started, stop := make(chan struct{}), make(chan struct{})
-		done := make(chan struct{})
-		go func() { park(started, stop); close(done) }()
-		<-started
+		// Several, so that goroutines of earlier tests still ending
+		// (the check counts) cannot hide them: one alone was missed
+		// once in CI.
+		const n = 32
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for range n {
+			started := make(chan struct{})
+			wg.Go(func() { park(started, stop) })
+			<-started
+		}
 		r.end()
 		close(stop)
-		<-done
+		wg.Wait()
 		if len(r.errs) != 1 || !strings.Contains(r.errs[0], "leakcheck.park") {
 			t.Fatalf("a goroutine left running was reported as %q", r.errs)
 		}
