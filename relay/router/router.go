@@ -22,7 +22,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
@@ -701,15 +700,14 @@ const storeRetryFor = 30 * time.Second
 // found messages that waited so). The first failure and the last are
 // logged.
 func (rt *Router) retryStore(ctx context.Context, what, machineID string, op func() error) error {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = cmp.Or(rt.RetryFirst, 100*time.Millisecond)
-	b.MaxInterval = 2 * time.Second
-	b.MaxElapsedTime = storeRetryFor
-	tries := 0
-	err := backoff.RetryNotify(func() error { tries++; return op() }, backoff.WithContext(b, ctx), func(err error, wait time.Duration) {
-		if tries == 1 {
-			rt.Log.Warn("router: "+what+"; retrying", "machine_id", machineID, "err", err, "retry_in", wait.Round(time.Millisecond))
+	failed := false
+	tries, err := store.Retry(ctx, store.RetryPolicy{First: cmp.Or(rt.RetryFirst, 100*time.Millisecond), Max: 2 * time.Second, For: storeRetryFor}, func() error {
+		err := op()
+		if err != nil && !failed && !store.Answer(err) {
+			failed = true
+			rt.Log.Warn("router: "+what+"; retrying", "machine_id", machineID, "err", err)
 		}
+		return err
 	})
 	switch {
 	case err != nil && ctx.Err() == nil:

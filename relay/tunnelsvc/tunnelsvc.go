@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -370,19 +369,8 @@ const storeCallFor = 3 * time.Second
 // backoff (or was told to Register first, by an OpenTunnel that could not
 // read the record it had just written).
 func (s *Service) storeCall(ctx context.Context, op func() error) error {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = cmp.Or(s.RetryFirst, 50*time.Millisecond)
-	b.MaxInterval = 500 * time.Millisecond
-	b.MaxElapsedTime = storeCallFor
-	return backoff.Retry(func() error {
-		err := op()
-		for _, answer := range []error{store.ErrNotFound, store.ErrConflict, store.ErrRevoked, store.ErrInvalid, store.ErrClosed} {
-			if errors.Is(err, answer) {
-				return backoff.Permanent(err)
-			}
-		}
-		return err
-	}, backoff.WithContext(b, ctx))
+	_, err := store.Retry(ctx, store.RetryPolicy{First: cmp.Or(s.RetryFirst, 50*time.Millisecond), Max: 500 * time.Millisecond, For: storeCallFor}, op)
+	return err
 }
 
 // recordReplica records this replica as t's machine's holder, trying again
@@ -390,23 +378,19 @@ func (s *Service) storeCall(ctx context.Context, op func() error) error {
 // the replica drains (its agents move away), or a heartbeat interval has
 // passed (the heartbeats record it from then on).
 func (s *Service) recordReplica(ctx context.Context, t *registry.Tunnel) {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = cmp.Or(s.RetryFirst, 100*time.Millisecond)
-	b.MaxInterval = 2 * time.Second
-	b.MaxElapsedTime = cmp.Or(s.HeartbeatInterval, 30*time.Second)
-	tries := 0
-	err := backoff.Retry(func() error {
+	ours := true
+	tries, err := store.Retry(ctx, store.RetryPolicy{First: cmp.Or(s.RetryFirst, 100*time.Millisecond), Max: 2 * time.Second, For: cmp.Or(s.HeartbeatInterval, 30*time.Second)}, func() error {
 		if s.Registry.Get(t.MachineID) != t || s.Draining != nil && s.Draining() {
-			return nil // no longer this tunnel's to record
+			ours = false // no longer this tunnel's to record
+			return nil
 		}
-		tries++
 		return s.Store.SetMachineReplica(ctx, t.MachineID, s.Replica, s.now())
-	}, backoff.WithContext(b, ctx))
+	})
 	switch {
 	case ctx.Err() != nil:
 	case err != nil:
 		s.Log.Warn("tunnel: recording this replica as the machine's failed; the next heartbeat records it", "machine_id", t.MachineID, "tries", tries, "err", err)
-	case tries > 0:
+	case ours:
 		s.Log.Info("tunnel: recorded this replica as the machine's", "machine_id", t.MachineID, "tries", tries)
 	}
 }
