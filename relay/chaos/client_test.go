@@ -55,6 +55,8 @@ type client struct {
 	token    string
 	cc       *grpc.ClientConn
 	web      *webDialer // set for a web client (isWeb): it follows over the WebSocket
+	dev      *device    // set for a paired device (isPaired): its calls go inside channels
+	w        *world
 	machines []*agentProc
 	others   []*agentProc // machines of other users, that must refuse this one
 	rec      *recorder
@@ -77,8 +79,20 @@ type queued struct {
 	content  string
 	buffered bool // the relay buffered it (machine offline)
 	dup      bool // a retry was answered "duplicate" (an earlier try was taken)
+	sealed   int  // tries sent as a sealed envelope (a paired device whose channel would not open)
 	ok       bool // accepted or buffered
 	err      string
+}
+
+// conn is the connection c calls machine m on: a paired device's channel
+// connection to m, else the relay login's.
+func (c *client) conn(m *agentProc) *grpc.ClientConn {
+	if c.dev != nil {
+		if cc := c.dev.conn(m.id); cc != nil {
+			return cc
+		}
+	}
+	return c.cc
 }
 
 func onMachine(ctx context.Context, id string) context.Context {
@@ -113,7 +127,6 @@ func retry(ctx context.Context, f func(context.Context) error) error {
 // run drives turns on the client's machines until load ends.
 func (c *client) run(load, follow context.Context, wg *sync.WaitGroup) {
 	r := rand.New(rand.NewPCG(uint64(c.idx), 7))
-	api := pb.NewAgentServiceClient(c.cc)
 	// One session per machine, its follower started at once.
 	for _, m := range c.machines {
 		var sess string
@@ -122,7 +135,7 @@ func (c *client) run(load, follow context.Context, wg *sync.WaitGroup) {
 			prompt = "STREAM 20"
 		}
 		err := retry(load, func(ctx context.Context) error {
-			resp, err := api.StartSession(onMachine(ctx, m.id), &pb.StartSessionRequest{WorkingDirectory: m.project,
+			resp, err := pb.NewAgentServiceClient(c.conn(m)).StartSession(onMachine(ctx, m.id), &pb.StartSessionRequest{WorkingDirectory: m.project,
 				Message: &pb.UserMessage{Content: prompt}, IdempotencyKey: fmt.Sprintf("start-%s-%d", m.id, c.idx)})
 			if err == nil {
 				sess = resp.GetSession().GetId()
@@ -171,12 +184,27 @@ func (c *client) run(load, follow context.Context, wg *sync.WaitGroup) {
 		// The client retries its message until it is taken, past the end
 		// of the load if need be (the same key: taken once).
 		qctx, qcancel := context.WithTimeout(follow, 2*time.Minute)
+		if c.dev != nil {
+			q.key = sealedKey(q.key)
+		}
 		err := retry(qctx, func(ctx context.Context) error {
-			resp, err := api.QueueMessage(onMachine(ctx, f.machine.id), &pb.QueueMessageRequest{SessionId: f.session, IdempotencyKey: q.key,
+			resp, err := pb.NewAgentServiceClient(c.conn(f.machine)).QueueMessage(onMachine(ctx, f.machine.id), &pb.QueueMessageRequest{SessionId: f.session, IdempotencyKey: q.key,
 				Message: &pb.UserMessage{Content: content}})
 			if err == nil {
 				q.buffered = q.buffered || resp.Buffered
 				q.dup = q.dup || resp.Duplicate
+				return nil
+			}
+			if c.dev != nil && status.Code(err) == codes.Unavailable {
+				// The channel did not open (the machine may be offline):
+				// sealed, under the same key, as betcode send does.
+				buffered, dup, serr := c.w.queueSealed(ctx, c.dev, f.machine.id, f.session, q.key, content)
+				if serr == nil {
+					q.buffered = q.buffered || buffered
+					q.dup = q.dup || dup
+					q.sealed++
+					return nil
+				}
 			}
 			return err
 		})
@@ -220,6 +248,14 @@ func (c *client) probeOthers(ctx context.Context, r *rand.Rand) {
 		return
 	}
 	m := c.others[r.IntN(len(c.others))]
+	if c.dev != nil {
+		if err := c.w.probeChannel(ctx, c.dev, m); err != nil {
+			c.mu.Lock()
+			c.wrongUser = append(c.wrongUser, fmt.Sprintf("user %s: %v", c.user, err))
+			c.mu.Unlock()
+		}
+		return
+	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := pb.NewAgentServiceClient(c.cc).ListSessions(onMachine(cctx, m.id), &pb.ListSessionsRequest{})
@@ -285,7 +321,7 @@ func retryAfter(err error) (time.Duration, bool) {
 // grpcSession runs one ResumeSession stream from the last sequence
 // received until it fails.
 func (f *follower) grpcSession(ctx context.Context, streaming func()) error {
-	api := pb.NewAgentServiceClient(f.c.cc)
+	api := pb.NewAgentServiceClient(f.c.conn(f.machine))
 	f.mu.Lock()
 	from := f.last
 	f.mu.Unlock()
@@ -355,7 +391,7 @@ func (f *follower) trying() {
 	defer f.mu.Unlock()
 	if n := len(f.breaks); n > 0 && f.breaks[n-1].resumed.IsZero() {
 		f.breaks[n-1].lastTry = time.Now()
-		f.breaks[n-1].lastState = f.c.cc.GetState().String()
+		f.breaks[n-1].lastState = f.c.conn(f.machine).GetState().String()
 	}
 }
 
@@ -435,7 +471,7 @@ func (f *follower) received(ctx context.Context, seq uint64, ts time.Time, wd st
 // answer allows a permission request (a phone's notification action).
 func (f *follower) answer(ctx context.Context, id string) {
 	err := retry(ctx, func(ctx context.Context) error {
-		_, err := pb.NewAgentServiceClient(f.c.cc).AnswerPermission(onMachine(ctx, f.machine.id), &pb.AnswerPermissionRequest{SessionId: f.session,
+		_, err := pb.NewAgentServiceClient(f.c.conn(f.machine)).AnswerPermission(onMachine(ctx, f.machine.id), &pb.AnswerPermissionRequest{SessionId: f.session,
 			Response: &pb.PermissionResponse{RequestId: id, Decision: pb.PermissionDecision_ALLOW_ONCE}})
 		if status.Code(err) == codes.FailedPrecondition && strings.Contains(fmt.Sprint(err), "NOT_PENDING") {
 			return nil // answered by an earlier try whose reply was lost

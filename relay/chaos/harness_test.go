@@ -247,6 +247,7 @@ type agentProc struct {
 	p       *proc
 	kills   int
 	enroll  bool // enrolled during the run (its credentials are in data)
+	e2e     bool // on --relay-e2e required (the shipped default): its owner is a paired device
 }
 
 func (a *agentProc) proc() *proc {
@@ -456,7 +457,7 @@ func (w *world) startRelayOnce(r *replica) error {
 var linkUpRE = regexp.MustCompile(`relay link up`)
 
 // addAgent prepares machine i (owned by owner) and starts it.
-func (w *world) addAgent(i int, owner string, real bool) (*agentProc, error) {
+func (w *world) addAgent(i int, owner string, real, e2e bool) (*agentProc, error) {
 	id := fmt.Sprintf("m%03d", i)
 	home := filepath.Join(w.dir, "home-"+id)
 	sockDir, err := os.MkdirTemp("", "bcc")
@@ -464,7 +465,7 @@ func (w *world) addAgent(i int, owner string, real bool) (*agentProc, error) {
 		return nil, err
 	}
 	w.t.Cleanup(func() { os.RemoveAll(sockDir) })
-	a := &agentProc{idx: i, id: id, owner: owner, real: real, home: home, project: filepath.Join(home, "project-"+id),
+	a := &agentProc{idx: i, id: id, owner: owner, real: real, e2e: e2e, home: home, project: filepath.Join(home, "project-"+id),
 		data: filepath.Join(w.dir, "data-"+id), sock: filepath.Join(sockDir, "a.sock")}
 	if err := os.MkdirAll(a.project, 0o755); err != nil {
 		return nil, err
@@ -485,10 +486,13 @@ func (w *world) startAgent(a *agentProc) error {
 		cli, env = w.claude, claudecli.Env(a.home, w.api.URL())
 	}
 	args := []string{"serve", "--listen", "unix://" + a.sock, "--data-dir", a.data, "--claude-bin", cli,
-		"--machine-name", "name-" + a.id, "--log-level", "info", "--drain-timeout", "0", "--http-listen", "",
-		// The soak's clients call machines through the relay in clear with
-		// a relay login (the shipped default is required: paired devices).
-		"--relay-e2e", "optional"}
+		"--machine-name", "name-" + a.id, "--log-level", "info", "--drain-timeout", "0", "--http-listen", ""}
+	if !a.e2e {
+		// Most clients call machines through the relay in clear with a
+		// relay login; the shipped default, required, serves paired
+		// devices' channels only.
+		args = append(args, "--relay-e2e", "optional")
+	}
 	if !a.enroll {
 		args = append(args, "--relay", a.link.Listen, "--relay-ca", filepath.Join(w.pki, pki.CACertFile),
 			"--machine-cert", filepath.Join(w.pki, pki.MachineCertFile(a.id)), "--machine-key", filepath.Join(w.pki, pki.MachineKeyFile(a.id)))

@@ -42,12 +42,16 @@ type Result struct {
 	Enrolled   int // machines enrolled during the run
 	Clients    int
 	WebClients int // of Clients, those following over the WebSocket
-	Users      int
+	// PairedClients, of Clients, are paired devices: every call inside
+	// end-to-end channels to machines on --relay-e2e required.
+	PairedClients int
+	Users         int
 
 	Turns, Sessions           int
 	Events                    int // events delivered to clients
 	EventsLost, EventsDoubled int
 	Queued, QueuedBuffered    int // messages queued (QueueMessage), of which the relay buffered
+	QueuedSealed              int // of Queued, those a paired device sent as a sealed envelope (its channel would not open)
 	QueuedLost, QueuedDoubled int
 	Permissions               int // permission prompts answered
 	WrongMachine, WrongUser   int // calls answered for another machine or user (target 0)
@@ -98,17 +102,18 @@ func (r Result) Markdown(png string) string {
 	p("It runs real processes on loopback: %d relay replicas (the shipped settings) on one PostgreSQL, behind a small TCP balancer "+
 		"(relay/chaos.Balancer) that closes a dead replica's connections; agents (`betcode-agent`, some on the real Claude Code CLI "+
 		"against the fake model API, the rest on the fast fake CLI); clients following their sessions' event "+
-		"streams, on the Go gRPC API or on the web app's WebSocket (/api/ws), and resuming by sequence after every break. Faults come from a seeded schedule; `CHAOS_SEED=%d make chaos` "+
+		"streams, on the Go gRPC API (with a relay login, or as a paired device inside end-to-end channels to machines on the shipped "+
+		"`--relay-e2e required`) or on the web app's WebSocket (/api/ws), and resuming by sequence after every break. Faults come from a seeded schedule; `CHAOS_SEED=%d make chaos` "+
 		"replays this one. The bounded run in `make test` is the same soak, shorter and smaller, and writes nothing.\n\n", r.Replicas, r.Seed)
 	p("## Load held\n\n| what | value |\n| --- | --- |\n")
 	p("| load duration (faults injected throughout) | %s |\n", r.Duration.Round(time.Second))
 	p("| relay replicas | %d (one PostgreSQL, its link through a fault proxy) |\n", r.Replicas)
 	p("| agents | %d at the start (%d on the real Claude Code CLI), %d enrolled during the run |\n", r.Agents, r.RealAgents, r.Enrolled)
-	p("| clients | %d (%d on the Go gRPC API, %d on the web app's WebSocket), %d users (each owns its machines; every turn also probes another user's machine) |\n",
-		r.Clients, r.Clients-r.WebClients, r.WebClients, r.Users)
+	p("| clients | %d (%d on the Go gRPC API with a relay login, %d paired devices calling inside end-to-end channels, %d on the web app's WebSocket), %d users (each owns its machines; every turn also probes another user's machine) |\n",
+		r.Clients, r.Clients-r.WebClients-r.PairedClients, r.PairedClients, r.WebClients, r.Users)
 	p("| sessions, turns | %d, %d |\n", r.Sessions, r.Turns)
 	p("| events delivered to clients | %d |\n", r.Events)
-	p("| messages queued (QueueMessage), of which buffered by the relay for an offline machine | %d, %d |\n", r.Queued, r.QueuedBuffered)
+	p("| messages queued (QueueMessage), of which buffered by the relay for an offline machine; sent sealed by paired devices whose channel would not open | %d, %d; %d |\n", r.Queued, r.QueuedBuffered, r.QueuedSealed)
 	p("| permission prompts answered | %d |\n", r.Permissions)
 	p("| client tokens revoked during the run (longest until every replica refused it) | %d (%s) |\n", r.Revocations, r.RevocationMax.Round(time.Millisecond))
 	p("| client streams broken by faults, all resumed | %d |\n", r.Breaks)

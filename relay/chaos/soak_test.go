@@ -105,7 +105,7 @@ func TestChaosSoak(t *testing.T) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if _, err := w.addAgent(i, fmt.Sprintf("u%d", i%cfg.clients), i < cfg.realAgents); err != nil {
+			if _, err := w.addAgent(i, fmt.Sprintf("u%d", i%cfg.clients), i < cfg.realAgents, isPaired(i%cfg.clients)); err != nil {
 				errs <- err
 			}
 		})
@@ -132,11 +132,21 @@ func TestChaosSoak(t *testing.T) {
 			}
 			c.web = newWebDialer(w.cliLink.Listen, cfg)
 		}
+		c.w = w
 		for _, a := range w.agents {
 			if a.owner == c.user {
 				c.machines = append(c.machines, a)
 			} else {
 				c.others = append(c.others, a)
+			}
+		}
+		if isPaired(i) {
+			c.dev = newDevice(t)
+			t.Cleanup(c.dev.close)
+			for _, a := range c.machines {
+				if err := w.pairRetrying(t.Context(), c.dev, a, fmt.Sprintf("phone of %s", c.user)); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		clients[i] = c
@@ -228,7 +238,7 @@ func TestChaosSoak(t *testing.T) {
 	followers.Wait()
 
 	res := Result{Seed: cfg.seed, Date: time.Now(), Duration: loadDur, Replicas: cfg.replicas, Agents: cfg.agents,
-		RealAgents: cfg.realAgents, Enrolled: enrolled, Clients: cfg.clients, WebClients: webClients(cfg.clients), Users: cfg.clients, Sessions: len(fs)}
+		RealAgents: cfg.realAgents, Enrolled: enrolled, Clients: cfg.clients, WebClients: webClients(cfg.clients), PairedClients: pairedClients(cfg.clients), Users: cfg.clients, Sessions: len(fs)}
 	res.Faults = rec.faults
 	res.Bugs = foundBugs
 	res.Notes = knownLimits
@@ -272,6 +282,27 @@ func TestChaosSoak(t *testing.T) {
 	}
 	for e, n := range why {
 		t.Logf("%4d breaks: %s", n, e)
+	}
+	for _, c := range clients {
+		kind := "gRPC, relay login"
+		switch {
+		case c.dev != nil:
+			kind = "paired device, end-to-end channels"
+		case c.web != nil:
+			kind = "WebSocket, relay login"
+		}
+		events, sealed := 0, 0
+		for _, f := range c.followers {
+			f.mu.Lock()
+			events += len(f.seqs)
+			f.mu.Unlock()
+		}
+		for _, q := range c.queued {
+			if q.sealed > 0 {
+				sealed++
+			}
+		}
+		t.Logf("client %d (%s): %d machines, %d turns, %d events, %d messages sent sealed", c.idx, kind, len(c.machines), c.turns, events, sealed)
 	}
 	res.Wall = time.Since(wall)
 	res.RelayStartRetries = w.relayRestarts
@@ -392,8 +423,11 @@ var knownLimits = []string{
 		"replica, which writes to PostgreSQL: streams whose recovery overlapped a PostgreSQL fault (restart, blackhole) " +
 		"wait for it to end. Faults overlap by design, so those are in the percentiles. The long run shares 2 cores " +
 		"with 3 relays, PostgreSQL, the agents and the clients, which stretches every figure.",
-	"Clients use relay logins: Go gRPC clients, and every fourth client follows over the web app's WebSocket (/api/ws; " +
-		"its messages and answers still go by gRPC). Paired devices' end-to-end channels (Noise) are not in the load yet.",
+	"Clients: every fourth is a paired device whose machines run the shipped --relay-e2e required (all its calls inside " +
+		"end-to-end Noise channels; a message whose channel would not open goes sealed, as betcode send does); every " +
+		"fourth follows over the web app's WebSocket with a relay login (/api/ws; its messages and answers still go by " +
+		"gRPC); the rest are Go gRPC clients with relay logins. The browser's own channel (web/1 inside Noise) is not in " +
+		"the load.",
 	"Packet loss: TCP hides loss as delay, so it is covered by latency and jitter, the slicer, blackholes (held bytes, " +
 		"no FIN) and reset connections (reset-peer) rather than by dropping packets (tc netem in network namespaces would).",
 	"A replica started while PostgreSQL is unreachable exits (\"open store\") and relies on its supervisor to start it " +
@@ -431,7 +465,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 func replay(ctx context.Context, f *follower) ([]*pb.AgentEvent, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	s, err := pb.NewAgentServiceClient(f.c.cc).ResumeSession(onMachine(ctx, f.machine.id), &pb.ResumeSessionRequest{SessionId: f.session})
+	s, err := pb.NewAgentServiceClient(f.c.conn(f.machine)).ResumeSession(onMachine(ctx, f.machine.id), &pb.ResumeSessionRequest{SessionId: f.session})
 	if err != nil {
 		return nil, err
 	}
@@ -506,6 +540,9 @@ func check(t *testing.T, w *world, clients []*client, fs []*follower, logs map[*
 				continue
 			}
 			res.Queued++
+			if q.sealed > 0 {
+				res.QueuedSealed++
+			}
 			if q.buffered {
 				res.QueuedBuffered++
 			}
@@ -518,7 +555,7 @@ func check(t *testing.T, w *world, clients []*client, fs []*follower, logs map[*
 			switch {
 			case n == 0:
 				res.QueuedLost++
-				res.Failures = append(res.Failures, fmt.Sprintf("queued message %s (%q) to %s session %s: not in the log (buffered %v, a retry answered duplicate %v)", q.key, q.content, q.f.machine.id, q.f.session, q.buffered, q.dup))
+				res.Failures = append(res.Failures, fmt.Sprintf("queued message %s (%q) to %s session %s: not in the log (buffered %v, a retry answered duplicate %v, tries sent sealed %d)", q.key, q.content, q.f.machine.id, q.f.session, q.buffered, q.dup, q.sealed))
 			case n > 1:
 				res.QueuedDoubled += n - 1
 				res.Failures = append(res.Failures, fmt.Sprintf("queued message %s (%q) to %s session %s: %d times in the log", q.key, q.content, q.f.machine.id, q.f.session, n))
@@ -527,7 +564,7 @@ func check(t *testing.T, w *world, clients []*client, fs []*follower, logs map[*
 		// Each machine lists only its own sessions.
 		for _, m := range c.machines {
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-			l, err := pb.NewAgentServiceClient(c.cc).ListSessions(onMachine(ctx, m.id), &pb.ListSessionsRequest{})
+			l, err := pb.NewAgentServiceClient(c.conn(m)).ListSessions(onMachine(ctx, m.id), &pb.ListSessionsRequest{})
 			cancel()
 			if err != nil {
 				res.Failures = append(res.Failures, fmt.Sprintf("ListSessions on %s after the run: %v", m.id, err))
