@@ -47,7 +47,7 @@ func newWebDialer(addr string, tlsCfg *tls.Config) *webDialer {
 // transientCodes are the socket errors of a fault: the server closes the
 // socket after them and the client opens a new one.
 var transientCodes = map[string]bool{"TUNNEL_DISCONNECTED": true, "MACHINE_OFFLINE": true, "RELAY_DRAINING": true,
-	"UNAVAILABLE": true, "SLOW_CONSUMER": true}
+	"UNAVAILABLE": true, "SLOW_CONSUMER": true, "DEADLINE_EXCEEDED": true}
 
 // wsMsg is the part of a WebSocket message the follower reads.
 type wsMsg struct {
@@ -60,6 +60,8 @@ type wsMsg struct {
 	RequestID  string `json:"requestId"`
 	Cwd        string `json:"cwd"`
 	StopReason string `json:"stopReason"`
+	// RetryAfterMs is a subscription_ended's hint (the machine is moving).
+	RetryAfterMs *int64 `json:"retryAfterMs"`
 }
 
 // streamed reports whether m is one of the session's streamed items (an
@@ -92,6 +94,7 @@ func (f *follower) webSession(ctx context.Context, streaming func()) error {
 	if err := wsjson.Write(ctx, conn, hello); err != nil {
 		return fmt.Errorf("websocket hello: %w", err)
 	}
+	resubs := 0 // transient subscription ends in a row
 	for {
 		f.c.stallIfAsked(ctx)
 		var m wsMsg
@@ -107,13 +110,29 @@ func (f *follower) webSession(ctx context.Context, streaming func()) error {
 			streaming()
 			continue
 		case m.Type == "subscription_ended" && m.SessionID == f.session:
-			// Resubscribe from where it stopped (the app does the same).
+			// Resubscribe from where it stopped, when the web app would
+			// (web/src/store.ts resubscribeDelay): after the relay's
+			// retryAfterMs, else 250 ms doubling.
+			if !transientCodes[m.Code] {
+				return fmt.Errorf("websocket: subscription ended: %s %s", m.Code, m.Message)
+			}
+			wait := time.Duration(250<<min(resubs, 5)) * time.Millisecond
+			if m.RetryAfterMs != nil {
+				wait = time.Duration(*m.RetryAfterMs) * time.Millisecond
+			}
+			resubs++
+			if !sleepCtx(ctx, wait) {
+				return ctx.Err()
+			}
 			f.mu.Lock()
 			from := f.last
 			f.mu.Unlock()
 			if err := wsjson.Write(ctx, conn, map[string]any{"type": "subscribe", "sessionId": f.session, "afterSequence": from}); err != nil {
 				return fmt.Errorf("websocket resubscribe after %s: %w", m.Code, err)
 			}
+			continue
+		case m.Type == "replay_done" && m.SessionID == f.session:
+			resubs = 0
 			continue
 		case m.Type == "error" && m.Seq == 0:
 			// The machine's tunnel or a replica going away is said so

@@ -51,6 +51,10 @@ type fakeAgent struct {
 	team     *fakeTeam     // TeamService (team_test.go)
 }
 
+// movingSession is a session whose machine is moving between relay
+// replicas: ResumeSession answers MACHINE_OFFLINE with the relay's retry hint.
+const movingSession = "moving"
+
 func betcodeErr(c codes.Code, reason, msg string, md map[string]string) error {
 	st, _ := status.New(c, msg).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain, Metadata: md})
 	return st.Err()
@@ -152,6 +156,11 @@ func (f *fakeAgent) find(id string) *pb.SessionSummary {
 func (f *fakeAgent) ResumeSession(req *pb.ResumeSessionRequest, stream pb.AgentService_ResumeSessionServer) error {
 	md, _ := metadata.FromIncomingContext(stream.Context())
 	follow := slices.Equal(md.Get("x-betcode-follow"), []string{"true"})
+	if req.SessionId == movingSession {
+		// As the relay answers while the session's machine moves between
+		// its replicas.
+		return betcodeErr(codes.Unavailable, "MACHINE_OFFLINE", "Target machine is not connected", map[string]string{"retry_after_ms": "100"})
+	}
 	f.mu.Lock()
 	if f.find(req.SessionId) == nil {
 		f.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -654,8 +655,19 @@ func (s *socket) feedEnded(sub *subscription, err error) {
 	if !current {
 		return // unsubscribed or replaced meanwhile
 	}
+	s.sendShared(mustMarshal(subscriptionEnded(sub.id, err)))
+}
+
+// subscriptionEnded is the subscription_ended message of session id's
+// stream that failed with err; retryAfterMs passes on the relay's hint
+// (retry_after_ms: the machine is moving between replicas, a rate limit).
+func subscriptionEnded(id string, err error) Event {
 	e := fromGRPC(err)
-	s.sendShared(mustMarshal(Event{"type": "subscription_ended", "sessionId": sub.id, "code": e.code, "message": e.message}))
+	ev := Event{"type": "subscription_ended", "sessionId": id, "code": e.code, "message": e.message}
+	if ms, perr := strconv.ParseInt(e.details["retry_after_ms"], 10, 64); perr == nil && ms >= 0 {
+		ev["retryAfterMs"] = ms
+	}
+	return ev
 }
 
 // stream sends a session's events after a sequence, then replay_done, then
@@ -676,8 +688,7 @@ func (s *socket) stream(ctx context.Context, after uint64, sub *subscription) {
 			delete(s.subs, id)
 		}
 		s.mu.Unlock()
-		e := fromGRPC(err)
-		s.send(ctx, Event{"type": "subscription_ended", "sessionId": id, "code": e.code, "message": e.message})
+		s.send(ctx, subscriptionEnded(id, err))
 	}
 	last, err := s.h.lastSequence(ctx, id)
 	if err != nil {

@@ -223,7 +223,13 @@ func TestWebSocketStream(t *testing.T) {
 		ws.send(map[string]any{"type": "subscribe", "sessionId": "s1", "afterSequence": 3})
 		ws.expect(Event{"type": "replay_done", "sessionId": "s1", "seq": 3})
 		ws.send(map[string]any{"type": "subscribe", "sessionId": "gone", "afterSequence": 0})
-		ws.expect(Event{"type": "subscription_ended", "sessionId": "gone", "code": "SESSION_NOT_FOUND"})
+		if e := ws.expect(Event{"type": "subscription_ended", "sessionId": "gone", "code": "SESSION_NOT_FOUND"}); e["retryAfterMs"] != nil {
+			t.Fatalf("a final end carries retryAfterMs: %v", e)
+		}
+		// The relay's hint for a machine moving between replicas is passed
+		// on (the web app subscribes again after it); a final end has none.
+		ws.send(map[string]any{"type": "subscribe", "sessionId": movingSession, "afterSequence": 0})
+		ws.expect(Event{"type": "subscription_ended", "sessionId": movingSession, "code": "MACHINE_OFFLINE", "retryAfterMs": 100})
 	})
 
 	closed := make(chan struct{})

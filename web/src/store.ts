@@ -47,6 +47,7 @@ export interface Conv {
   contextPct?: number;
   planMode?: boolean;
   ended?: string; // subscription_ended message
+  resubTries?: number; // transient subscription_ended in a row, each subscribed again (resubscribeDelay)
   resolved: Set<string>; // prompt ids answered / timed out
   answered: Map<string, string>; // prompt id → what this client answered (a question: its answers as JSON)
   already: Set<string>; // prompt ids this client answered too late (409 PERMISSION_NOT_PENDING)
@@ -914,6 +915,7 @@ function onMessage(m: StreamEvent) {
       const c = state.convs.get(m.sessionId!);
       if (c) {
         c.replayed = true;
+        c.resubTries = 0;
         c.v++;
         changed();
       }
@@ -921,6 +923,21 @@ function onMessage(m: StreamEvent) {
     }
     case 'subscription_ended': {
       const c = state.convs.get(m.sessionId!);
+      if (c && c.want) {
+        // A machine moving between relay replicas, or a stream cut for falling behind: subscribe
+        // again from the last seq, after what the server asks or a short backoff.
+        const delay = resubscribeDelay(m.code as string, m.retryAfterMs as number | undefined, c.resubTries || 0);
+        if (delay !== undefined) {
+          c.resubTries = (c.resubTries || 0) + 1;
+          c.replayed = false;
+          clearTimeout(resubTimers.get(c.sessionId));
+          resubTimers.set(c.sessionId, setTimeout(() => {
+            resubTimers.delete(c.sessionId);
+            if (c.want && !c.ended) askSubscribe(c);
+          }, delay));
+          return;
+        }
+      }
       if (c) {
         c.want = false;
         c.ended = (m.message as string) || 'The server stopped streaming this session';
@@ -1016,11 +1033,33 @@ export function saveConvs() {
 export function subscribe(sid: string) {
   const c = conv(sid);
   c.ended = undefined;
+  c.resubTries = 0;
   if (c.want && state.conn === 'open') return;
   c.want = true;
   c.replayed = false;
   askSubscribe(c);
   changed();
+}
+
+/** The timers of subscriptions to ask again after a transient subscription_ended, by session. */
+const resubTimers = new Map<string, ReturnType<typeof setTimeout>>();
+
+/** subscription_ended codes that a later try mends: the machine moving or briefly away, a relay replica going, a stream cut for falling behind. */
+const TRANSIENT_ENDS = new Set(['UNAVAILABLE', 'MACHINE_OFFLINE', 'TUNNEL_DISCONNECTED', 'RELAY_DRAINING', 'SLOW_CONSUMER', 'DEADLINE_EXCEEDED']);
+
+/** How many transient ends in a row are tried again (about 30 s in all) before the conversation shows the end and a Resubscribe button. */
+export const RESUBSCRIBE_TRIES = 8;
+
+/**
+ * How long to wait before subscribing again after a subscription_ended with code, the tries-th
+ * in a row: what the server asks (retryAfterMs: the relay's "the machine is moving, try in 100
+ * ms"), else 250 ms doubling to 8 s, jittered; undefined when the end is final (the session was
+ * deleted, access lost) or the tries are spent.
+ */
+export function resubscribeDelay(code: string | undefined, retryAfterMs: number | undefined, tries: number, rand = Math.random): number | undefined {
+  if (!code || !TRANSIENT_ENDS.has(code) || tries >= RESUBSCRIBE_TRIES) return undefined;
+  if (typeof retryAfterMs === 'number' && retryAfterMs >= 0) return Math.min(retryAfterMs, 30000);
+  return Math.min(8000, 250 * 2 ** tries) * (0.75 + rand() * 0.5);
 }
 
 /** Sends c's subscription (a no-op until the stream is open: the hello carries it then). */

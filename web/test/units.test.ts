@@ -9,7 +9,7 @@ import { renderMarkdown } from '../src/markdown';
 import { frameBegin } from '../src/frame';
 import { advance, BLOCK, newMd, parseChunks, tailSrc } from '../src/mdstream';
 import { addAsk, buildAnswers, choose, parseAnswered, type Ask } from '../src/questions';
-import { groupQuestion, type Item, type QuestionItem } from '../src/store';
+import { groupQuestion, RESUBSCRIBE_TRIES, resubscribeDelay, type Item, type QuestionItem } from '../src/store';
 import { delay, pollSSO, type DevicePoll } from '../src/sso';
 import { DEFAULT_PROVIDER, PROVIDERS, providerBadge, providerLabel } from '../src/providers';
 import { MIN_GAP, refreshTeam, statusLabel, taskRows, team, touchesTeam, watchTeam } from '../src/team';
@@ -267,5 +267,23 @@ test('team: re-read at most once per MIN_GAP, and an agent without TeamService i
   } finally {
     g.fetch = saved.fetch;
     g.document = saved.document;
+  }
+});
+
+test('a subscription ended by a moving machine is asked again; a final end is not', () => {
+  const mid = () => 0.5; // no jitter
+  // The relay's hint first: the machine is moving between replicas.
+  assert.equal(resubscribeDelay('MACHINE_OFFLINE', 100, 0, mid), 100);
+  assert.equal(resubscribeDelay('UNAVAILABLE', 120000, 0, mid), 30000);
+  // Else 250 ms doubling to 8 s.
+  assert.deepEqual([0, 1, 2, 5, 6, 7].map((n) => resubscribeDelay('TUNNEL_DISCONNECTED', undefined, n, mid)), [250, 500, 1000, 8000, 8000, 8000]);
+  for (const code of ['RELAY_DRAINING', 'SLOW_CONSUMER', 'DEADLINE_EXCEEDED']) assert.equal(resubscribeDelay(code, undefined, 0, mid), 250, code);
+  // Jitter: ±25 %.
+  assert.equal(resubscribeDelay('UNAVAILABLE', undefined, 0, () => 0), 187.5);
+  assert.equal(resubscribeDelay('UNAVAILABLE', undefined, 0, () => 1), 312.5);
+  // Spent, or final: shown with a Resubscribe button.
+  assert.equal(resubscribeDelay('UNAVAILABLE', 100, RESUBSCRIBE_TRIES, mid), undefined);
+  for (const code of ['SESSION_NOT_FOUND', 'PERMISSION_DENIED', 'INVALID_ARGUMENT', 'MACHINE_NOT_FOUND', '', undefined]) {
+    assert.equal(resubscribeDelay(code, 100, 0, mid), undefined, String(code));
   }
 });
