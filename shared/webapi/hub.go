@@ -166,7 +166,7 @@ func (hub *watchHub) run() {
 		return
 	}
 	e := fromGRPC(err)
-	msg := mustMarshal(Event{"type": "error", "code": e.code, "message": "session list updates stopped: " + e.message})
+	msg := mustMarshal(withRetryAfter(Event{"type": "error", "code": e.code, "message": "session list updates stopped: " + e.message}, e))
 	for s := range subs {
 		s.trySendBytes(msg)
 		s.fail(websocket.StatusServiceRestart, "session list updates stopped")

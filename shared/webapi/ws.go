@@ -549,7 +549,7 @@ func (s *socket) refuseStart(err error, reason string) {
 		return
 	}
 	if s.ctx.Err() == nil {
-		s.send(s.ctx, Event{"type": "error", "code": e.code, "message": e.message})
+		s.send(s.ctx, withRetryAfter(Event{"type": "error", "code": e.code, "message": e.message}, e))
 		s.fail(websocket.StatusInternalError, reason)
 	}
 }
@@ -663,7 +663,12 @@ func (s *socket) feedEnded(sub *subscription, err error) {
 // (retry_after_ms: the machine is moving between replicas, a rate limit).
 func subscriptionEnded(id string, err error) Event {
 	e := fromGRPC(err)
-	ev := Event{"type": "subscription_ended", "sessionId": id, "code": e.code, "message": e.message}
+	return withRetryAfter(Event{"type": "subscription_ended", "sessionId": id, "code": e.code, "message": e.message}, e)
+}
+
+// withRetryAfter adds e's retry_after_ms, if it has one, to ev as
+// retryAfterMs: when the client should try again.
+func withRetryAfter(ev Event, e betcodeError) Event {
 	if ms, perr := strconv.ParseInt(e.details["retry_after_ms"], 10, 64); perr == nil && ms >= 0 {
 		ev["retryAfterMs"] = ms
 	}

@@ -373,10 +373,17 @@ func TestWebSocketWatchFails(t *testing.T) {
 			t.Fatalf("close: %v, want 1012", err)
 		}
 	}
-	ts.hello(t, nil)
+	c, _ := ts.hello(t, nil)
 	ts.fake.mu.Lock()
-	defer ts.fake.mu.Unlock()
 	if ts.fake.watches != 2 {
 		t.Fatalf("%d WatchSessions calls, want 2 (a fresh one after the failure)", ts.fake.watches)
+	}
+	ts.fake.mu.Unlock()
+	// The machine moving between relay replicas: the relay's hint goes
+	// with the error, so that the app comes back when it says.
+	ts.fake.watchErr <- betcodeErr(codes.Unavailable, "MACHINE_OFFLINE", "Target machine is not connected", map[string]string{"retry_after_ms": "100"})
+	c.expect(Event{"type": "error", "code": "MACHINE_OFFLINE", "retryAfterMs": 100})
+	if _, _, err := c.c.Read(c.ctx); websocket.CloseStatus(err) != websocket.StatusServiceRestart {
+		t.Fatalf("close: %v, want 1012", err)
 	}
 }

@@ -522,6 +522,7 @@ let opening = 0; // a channel's event socket is being set up (its generation), 0
 let generation = 0;
 let attempt = 0;
 let retryTimer: ReturnType<typeof setTimeout> | undefined;
+let retryHintMs: number | undefined; // the retryAfterMs of the error that came before the socket's close
 let pingTimer: ReturnType<typeof setInterval> | undefined;
 let lastMessageAt = 0;
 let helloSubs = new Set<string>(); // sessions the hello subscribed to
@@ -646,10 +647,21 @@ function scheduleRetry() {
   if (!canConnect()) return;
   state.conn = 'retrying';
   changed();
-  const delay = Math.min(30000, 500 * 2 ** Math.min(attempt, 6)) * (0.75 + Math.random() * 0.5);
+  const delay = reconnectDelay(attempt, retryHintMs);
+  retryHintMs = undefined;
   attempt++;
   clearTimeout(retryTimer);
   retryTimer = setTimeout(connect, delay);
+}
+
+/**
+ * How long to wait before the attempt-th reconnection: the server's hint when its last error
+ * gave one (retryAfterMs: the relay's machine is moving between replicas), else 500 ms
+ * doubling to 30 s, jittered ±25 %.
+ */
+export function reconnectDelay(attempt: number, hintMs: number | undefined, rand = Math.random): number {
+  if (typeof hintMs === 'number' && hintMs >= 0) return Math.min(hintMs, 30000);
+  return Math.min(30000, 500 * 2 ** Math.min(attempt, 6)) * (0.75 + rand() * 0.5);
 }
 
 export function disconnect() {
@@ -834,6 +846,7 @@ function onMessage(m: StreamEvent) {
   switch (m.type) {
     case 'snapshot': {
       attempt = 0;
+      retryHintMs = undefined;
       state.conn = 'open';
       startPing();
       const fresh = new Map<string, Session>();
@@ -907,6 +920,9 @@ function onMessage(m: StreamEvent) {
       if (m.type === 'error') {
         if (m.seq && m.sessionId) break; // a session's error event: rendered below
         if (m.code === 'UNAUTHENTICATED') return; // the close (4401) follows
+        // The relay's hint (the machine is moving between its replicas): the close follows,
+        // and the next connection is tried when it says.
+        if (typeof m.retryAfterMs === 'number') retryHintMs = m.retryAfterMs;
         toast((m.message as string) || 'The server refused a message');
         return;
       }

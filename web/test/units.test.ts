@@ -9,7 +9,7 @@ import { renderMarkdown } from '../src/markdown';
 import { frameBegin } from '../src/frame';
 import { advance, BLOCK, newMd, parseChunks, tailSrc } from '../src/mdstream';
 import { addAsk, buildAnswers, choose, parseAnswered, type Ask } from '../src/questions';
-import { groupQuestion, RESUBSCRIBE_TRIES, resubscribeDelay, type Item, type QuestionItem } from '../src/store';
+import { groupQuestion, reconnectDelay, RESUBSCRIBE_TRIES, resubscribeDelay, type Item, type QuestionItem } from '../src/store';
 import { delay, pollSSO, type DevicePoll } from '../src/sso';
 import { DEFAULT_PROVIDER, PROVIDERS, providerBadge, providerLabel } from '../src/providers';
 import { MIN_GAP, refreshTeam, statusLabel, taskRows, team, touchesTeam, watchTeam } from '../src/team';
@@ -286,4 +286,12 @@ test('a subscription ended by a moving machine is asked again; a final end is no
   for (const code of ['SESSION_NOT_FOUND', 'PERMISSION_DENIED', 'INVALID_ARGUMENT', 'MACHINE_NOT_FOUND', '', undefined]) {
     assert.equal(resubscribeDelay(code, 100, 0, mid), undefined, String(code));
   }
+});
+
+test('the event socket comes back when the relay says, else on its backoff', () => {
+  const mid = () => 0.5;
+  assert.equal(reconnectDelay(3, 100, mid), 100); // the relay's hint wins over the backoff
+  assert.equal(reconnectDelay(0, 90000, mid), 30000);
+  assert.deepEqual([0, 1, 2, 6, 9].map((n) => reconnectDelay(n, undefined, mid)), [500, 1000, 2000, 30000, 30000]);
+  assert.equal(reconnectDelay(0, undefined, () => 0), 375);
 });
