@@ -2,8 +2,10 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +39,20 @@ type follower struct {
 	sent      int      // messages queued to it (the client's goroutine only)
 	answered  map[string]bool
 	connected bool
+	browser   bool // followed as a paired browser (runBrowser)
+}
+
+// kind names how f follows its session.
+func (f *follower) kind() string {
+	switch {
+	case f.browser:
+		return "paired browser, web/1 channel"
+	case f.c.dev != nil:
+		return "paired CLI, gRPC channel"
+	case f.c.web != nil:
+		return "web app, relay login"
+	}
+	return "gRPC, relay login"
 }
 
 type breakRec struct {
@@ -50,17 +66,21 @@ type breakRec struct {
 
 // client is one user with the machines they own, driving turns.
 type client struct {
-	idx      int
-	user     string
-	token    string
-	cc       *grpc.ClientConn
-	web      *webDialer // set for a web client (isWeb): it follows over the WebSocket
-	dev      *device    // set for a paired device (isPaired): its calls go inside channels
-	w        *world
-	machines []*agentProc
-	others   []*agentProc // machines of other users, that must refuse this one
-	rec      *recorder
-	stall    chan time.Duration
+	idx   int
+	user  string
+	token string
+	cc    *grpc.ClientConn
+	web   *webDialer // set for a web client (isWeb): it follows over the WebSocket
+	dev   *device    // set for a paired device (isPaired): its calls go inside channels
+	// channelURL and channelHTTP reach /api/channel, for a paired
+	// device's browser followers (runBrowser).
+	channelURL  string
+	channelHTTP *http.Client
+	w           *world
+	machines    []*agentProc
+	others      []*agentProc // machines of other users, that must refuse this one
+	rec         *recorder
+	stall       chan time.Duration
 
 	stallMu sync.Mutex
 	stalls  []span // when this client actually stopped reading (a stall is taken at its next event, not when the schedule asks)
@@ -128,7 +148,7 @@ func retry(ctx context.Context, f func(context.Context) error) error {
 func (c *client) run(load, follow context.Context, wg *sync.WaitGroup) {
 	r := rand.New(rand.NewPCG(uint64(c.idx), 7))
 	// One session per machine, its follower started at once.
-	for _, m := range c.machines {
+	for k, m := range c.machines {
 		var sess string
 		prompt := "hello"
 		if m.real {
@@ -150,9 +170,15 @@ func (c *client) run(load, follow context.Context, wg *sync.WaitGroup) {
 		c.mu.Lock()
 		c.followers = append(c.followers, f)
 		c.mu.Unlock()
-		if c.web != nil {
+		switch {
+		case c.web != nil:
 			wg.Go(func() { f.runWeb(follow) })
-		} else {
+		case c.dev != nil && k%2 == 1:
+			// Every second machine of a paired device is followed as the
+			// phone's web app does, the rest as the CLI.
+			f.browser = true
+			wg.Go(func() { f.runBrowser(follow) })
+		default:
 			wg.Go(func() { f.run(follow) })
 		}
 	}
@@ -268,20 +294,22 @@ func (c *client) probeOthers(ctx context.Context, r *rand.Rand) {
 
 // run follows the session until ctx ends over gRPC ResumeSession streams,
 // resuming from the last sequence received.
-func (f *follower) run(ctx context.Context) { f.follow(ctx, f.grpcSession) }
+func (f *follower) run(ctx context.Context) {
+	f.follow(ctx, f.grpcSession, 50*time.Millisecond, 500*time.Millisecond)
+}
 
 // follow runs session (one stream or socket, until it fails) again and
-// again until ctx ends, recording each break, and waits 50 ms doubling to
-// 500 ms between tries (50 ms again once one streamed: it calls streaming),
+// again until ctx ends, recording each break, and waits base doubling to
+// most between tries (base again once one streamed: it calls streaming),
 // or what the failure asks for (retry_after_ms: the relay's answer for a
-// machine moving between replicas), as agent/client does.
-func (f *follower) follow(ctx context.Context, session func(ctx context.Context, streaming func()) error) {
-	wait := 50 * time.Millisecond
+// machine moving between replicas), as agent/client and the web app do.
+func (f *follower) follow(ctx context.Context, session func(ctx context.Context, streaming func()) error, base, most time.Duration) {
+	wait := base
 	for ctx.Err() == nil {
 		f.trying()
 		err := session(ctx, func() {
 			f.streaming()
-			wait = 50 * time.Millisecond
+			wait = base
 		})
 		if ctx.Err() != nil {
 			return
@@ -296,7 +324,7 @@ func (f *follower) follow(ctx context.Context, session func(ctx context.Context,
 		if !sleepCtx(ctx, wait) {
 			return
 		}
-		wait = min(2*wait, 500*time.Millisecond)
+		wait = min(2*wait, most)
 	}
 }
 
@@ -304,6 +332,10 @@ func (f *follower) follow(ctx context.Context, session func(ctx context.Context,
 // agent/client.RetryAfter reads it (the relay's module cannot import the
 // agent's).
 func retryAfter(err error) (time.Duration, bool) {
+	var h *hinted
+	if errors.As(err, &h) {
+		return h.after, true
+	}
 	st, ok := status.FromError(err)
 	if !ok || err == nil {
 		return 0, false

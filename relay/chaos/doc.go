@@ -2,7 +2,10 @@
 // PostgreSQL behind a small TCP balancer, agents and clients on loopback,
 // and a seeded schedule of overlapping faults (replicas killed and drained,
 // PostgreSQL restarted and blackholed, agents killed, tunnels blackholed,
-// slow and sliced links, clients that stop reading). TestChaosSoak checks
+// slow and sliced links, clients that stop reading), with clients of every
+// kind: relay logins on gRPC and the web app's WebSocket, and paired devices
+// whose calls go inside end-to-end channels (gRPC, and the phone web app's
+// web/1) to machines on the shipped --relay-e2e required. TestChaosSoak checks
 // that nothing was lost or doubled and that the processes recover; make
 // chaos runs it long and writes docs/reliability.md.
 //

@@ -5,9 +5,12 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os/exec"
 	"regexp"
@@ -15,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
@@ -318,4 +323,129 @@ func (w *world) probeChannel(ctx context.Context, d *device, other *agentProc) e
 		return nil
 	}
 	return fmt.Errorf("a channel to %s (owned by %s) with a token scoped to %s reached the machine: %v", other.id, other.owner, p.machineID, err)
+}
+
+// runBrowser follows the session as a paired phone's web app does: its
+// event socket inside an end-to-end channel carried by the relay's
+// /api/channel WebSocket (docs/e2ee-wire.md §1-2), on the app's schedule.
+func (f *follower) runBrowser(ctx context.Context) {
+	f.follow(ctx, f.browserSession, 100*time.Millisecond, 30*time.Second)
+}
+
+// browserSession runs one channel of a paired browser until it fails: the
+// WebSocket to /api/channel, the Noise handshake (hello protocol web/1),
+// and the event socket inside it (ws.open with the subscription).
+func (f *follower) browserSession(ctx context.Context, streaming func()) error {
+	d, c := f.c.dev, f.c
+	p := d.pairingOf(f.machine.id)
+	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(dctx, c.channelURL, &websocket.DialOptions{HTTPClient: c.channelHTTP})
+	if err != nil {
+		return fmt.Errorf("channel websocket: %w", err)
+	}
+	defer ws.CloseNow()
+	ws.SetReadLimit(70_000) // one Noise message (shared/webapi.MaxCarrierMessage)
+	if err := wsjson.Write(dctx, ws, map[string]string{"type": "hello", "token": p.token, "machine": p.machineID}); err != nil {
+		return fmt.Errorf("channel websocket hello: %w", err)
+	}
+	conn, err := e2ee.Dial(dctx, socketTransport{ws}, d.key, p.machineID, p.machineKey, []byte(`{"name":"chaos browser","protocol":"web/1"}`))
+	if err != nil {
+		return fmt.Errorf("browser channel: %w", err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	f.mu.Lock()
+	from := f.last
+	f.mu.Unlock()
+	cs := &channelSocket{c: conn, r: bufio.NewReader(conn)}
+	if err := cs.frame(map[string]any{"t": "ws.open", "subscriptions": []map[string]any{{"sessionId": f.session, "afterSequence": from}}}); err != nil {
+		return fmt.Errorf("browser channel: ws.open: %w", err)
+	}
+	return f.webEvents(ctx, cs, streaming)
+}
+
+// socketTransport carries Noise messages as binary WebSocket messages.
+type socketTransport struct{ c *websocket.Conn }
+
+func (t socketTransport) Send(b []byte) error {
+	return t.c.Write(context.Background(), websocket.MessageBinary, b)
+}
+
+func (t socketTransport) Recv() ([]byte, error) {
+	typ, b, err := t.c.Read(context.Background())
+	if err != nil {
+		var ce websocket.CloseError
+		if errors.As(err, &ce) {
+			return nil, fmt.Errorf("channel websocket closed %d: %s", ce.Code, ce.Reason)
+		}
+		return nil, err
+	}
+	if typ != websocket.MessageBinary {
+		return nil, errors.New("channel websocket: a text message after the hello")
+	}
+	return b, nil
+}
+
+func (t socketTransport) Close() error { return t.c.CloseNow() }
+
+// channelSocket is the event socket inside a web/1 channel: frames of a
+// 4-byte length and a JSON object.
+type channelSocket struct {
+	c  net.Conn
+	r  *bufio.Reader
+	mu sync.Mutex
+}
+
+func (s *channelSocket) frame(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	buf := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(b)), uint32(len(b)))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, err = s.c.Write(append(buf, b...))
+	return err
+}
+
+func (s *channelSocket) read(context.Context) (wsMsg, error) {
+	for {
+		var n [4]byte
+		if _, err := io.ReadFull(s.r, n[:]); err != nil {
+			return wsMsg{}, fmt.Errorf("browser channel: %w", err)
+		}
+		b := make([]byte, binary.BigEndian.Uint32(n[:]))
+		if _, err := io.ReadFull(s.r, b); err != nil {
+			return wsMsg{}, fmt.Errorf("browser channel: %w", err)
+		}
+		var fr struct {
+			T      string `json:"t"`
+			Data   string `json:"data"`
+			Code   int    `json:"code"`
+			Reason string `json:"reason"`
+		}
+		if err := json.Unmarshal(b, &fr); err != nil {
+			return wsMsg{}, fmt.Errorf("browser channel: a malformed frame: %w", err)
+		}
+		switch fr.T {
+		case "ws":
+			var m wsMsg
+			if err := json.Unmarshal([]byte(fr.Data), &m); err != nil {
+				return wsMsg{}, fmt.Errorf("browser channel: a malformed event: %w", err)
+			}
+			return m, nil
+		case "ws.close":
+			return wsMsg{}, fmt.Errorf("browser channel: the event socket closed %d: %s", fr.Code, fr.Reason)
+		}
+	}
+}
+
+func (s *channelSocket) write(_ context.Context, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.frame(map[string]string{"t": "ws", "data": string(b)})
 }

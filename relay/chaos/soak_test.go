@@ -141,6 +141,12 @@ func TestChaosSoak(t *testing.T) {
 			}
 		}
 		if isPaired(i) {
+			cfg, err := w.clientTLS()
+			if err != nil {
+				t.Fatal(err)
+			}
+			wd := newWebDialer(w.cliLink.Listen, cfg)
+			c.channelURL, c.channelHTTP = strings.Replace(wd.url, "/api/ws", "/api/channel", 1), wd.client
 			c.dev = newDevice(t)
 			t.Cleanup(c.dev.close)
 			for _, a := range c.machines {
@@ -292,9 +298,11 @@ func TestChaosSoak(t *testing.T) {
 			kind = "WebSocket, relay login"
 		}
 		events, sealed := 0, 0
+		var each []string
 		for _, f := range c.followers {
 			f.mu.Lock()
 			events += len(f.seqs)
+			each = append(each, fmt.Sprintf("%s %d (%s)", f.machine.id, len(f.seqs), f.kind()))
 			f.mu.Unlock()
 		}
 		for _, q := range c.queued {
@@ -302,7 +310,7 @@ func TestChaosSoak(t *testing.T) {
 				sealed++
 			}
 		}
-		t.Logf("client %d (%s): %d machines, %d turns, %d events, %d messages sent sealed", c.idx, kind, len(c.machines), c.turns, events, sealed)
+		t.Logf("client %d (%s): %d machines, %d turns, %d events (%s), %d messages sent sealed", c.idx, kind, len(c.machines), c.turns, events, strings.Join(each, ", "), sealed)
 	}
 	res.Wall = time.Since(wall)
 	res.RelayStartRetries = w.relayRestarts
@@ -423,11 +431,13 @@ var knownLimits = []string{
 		"replica, which writes to PostgreSQL: streams whose recovery overlapped a PostgreSQL fault (restart, blackhole) " +
 		"wait for it to end. Faults overlap by design, so those are in the percentiles. The long run shares 2 cores " +
 		"with 3 relays, PostgreSQL, the agents and the clients, which stretches every figure.",
-	"Clients: every fourth is a paired device whose machines run the shipped --relay-e2e required (all its calls inside " +
-		"end-to-end Noise channels; a message whose channel would not open goes sealed, as betcode send does); every " +
-		"fourth follows over the web app's WebSocket with a relay login (/api/ws; its messages and answers still go by " +
-		"gRPC); the rest are Go gRPC clients with relay logins. The browser's own channel (web/1 inside Noise) is not in " +
-		"the load.",
+	"Clients: every fourth is a paired device whose machines run the shipped --relay-e2e required: its calls go inside " +
+		"end-to-end Noise channels (a message whose channel would not open goes sealed, as betcode send does), and it " +
+		"follows every second machine as a paired phone's web app does (the event socket in a web/1 channel carried by " +
+		"/api/channel), the rest as the CLI (ResumeSession in a gRPC channel). Every fourth follows over the web app's " +
+		"WebSocket with a relay login (/api/ws). Web followers reconnect and resubscribe on the app's schedule (100 ms " +
+		"doubling, or the relay's retry hint). Their messages and answers go by gRPC (in channels for paired devices); " +
+		"the browser's own REST calls (web/1 req frames) are not in the load.",
 	"Packet loss: TCP hides loss as delay, so it is covered by latency and jitter, the slicer, blackholes (held bytes, " +
 		"no FIN) and reset connections (reset-peer) rather than by dropping packets (tc netem in network namespaces would).",
 	"A replica started while PostgreSQL is unreachable exits (\"open store\") and relies on its supervisor to start it " +
@@ -625,8 +635,8 @@ func recoveries(t *testing.T, faults []FaultRecord, fs []*follower, start time.T
 				} else {
 					other = "; overlapped by " + other
 				}
-				t.Logf("replica %d %s at %.2fs: %s on %s broke after %s (%s), streaming again after %s (the try that did began %s after the break, its client's connection %s); %d failed tries, the last: %s%s", fr.Target, fr.Kind, fr.Began.Seconds(),
-					f.session, f.machine.id, b.at.Sub(died).Round(time.Millisecond), b.err, d.Round(time.Millisecond), b.lastTry.Sub(b.at).Round(time.Millisecond), b.lastState, b.tries, b.lastErr, other)
+				t.Logf("replica %d %s at %.2fs: %s on %s (%s) broke after %s (%s), streaming again after %s (the try that did began %s after the break, its client's connection %s); %d failed tries, the last: %s%s", fr.Target, fr.Kind, fr.Began.Seconds(),
+					f.session, f.machine.id, f.kind(), b.at.Sub(died).Round(time.Millisecond), b.err, d.Round(time.Millisecond), b.lastTry.Sub(b.at).Round(time.Millisecond), b.lastState, b.tries, b.lastErr, other)
 				break
 			}
 			f.mu.Unlock()

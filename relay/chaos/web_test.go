@@ -73,7 +73,21 @@ func (m *wsMsg) streamed() bool {
 // runWeb is run for a web client: it keeps a WebSocket subscribed to the
 // session, reconnecting after every close or error with a hello that
 // resubscribes after the last sequence it received, as the web app does.
-func (f *follower) runWeb(ctx context.Context) { f.follow(ctx, f.webSession) }
+func (f *follower) runWeb(ctx context.Context) {
+	// The web app's schedule (web/src/store.ts reconnectDelay), without
+	// its jitter.
+	f.follow(ctx, f.webSession, 100*time.Millisecond, 30*time.Second)
+}
+
+// hinted is a socket's end that the relay's error before it gave a retry
+// hint for (retryAfterMs): the app reconnects after it.
+type hinted struct {
+	err   error
+	after time.Duration
+}
+
+func (h *hinted) Error() string { return fmt.Sprintf("%v (retry in %s)", h.err, h.after) }
+func (h *hinted) Unwrap() error { return h.err }
 
 // webSession runs one WebSocket until it fails; streaming is called once
 // the relay answered the hello.
@@ -94,16 +108,48 @@ func (f *follower) webSession(ctx context.Context, streaming func()) error {
 	if err := wsjson.Write(ctx, conn, hello); err != nil {
 		return fmt.Errorf("websocket hello: %w", err)
 	}
-	resubs := 0 // transient subscription ends in a row
+	return f.webEvents(ctx, plainSocket{conn}, streaming)
+}
+
+// eventSocket is the web app's event stream: /api/ws itself, or its
+// look-alike inside a paired browser's channel (web/1's ws frames).
+type eventSocket interface {
+	read(ctx context.Context) (wsMsg, error)
+	write(ctx context.Context, v any) error
+}
+
+// plainSocket is /api/ws.
+type plainSocket struct{ c *websocket.Conn }
+
+func (s plainSocket) read(ctx context.Context) (wsMsg, error) {
+	var m wsMsg
+	err := wsjson.Read(ctx, s.c, &m)
+	if err == nil {
+		return m, nil
+	}
+	var ce websocket.CloseError
+	if errors.As(err, &ce) {
+		return m, fmt.Errorf("websocket closed %d: %s", ce.Code, ce.Reason)
+	}
+	return m, fmt.Errorf("websocket: %w", err)
+}
+
+func (s plainSocket) write(ctx context.Context, v any) error { return wsjson.Write(ctx, s.c, v) }
+
+// webEvents reads the event socket until it fails, as the web app does:
+// streaming once the snapshot came, resubscribing after a transient
+// subscription end, recording the session's events.
+func (f *follower) webEvents(ctx context.Context, sock eventSocket, streaming func()) error {
+	resubs := 0     // transient subscription ends in a row
+	var hint *int64 // the retryAfterMs of the socket's last error
 	for {
 		f.c.stallIfAsked(ctx)
-		var m wsMsg
-		if err := wsjson.Read(ctx, conn, &m); err != nil {
-			var ce websocket.CloseError
-			if errors.As(err, &ce) {
-				return fmt.Errorf("websocket closed %d: %s", ce.Code, ce.Reason)
+		m, err := sock.read(ctx)
+		if err != nil {
+			if hint != nil {
+				return &hinted{err: err, after: time.Duration(*hint) * time.Millisecond}
 			}
-			return fmt.Errorf("websocket: %w", err)
+			return err
 		}
 		switch {
 		case m.Type == "snapshot":
@@ -127,7 +173,7 @@ func (f *follower) webSession(ctx context.Context, streaming func()) error {
 			f.mu.Lock()
 			from := f.last
 			f.mu.Unlock()
-			if err := wsjson.Write(ctx, conn, map[string]any{"type": "subscribe", "sessionId": f.session, "afterSequence": from}); err != nil {
+			if err := sock.write(ctx, map[string]any{"type": "subscribe", "sessionId": f.session, "afterSequence": from}); err != nil {
 				return fmt.Errorf("websocket resubscribe after %s: %w", m.Code, err)
 			}
 			continue
@@ -135,6 +181,7 @@ func (f *follower) webSession(ctx context.Context, streaming func()) error {
 			resubs = 0
 			continue
 		case m.Type == "error" && m.Seq == 0:
+			hint = m.RetryAfterMs
 			// The machine's tunnel or a replica going away is said so
 			// before the socket closes (1012), and the break records it;
 			// anything else is the client's error.
