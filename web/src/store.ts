@@ -656,12 +656,13 @@ function scheduleRetry() {
 
 /**
  * How long to wait before the attempt-th reconnection: the server's hint when its last error
- * gave one (retryAfterMs: the relay's machine is moving between replicas), else 500 ms
- * doubling to 30 s, jittered ±25 %.
+ * gave one (retryAfterMs: the relay's machine is moving between replicas), else 100 ms doubling
+ * to 30 s, jittered ±25 % (a relay replica that dies sends its sockets to another at once: a
+ * person expects the conversation back within a second, as the CLI's 50 ms does).
  */
 export function reconnectDelay(attempt: number, hintMs: number | undefined, rand = Math.random): number {
   if (typeof hintMs === 'number' && hintMs >= 0) return Math.min(hintMs, 30000);
-  return Math.min(30000, 500 * 2 ** Math.min(attempt, 6)) * (0.75 + rand() * 0.5);
+  return Math.min(30000, 100 * 2 ** Math.min(attempt, 9)) * (0.75 + rand() * 0.5);
 }
 
 export function disconnect() {
