@@ -17,8 +17,11 @@ import type {
 // ---------------------------------------------------------------- conversation items
 
 export interface TextItem { k: 'text'; key: string; v: number; text: string; done: boolean }
-/** local: shown before the machine echoed it; queued: in the outbox, kept below what streams meanwhile. */
-export interface UserItem { k: 'user'; key: string; v: number; text: string; local?: boolean; queued?: boolean }
+/**
+ * local: shown before the stream showed it, kept below what streams meanwhile; queued: in the
+ * outbox; sent: the text the stream will carry, when text shows more (its attachments).
+ */
+export interface UserItem { k: 'user'; key: string; v: number; text: string; local?: boolean; queued?: boolean; sent?: string }
 export interface ToolItem {
   k: 'tool'; key: string; v: number; toolId: string; toolName: string; input: Record<string, unknown>;
   description: string; done: boolean; output?: string; isError?: boolean; durationMs?: number;
@@ -1129,19 +1132,24 @@ export function unsubscribe(sid: string) {
   sendRaw({ type: 'unsubscribe', sessionId: sid });
 }
 
-/** Where the stream's items go: before the trailing echoes of messages still in the outbox. */
+/**
+ * Where the stream's items go: before the trailing echoes of this client's messages that the
+ * stream has not shown yet (still in the outbox, or taken by the machine but not yet replayed:
+ * after a reconnect the rest of the turn that was streaming comes first, and must not end up
+ * below the message written meanwhile).
+ */
 function tailAt(c: Conv): number {
   let i = c.items.length;
   while (i > 0) {
     const it = c.items[i - 1];
-    if (it.k !== 'user' || !it.queued) break;
+    if (it.k !== 'user' || !(it.queued || it.local)) break;
     i--;
   }
   return i;
 }
 
 function push(c: Conv, it: Item) {
-  if (it.k === 'user' && it.queued) {
+  if (it.k === 'user' && (it.queued || it.local)) {
     c.items.push(it);
     return;
   }
@@ -1193,7 +1201,7 @@ function streamItem(m: StreamEvent) {
     case 'user_message':
     case 'user': {
       const text = str(m.text ?? m.prompt);
-      const echo = c.items.find((i): i is UserItem => i.k === 'user' && !!i.local && i.text === text);
+      const echo = c.items.find((i): i is UserItem => i.k === 'user' && !!i.local && (i.sent ?? i.text) === text);
       if (echo) {
         echo.local = false;
         echo.queued = false;
@@ -1398,7 +1406,7 @@ export async function sendMessage(sid: string, text: string, files: FileAttachme
   const o: Outgoing = { key: newKey(), machineId: state.machineId, sessionId: sid, text, at: Date.now() };
   if (files.length) o.files = files;
   // Shown at once, below what streams until the machine took it; taken back if it refuses it.
-  const echo = echoUser(sid, text + (files.length ? `\n[${files.length} image${files.length > 1 ? 's' : ''}]` : ''), true);
+  const echo = echoUser(sid, text + (files.length ? `\n[${files.length} image${files.length > 1 ? 's' : ''}]` : ''), true, text);
   if (echo) o.echo = echo.key;
   outbox.push(o);
   await saveOutbox();
@@ -1489,7 +1497,7 @@ async function deliver(o: Outgoing): Promise<boolean> {
   return true;
 }
 
-/** The machine took o: its echo stops keeping below the stream (it is in the stream's order now). */
+/** The machine took o: its echo is no longer shown as queued (it keeps below the stream until the stream shows it). */
 function taken(o: Outgoing) {
   const c = o.machineId === state.machineId ? state.convs.get(o.sessionId) : undefined;
   const it = c?.items.find((i): i is UserItem => i.k === 'user' && i.key === o.echo);
@@ -1515,10 +1523,11 @@ export async function flushOutbox() {
 }
 
 /** Shows what the user sent: the event stream carries no user message of its own. */
-export function echoUser(sid: string, text: string, queued = false): Item | undefined {
+export function echoUser(sid: string, text: string, queued = false, sent?: string): Item | undefined {
   if (!text.trim()) return;
   const c = conv(sid);
   const it: UserItem = { k: 'user', key: 'local-' + newKey(), v: 0, text, local: true, queued };
+  if (sent !== undefined && sent !== text) it.sent = sent;
   push(c, it);
   c.v++;
   scheduleSave(c);
