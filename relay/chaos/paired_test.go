@@ -41,17 +41,6 @@ const pairedEvery = 4
 
 func isPaired(idx int) bool { return idx%pairedEvery == pairedEvery-1 }
 
-// pairedClients is how many of n clients are paired devices.
-func pairedClients(n int) int {
-	k := 0
-	for i := range n {
-		if isPaired(i) {
-			k++
-		}
-	}
-	return k
-}
-
 // pairing is what a device keeps of one machine it paired with.
 type pairing struct {
 	machineID  string

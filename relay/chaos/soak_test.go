@@ -244,7 +244,7 @@ func TestChaosSoak(t *testing.T) {
 	followers.Wait()
 
 	res := Result{Seed: cfg.seed, Date: time.Now(), Duration: loadDur, Replicas: cfg.replicas, Agents: cfg.agents,
-		RealAgents: cfg.realAgents, Enrolled: enrolled, Clients: cfg.clients, WebClients: webClients(cfg.clients), PairedClients: pairedClients(cfg.clients), Users: cfg.clients, Sessions: len(fs)}
+		RealAgents: cfg.realAgents, Enrolled: enrolled, Clients: cfg.clients, WebClients: countClients(cfg.clients, isWeb), PairedClients: countClients(cfg.clients, isPaired), Users: cfg.clients, Sessions: len(fs)}
 	res.Faults = rec.faults
 	res.Bugs = foundBugs
 	res.Notes = knownLimits

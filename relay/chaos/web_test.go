@@ -21,11 +21,11 @@ const webEvery = 4
 // isWeb reports whether client idx follows over the WebSocket.
 func isWeb(idx int) bool { return idx%webEvery == 1 }
 
-// webClients is how many of n clients are web clients.
-func webClients(n int) int {
+// countClients is how many of n clients are of the kind is says.
+func countClients(n int, is func(int) bool) int {
 	k := 0
 	for i := range n {
-		if isWeb(i) {
+		if is(i) {
 			k++
 		}
 	}
