@@ -89,8 +89,33 @@ func (t *clientTransport) Close() error {
 }
 
 // DialChannel opens one end-to-end channel to ch's machine: a net.Conn
-// whose bytes only the machine can read.
+// whose bytes only the machine can read. When the relay says when to try
+// again (retry_after_ms: the machine is moving between its replicas, or a
+// rate limit), the dial waits that and tries again while ctx lasts, so that
+// the gRPC connection over it comes up as soon as the machine is back
+// instead of failing onto its own backoff (up to 2 s between dials).
 func DialChannel(ctx context.Context, ch Channel) (net.Conn, error) {
+	for {
+		c, err := dialChannelOnce(ctx, ch)
+		if err == nil {
+			return c, nil
+		}
+		wait, ok := RetryAfter(err)
+		if !ok {
+			return nil, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+}
+
+// dialChannelOnce is one try of DialChannel.
+func dialChannelOnce(ctx context.Context, ch Channel) (net.Conn, error) {
 	p := ch.Pairing
 	cc, err := dialRelay(p.Relay, p.RelayCA, p.Token)
 	if err != nil {

@@ -192,8 +192,23 @@ func (d *device) close() {
 
 // dialChannel opens one channel to p's machine through the clients' link:
 // a relay connection with the device's scoped token, ChannelService.Open,
-// and the Noise handshake against the pinned key (agent/client.DialChannel).
+// and the Noise handshake against the pinned key; as
+// agent/client.DialChannel, it tries again after what the relay asks
+// (its machine moving between replicas) while ctx lasts.
 func (w *world) dialChannel(ctx context.Context, d *device, p pairing) (net.Conn, error) {
+	for {
+		c, err := w.dialChannelOnce(ctx, d, p)
+		if err == nil {
+			return c, nil
+		}
+		wait, ok := retryAfter(err)
+		if !ok || !sleepCtx(ctx, wait) {
+			return nil, err
+		}
+	}
+}
+
+func (w *world) dialChannelOnce(ctx context.Context, d *device, p pairing) (net.Conn, error) {
 	cc, err := w.dial(w.cliLink.Listen, p.token)
 	if err != nil {
 		return nil, err
