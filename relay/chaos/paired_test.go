@@ -333,7 +333,7 @@ func (w *world) probeChannel(ctx context.Context, d *device, other *agentProc) e
 // event socket inside an end-to-end channel carried by the relay's
 // /api/channel WebSocket (docs/e2ee-wire.md §1-2), on the app's schedule.
 func (f *follower) runBrowser(ctx context.Context) {
-	f.follow(ctx, f.browserSession, 100*time.Millisecond, 30*time.Second)
+	f.follow(ctx, f.browserSession, 100*time.Millisecond, 5*time.Second)
 }
 
 // browserSession runs one channel of a paired browser until it fails: the

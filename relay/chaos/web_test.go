@@ -76,7 +76,7 @@ func (m *wsMsg) streamed() bool {
 func (f *follower) runWeb(ctx context.Context) {
 	// The web app's schedule (web/src/store.ts reconnectDelay), without
 	// its jitter.
-	f.follow(ctx, f.webSession, 100*time.Millisecond, 30*time.Second)
+	f.follow(ctx, f.webSession, 100*time.Millisecond, 5*time.Second)
 }
 
 // hinted is a socket's end that the relay's error before it gave a retry
