@@ -11,7 +11,8 @@ import { closePromptNotification } from './notifications';
 import { addAsk, type Ask } from './questions';
 import { parse } from './router';
 import {
-  answerPermission, answerQuestion, channelFor, changed, conv, keepChannels, mergeSession, onChange, postVia, state, stateVersion,
+  answerPermission, answerQuestion, channelFor, changed, conv, keepChannels, mergeSession, onChange, postVia, reconnectDelay, state,
+  stateVersion,
 } from './store';
 import type { Session, StreamEvent } from './types';
 
@@ -280,7 +281,8 @@ function retryFeed(f: Feed, why: string) {
   f.conn = 'retrying';
   f.error = why;
   inboxChanged();
-  const delay = Math.min(30000, 1000 * 2 ** Math.min(f.attempt, 5)) * (0.75 + Math.random() * 0.5);
+  // The event stream's schedule: a machine's feed comes back within seconds of the machine.
+  const delay = reconnectDelay(f.attempt, undefined);
   f.attempt++;
   f.timer = setTimeout(() => void openFeed(f), delay);
 }
