@@ -98,12 +98,17 @@ func CodeName(c codes.Code) string {
 // writeGRPCError answers with the HTTP form of a gRPC error.
 func writeGRPCError(w http.ResponseWriter, err error) {
 	e := fromGRPC(err)
-	if ms, ok := e.details["retry_after_ms"]; ok && e.status == http.StatusTooManyRequests {
-		if n, err := strconv.ParseInt(ms, 10, 64); err == nil {
-			w.Header().Set("Retry-After", strconv.FormatInt((n+999)/1000, 10))
-		}
+	if n, ok := e.retryAfterMs(); ok && e.status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", strconv.FormatInt((n+999)/1000, 10))
 	}
 	writeError(w, e.status, e.code, e.message)
+}
+
+// retryAfterMs is the relay's retry_after_ms of e (a rate limit, a machine
+// moving between replicas), if it has one.
+func (e betcodeError) retryAfterMs() (int64, bool) {
+	n, err := strconv.ParseInt(e.details["retry_after_ms"], 10, 64)
+	return n, err == nil && n >= 0
 }
 
 // writeError answers with an error body.

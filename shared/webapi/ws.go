@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -669,7 +668,7 @@ func subscriptionEnded(id string, err error) Event {
 // withRetryAfter adds e's retry_after_ms, if it has one, to ev as
 // retryAfterMs: when the client should try again.
 func withRetryAfter(ev Event, e betcodeError) Event {
-	if ms, perr := strconv.ParseInt(e.details["retry_after_ms"], 10, 64); perr == nil && ms >= 0 {
+	if ms, ok := e.retryAfterMs(); ok {
 		ev["retryAfterMs"] = ms
 	}
 	return ev
