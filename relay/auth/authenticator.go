@@ -19,6 +19,7 @@ import (
 	"github.com/betcode-dev/betcode/relay/internal/grpcerr"
 	"github.com/betcode-dev/betcode/relay/store"
 	"github.com/betcode-dev/betcode/shared/authtoken"
+	"github.com/betcode-dev/betcode/shared/callpark"
 	"github.com/betcode-dev/betcode/shared/mtls"
 )
 
@@ -553,25 +554,31 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 				a.recheckCalls(func(c *call) bool { return c == k })
 			}
 		}
+		var expiry *time.Timer
 		if !id.expires.IsZero() {
 			// A stream outliving its token ends when the token expires.
-			t := time.AfterFunc(id.expires.Sub(a.opt.Now()), func() {
+			expiry = time.AfterFunc(id.expires.Sub(a.opt.Now()), func() {
 				end(&endCause{codes.Unauthenticated, "", "token " + id.TokenID + " expired at " + id.expires.UTC().Format(time.RFC3339) + ": log in with a new one (betcode login)"})
 			})
-			defer t.Stop()
 		}
 		tw := grpcerr.TrackHeaders(w)
 		next.ServeHTTP(tw, r.WithContext(ctx))
-		if id.UserID != "" {
-			a.mu.Lock()
-			delete(a.calls, k)
-			a.mu.Unlock()
-		}
-		var cause *endCause
-		if errors.As(context.Cause(ctx), &cause) {
-			grpcerr.Write(tw, cause.code, cause.betcode, cause.msg, nil)
-		}
-		end(nil)
+		// At the call's end, which for a parked stream is later.
+		callpark.Then(tw, func() {
+			if expiry != nil {
+				expiry.Stop()
+			}
+			if id.UserID != "" {
+				a.mu.Lock()
+				delete(a.calls, k)
+				a.mu.Unlock()
+			}
+			var cause *endCause
+			if errors.As(context.Cause(ctx), &cause) {
+				grpcerr.Write(tw, cause.code, cause.betcode, cause.msg, nil)
+			}
+			end(nil)
+		})
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/betcode-dev/betcode/shared/callpark"
 	"github.com/betcode-dev/betcode/shared/h2client"
 )
 
@@ -66,6 +67,16 @@ func (m *MessageReader) Buffered() (n int, ended bool) {
 		return bb.Buffered()
 	}
 	return 0, false
+}
+
+// Notify passes the wrapped body's callback on (callpark.Notifier), so
+// that the tunnel need not wait in Read; after the limit tripped a Read
+// does not block, and it reports false.
+func (m *MessageReader) Notify(f func()) bool {
+	if nt, ok := m.r.(callpark.Notifier); ok && m.err == nil {
+		return nt.Notify(f)
+	}
+	return false
 }
 
 // Read reads from the body. When a message prefix announces more than the

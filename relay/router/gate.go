@@ -13,6 +13,7 @@ import (
 
 	"github.com/betcode-dev/betcode/relay/auth"
 	"github.com/betcode-dev/betcode/relay/internal/grpcerr"
+	"github.com/betcode-dev/betcode/shared/callpark"
 	"github.com/betcode-dev/betcode/shared/tunnel"
 )
 
@@ -75,9 +76,9 @@ func (rt *Router) gated(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		writeStatus(w, codes.Unavailable, CodeRelayDraining, "this relay replica is shutting down; retry at once on a new connection")
 		return
 	}
-	defer done()
 	if cctx == ctx { // a unary call: the drain lets it finish
 		rt.route(ctx, w, r, id, false)
+		callpark.Then(w, done)
 		return
 	}
 	// A stream the drain ended must reach its client now: if its end
@@ -85,7 +86,6 @@ func (rt *Router) gated(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	// front waits for its window), the stream is reset so that the client
 	// resumes elsewhere instead of waiting for the drain's grace.
 	finished := make(chan struct{})
-	defer close(finished)
 	stop := context.AfterFunc(cctx, func() {
 		t := time.NewTimer(cutGrace)
 		defer t.Stop()
@@ -97,13 +97,18 @@ func (rt *Router) gated(ctx context.Context, w http.ResponseWriter, r *http.Requ
 			}
 		}
 	})
-	defer stop()
 	tw := grpcerr.TrackHeaders(w)
 	rt.route(cctx, tw, r.WithContext(cctx), id, false)
-	if cctx.Err() != nil && ctx.Err() == nil {
-		// The drain ended the call, not its client: say so.
-		grpcerr.End(tw, grpcerr.Status(codes.Unavailable, CodeRelayDraining, "this relay replica is shutting down; resume on a new connection", nil))
-	}
+	// At the call's end, which for a parked stream is later.
+	callpark.Then(tw, func() {
+		if cctx.Err() != nil && ctx.Err() == nil {
+			// The drain ended the call, not its client: say so.
+			grpcerr.End(tw, grpcerr.Status(codes.Unavailable, CodeRelayDraining, "this relay replica is shutting down; resume on a new connection", nil))
+		}
+		stop()
+		close(finished)
+		done()
+	})
 }
 
 // cutGrace is how long a stream the drain ended may take to write its end

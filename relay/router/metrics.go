@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	_ "github.com/betcode-dev/betcode/shared/betcodepb" // registers the API's services
+	"github.com/betcode-dev/betcode/shared/callpark"
 	"github.com/betcode-dev/betcode/shared/h2client"
 )
 
@@ -218,6 +219,14 @@ func (b *countingBody) Buffered() (n int, ended bool) {
 		return bb.Buffered()
 	}
 	return 0, false
+}
+
+// Notify passes the body's callback on (callpark.Notifier).
+func (b *countingBody) Notify(f func()) bool {
+	if nt, ok := b.ReadCloser.(callpark.Notifier); ok {
+		return nt.Notify(f)
+	}
+	return false
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {

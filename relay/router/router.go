@@ -32,6 +32,7 @@ import (
 	"github.com/betcode-dev/betcode/relay/registry"
 	"github.com/betcode-dev/betcode/relay/store"
 	pb "github.com/betcode-dev/betcode/shared/betcodepb"
+	"github.com/betcode-dev/betcode/shared/callpark"
 	"github.com/betcode-dev/betcode/shared/h2client"
 	"github.com/betcode-dev/betcode/shared/tunnel"
 )
@@ -375,13 +376,13 @@ func (rt *Router) forward(ctx context.Context, w http.ResponseWriter, r *http.Re
 		rt.offline(w, r, userID, machineID, true) // its tunnel has just ended
 		return
 	}
+	release := func() {}
 	if rt.Streams != nil {
 		id, _ := auth.FromContext(ctx)
-		release, ok := rt.Streams.AcquireStream(w, r, id.TokenID, machineID)
-		if !ok {
+		var ok bool
+		if release, ok = rt.Streams.AcquireStream(w, r, id.TokenID, machineID); !ok {
 			return
 		}
-		defer release()
 	}
 	rt.limitMessages(ctx, r)
 	reqID := strconv.FormatUint(rt.nextID.Add(1), 10)
@@ -389,13 +390,20 @@ func (rt *Router) forward(ctx context.Context, w http.ResponseWriter, r *http.Re
 	ctx, span := rt.startSpan(ctx, r, machineID, headers)
 	call := rt.Metrics.call(r.URL.Path, time.Now())
 	err := t.Client.Forward(ctx, call.wrap(w, r), r, reqID, headers)
-	call.done(w.Header())
-	span.end(w.Header())
-	if err != nil && ctx.Err() == nil {
-		rt.Log.DebugContext(ctx, "router: forwarded call failed", "machine_id", machineID, "method", r.URL.Path, "err", err)
-	} else if rt.Log.Enabled(ctx, slog.LevelDebug) {
-		rt.Log.DebugContext(ctx, "router: forwarded call", "machine_id", machineID, "method", r.URL.Path)
-	}
+	// At the call's end, which for a parked stream (tunnel.Forward
+	// returned with the call still open, err nil) is later. The work
+	// holds the method, not r: a parked call keeps no copy of the request.
+	method := r.URL.Path
+	callpark.Then(w, func() {
+		call.done(w.Header())
+		span.end(w.Header())
+		release()
+		if err != nil && ctx.Err() == nil {
+			rt.Log.DebugContext(ctx, "router: forwarded call failed", "machine_id", machineID, "method", method, "err", err)
+		} else if rt.Log.Enabled(ctx, slog.LevelDebug) {
+			rt.Log.DebugContext(ctx, "router: forwarded call", "machine_id", machineID, "method", method)
+		}
+	})
 }
 
 // peerFor returns the other replica that holds m's tunnel, or "" when the
@@ -492,10 +500,13 @@ func (rt *Router) toPeer(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 	ctx, span := rt.startSpan(ctx, r, machineID, headers)
 	err := rt.Peers.Forward(ctx, addr, w, r, headers, unreached)
-	span.end(w.Header())
-	if err != nil && ctx.Err() == nil {
-		rt.Log.DebugContext(ctx, "router: call forwarded to a replica failed", "machine_id", machineID, "replica", addr, "method", r.URL.Path, "err", err)
-	}
+	method := r.URL.Path
+	callpark.Then(w, func() { // at the call's end (see forward)
+		span.end(w.Header())
+		if err != nil && ctx.Err() == nil {
+			rt.Log.DebugContext(ctx, "router: call forwarded to a replica failed", "machine_id", machineID, "replica", addr, "method", method, "err", err)
+		}
+	})
 }
 
 // unreadBody is a request body that a call which never read it cannot
@@ -526,6 +537,14 @@ func (b *unreadBody) Buffered() (n int, ended bool) {
 		return bb.Buffered()
 	}
 	return 0, false
+}
+
+// Notify passes the body's callback on (callpark.Notifier).
+func (b *unreadBody) Notify(f func()) bool {
+	if nt, ok := b.ReadCloser.(callpark.Notifier); ok {
+		return nt.Notify(f)
+	}
+	return false
 }
 
 // movingFor is how long after a machine was last seen a call that finds

@@ -3,6 +3,8 @@ package h2client
 import (
 	"io"
 	"sync"
+
+	"github.com/betcode-dev/betcode/shared/callpark"
 )
 
 // Buffered is what request and response bodies can say without blocking.
@@ -19,8 +21,9 @@ type respBody struct {
 }
 
 var (
-	_ io.ReadCloser = (*respBody)(nil)
-	_ Buffered      = (*respBody)(nil)
+	_ io.ReadCloser     = (*respBody)(nil)
+	_ Buffered          = (*respBody)(nil)
+	_ callpark.Notifier = (*respBody)(nil)
 )
 
 // Read reads response DATA. It blocks until data, END_STREAM (io.EOF), a
@@ -74,6 +77,21 @@ func (b *respBody) Read(p []byte) (int, error) {
 		<-s.wake
 		cc.mu.Lock()
 	}
+}
+
+// Notify arranges for f to run, on a goroutine of its own, at the
+// stream's next change (data, trailers, a reset, the call's end, the
+// connection's failure), unless a Read would not block now: then it
+// reports false (callpark.Notifier).
+func (b *respBody) Notify(f func()) bool {
+	s := b.s
+	s.cc.mu.Lock()
+	defer s.cc.mu.Unlock()
+	if s.eof || s.callDone || s.err != nil || s.unreadLocked() > 0 || s.recvEnd {
+		return false
+	}
+	s.notify = f
+	return true
 }
 
 // Close ends the call. Before EOF it resets the stream (RST_STREAM CANCEL).

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/betcode-dev/betcode/shared/callpark"
+
 	"golang.org/x/net/http2"
 )
 
@@ -24,21 +26,40 @@ const (
 // A read that would wait holds no large buffer: when the body says nothing
 // is readable now (Buffered), it reads into a small one, and takes a
 // pooled 32 KiB buffer only while bytes are there, giving it back after
-// each send. An idle stream so costs its goroutine and 512 bytes, not
-// 32 KiB (BenchmarkIdleChannels).
+// each send. A body that can call back (callpark.Notifier: the relay's
+// front, through its wrappers) is not waited on at all: the writer asks it
+// to call back and ends, and its callback starts the writer again, so an
+// idle stream costs no goroutine (BenchmarkIdleChannels).
 func (s *stream) writeBody(pending []byte, pbuf *[]byte, bb Buffered) {
-	defer s.closeReqBody()
 	ok := len(pending) == 0 || s.send(pending, false, bb)
 	putBuf(pbuf)
 	if !ok {
+		s.closeReqBody()
 		return
 	}
+	s.copyBody(bb)
+}
+
+// copyBody is writeBody's loop, also run by the body's callback after it
+// parked.
+func (s *stream) copyBody(bb Buffered) {
+	parked := false
+	defer func() {
+		if !parked {
+			s.closeReqBody()
+		}
+	}()
 	body := s.req.Body
+	nt, _ := body.(callpark.Notifier)
 	var small []byte
 	for {
 		var rbuf *[]byte
 		var buf []byte
-		if n, _ := bufferedOrMore(bb); n == 0 {
+		if n, ended := bufferedOrMore(bb); n == 0 {
+			if !ended && nt != nil && !s.reqClosed.Load() && nt.Notify(func() { s.copyBody(bb) }) {
+				parked = true
+				return
+			}
 			if small == nil {
 				small = make([]byte, idleReadSize)
 			}

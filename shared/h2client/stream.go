@@ -17,6 +17,7 @@ type stream struct {
 	wake    chan struct{} // capacity 1: something changed for RoundTrip / Read
 
 	// Guarded by cc.mu.
+	notify     func() // respBody.Notify's callback, run at the next signal
 	id         uint32
 	inMap      bool  // open in HTTP/2 terms: in cc.streams, holds a slot
 	sendWindow int64 // what we may still send
@@ -46,11 +47,16 @@ type stream struct {
 	body      respBody
 }
 
-// signal wakes the goroutine waiting in RoundTrip or Read, if any.
+// signal wakes the goroutine waiting in RoundTrip or Read, if any, and
+// runs the body's Notify callback; cc.mu held.
 func (s *stream) signal() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
+	}
+	if f := s.notify; f != nil {
+		s.notify = nil
+		go f()
 	}
 }
 

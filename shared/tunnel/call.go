@@ -260,12 +260,20 @@ func (c *chunkReader) read() (chunk []byte, full bool, err error) {
 	return buf[:n], full, err
 }
 
+// reopen takes a small buffer again after close.
+func (c *chunkReader) reopen() {
+	if c.small == nil {
+		c.small = quietBufs.Get().(*[]byte)
+	}
+}
+
 // close gives back the buffers; the last chunk read is no longer valid.
 func (c *chunkReader) close() {
 	if c.big != nil {
 		bodyBufs.Put(c.big)
 		c.big = nil
 	}
+	c.release = false
 	if c.small != nil {
 		quietBufs.Put(c.small)
 		c.small = nil

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +19,7 @@ import (
 	"github.com/hashicorp/yamux"
 	"golang.org/x/net/http2"
 
+	"github.com/betcode-dev/betcode/shared/callpark"
 	"github.com/betcode-dev/betcode/shared/h2client"
 )
 
@@ -313,11 +316,9 @@ func forwardH2(parent context.Context, cc http.RoundTripper, scheme, host string
 	// The call's deadline holds here too, so that a call the agent gives
 	// up on at its deadline is answered DEADLINE_EXCEEDED, as a direct call
 	// would be, not as a broken tunnel.
-	ctx := parent
+	f := &forwarding{parent: parent, ctx: parent, w: w}
 	if d, ok := parseTimeout(r.Header.Get("Grpc-Timeout")); ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(parent, d)
-		defer cancel()
+		f.ctx, f.cancel = context.WithTimeout(parent, d)
 	}
 	u := url.URL{Scheme: scheme, Host: host, Path: r.URL.Path, RawPath: r.URL.RawPath}
 	out := (&http.Request{
@@ -329,7 +330,7 @@ func forwardH2(parent context.Context, cc http.RoundTripper, scheme, host string
 		Body:          r.Body,
 		ContentLength: -1,
 		Host:          host,
-	}).WithContext(ctx)
+	}).WithContext(f.ctx)
 	out.Header["Te"] = []string{"trailers"}
 	if r.Body == nil || r.Body == http.NoBody {
 		out.Body = nil
@@ -337,33 +338,39 @@ func forwardH2(parent context.Context, cc http.RoundTripper, scheme, host string
 
 	resp, err := cc.RoundTrip(out)
 	if err != nil {
+		f.release()
 		if parent.Err() != nil {
 			return parent.Err() // the client left; nobody to answer
 		}
 		if unreached != nil && unreached(err) {
 			return err
 		}
-		code, msg, details := callFailed(ctx, err)
+		code, msg, details := callFailed(f.ctx, err)
 		WriteStatus(w, code, msg, details)
 		return err
 	}
-	defer resp.Body.Close()
-	// A call ended from this side (its client gone, or the relay ending
-	// it: a revoked token) must stop reading now. The response body's Read
-	// does not watch the context while the request body is still being
-	// copied (a bidi stream whose client sends nothing), so close it.
-	stop := context.AfterFunc(parent, func() { resp.Body.Close() })
-	defer stop()
+	f.resp = resp
+	nt, engine := resp.Body.(callpark.Notifier) // the engine's client's (h2client)
+	if !engine {
+		// A call ended from this side (its client gone, or the relay
+		// ending it: a revoked token) must stop reading now. net/http's
+		// response body's Read does not watch the context while the
+		// request body is still being copied (a bidi stream whose client
+		// sends nothing), so close it. The engine's client ends a call
+		// whose context ended itself.
+		f.stop = context.AfterFunc(parent, func() { resp.Body.Close() })
+	}
 	h := w.Header()
 	for k, v := range resp.Header {
 		h[k] = v
 	}
 	if resp.StatusCode != http.StatusOK && resp.Header.Get("Grpc-Status") == "" {
+		f.release()
 		WriteStatus(w, codeInternal, fmt.Sprintf("the machine's end answered HTTP %d", resp.StatusCode), nil)
 		return fmt.Errorf("the machine's end answered HTTP %d", resp.StatusCode)
 	}
 	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
+	f.flusher, _ = w.(http.Flusher)
 	// Headers with nothing behind them yet go out now: a stream resumed
 	// on an idle session may have no message for hours, and its client
 	// waits for the headers to know the call was taken. A body that
@@ -371,17 +378,58 @@ func forwardH2(parent context.Context, cc http.RoundTripper, scheme, host string
 	// flushed too: that costs a unary call a write, but a stream must not
 	// wait. A trailers-only answer (its status in the headers) leaves as
 	// one frame at the end.
-	if flusher != nil && resp.Header.Get("Grpc-Status") == "" && nothingYet(resp.Body) {
-		flusher.Flush()
+	if f.flusher != nil && resp.Header.Get("Grpc-Status") == "" && nothingYet(resp.Body) {
+		f.flusher.Flush()
 	}
+	f.cr = newChunkReader(resp.Body)
+	if engine {
+		f.notifier, f.parker = nt, callpark.Find(w)
+		// Neither header map is read again: a parked call does not keep
+		// them (the values live on in w's).
+		resp.Header, out.Header = nil, nil
+	}
+	if f.copy() {
+		return nil // parked: the call goes on without this goroutine
+	}
+	return f.err
+}
 
-	cr := newChunkReader(resp.Body)
-	defer cr.close()
+// forwarding is one call forwardH2 proxies, from the agent's answer's
+// headers on. While the answer has nothing for its client it may be
+// parked (package callpark): no goroutine waits for it, and the answer's
+// next bytes (or its end, or the client's) start one that copies them.
+type forwarding struct {
+	parent, ctx context.Context
+	cancel      context.CancelFunc // ends ctx's own deadline; nil if none
+	w           http.ResponseWriter
+	flusher     http.Flusher
+	resp        *http.Response
+	stop        func() bool // unregisters the AfterFunc closing resp.Body
+	cr          *chunkReader
+	notifier    callpark.Notifier // resp.Body's, if it can call back
+	parker      callpark.Parker   // w's, if the call can be parked
+	end         func(reset bool)  // the parked call's end; nil until parked
+	moved       bool              // a chunk of the answer was copied
+	err         error             // why the call failed, once over
+}
+
+// copy copies the answer to the client until it ends, reporting false, or
+// until it parks the call, reporting true (it must then return at once:
+// the answer's callback may already be running).
+func (f *forwarding) copy() (parked bool) {
 	for {
-		chunk, _, err := cr.read()
+		// Parked only once the answer has moved something: a unary
+		// answer's message and trailers then never pay for it (they come
+		// together), and a stream that waits for its next event does.
+		if f.moved && f.parker != nil && f.idle() && f.park() {
+			return true
+		}
+		chunk, _, err := f.cr.read()
 		if len(chunk) > 0 {
-			if _, werr := w.Write(chunk); werr != nil {
-				return fmt.Errorf("write to client: %w", werr)
+			f.moved = true
+			if _, werr := f.w.Write(chunk); werr != nil {
+				f.finish(fmt.Errorf("write to client: %w", werr))
+				return false
 			}
 			// Flush unless more is known to be here already: the body
 			// holds more bytes now, or the answer has ended (its trailers
@@ -393,32 +441,104 @@ func forwardH2(parent context.Context, cc http.RoundTripper, scheme, host string
 			// the agent's next one. (Holding bytes back for up to 500 µs,
 			// so that a unary answer's trailers would leave with its
 			// message, measured no better.)
-			if flusher != nil && !moreHere(resp.Body) {
-				flusher.Flush()
+			if f.flusher != nil && !moreHere(f.resp.Body) {
+				f.flusher.Flush()
 			}
 		}
 		if err == io.EOF { // the answer's end; a wrapped EOF is a failure
-			break
+			for k, vs := range f.resp.Trailer {
+				for _, v := range vs {
+					f.w.Header().Add(http.TrailerPrefix+k, v)
+				}
+			}
+			f.finish(nil)
+			return false
 		}
 		if err != nil {
-			if parent.Err() != nil {
-				return parent.Err()
+			if f.parent.Err() != nil {
+				f.finish(f.parent.Err())
+				return false
 			}
-			code, msg, details := callFailed(ctx, err)
-			setTrailer(w, "Grpc-Status", strconv.Itoa(code))
-			setTrailer(w, "Grpc-Message", encodeGrpcMessage(msg))
+			code, msg, details := callFailed(f.ctx, err)
+			setTrailer(f.w, "Grpc-Status", strconv.Itoa(code))
+			setTrailer(f.w, "Grpc-Message", encodeGrpcMessage(msg))
 			if details != nil {
-				setTrailer(w, "Grpc-Status-Details-Bin", encodeBin(details))
+				setTrailer(f.w, "Grpc-Status-Details-Bin", encodeBin(details))
 			}
-			return fmt.Errorf("read from tunnel: %w", err)
+			f.finish(fmt.Errorf("read from tunnel: %w", err))
+			return false
 		}
 	}
-	for k, vs := range resp.Trailer {
-		for _, v := range vs {
-			h.Add(http.TrailerPrefix+k, v)
+}
+
+// idle reports whether the answer has nothing for its client now and has
+// not ended.
+func (f *forwarding) idle() bool {
+	bb, ok := f.resp.Body.(h2client.Buffered)
+	if !ok {
+		return false
+	}
+	n, ended := bb.Buffered()
+	return n == 0 && !ended
+}
+
+// park parks the call until the answer has something: false if it has
+// something already (copy reads on).
+func (f *forwarding) park() bool {
+	if f.end == nil {
+		if f.end = f.parker.Park(); f.end == nil {
+			f.parker = nil // parked by someone else: not ours to park
+			return false
 		}
 	}
-	return nil
+	f.cr.close() // its small buffer is not held while the call waits
+	if f.notifier.Notify(f.resume) {
+		return true
+	}
+	f.cr.reopen()
+	return false
+}
+
+// resume runs on the goroutine the answer's callback started: it copies
+// what came and parks again, or ends the call.
+func (f *forwarding) resume() {
+	defer func() {
+		// As the relay's front does for a handler's panic: the call is
+		// reset, the process goes on.
+		if p := recover(); p != nil {
+			slog.Error("tunnel: panic while relaying a parked call", "panic", p, "stack", string(debug.Stack()))
+			f.release()
+			f.end(true)
+		}
+	}()
+	f.cr.reopen()
+	f.copy()
+}
+
+// finish ends the call with err (nil: the answer ended), releasing what it
+// holds; a parked call is ended.
+func (f *forwarding) finish(err error) {
+	f.err = err
+	f.release()
+	if f.end != nil {
+		f.end(false)
+	}
+}
+
+// release gives back what the call holds.
+func (f *forwarding) release() {
+	if f.cr != nil {
+		f.cr.close()
+	}
+	if f.stop != nil {
+		f.stop()
+	}
+	if f.resp != nil {
+		f.resp.Body.Close()
+	}
+	if f.cancel != nil {
+		f.cancel()
+	}
 }
 
 // callFailed says how to answer a call whose HTTP/2 stream to the agent

@@ -76,6 +76,22 @@ func (b *body) Buffered() (n int, ended bool) {
 	return len(b.buf) - b.off, b.ended
 }
 
+// Notify arranges for f to run, on a goroutine of its own, at the body's
+// next change (data, its end, its close, the stream's reset), unless a
+// Read would not block now: then it reports false (callpark.Notifier). A
+// later Notify replaces an earlier one not yet run.
+func (b *body) Notify(f func()) bool {
+	st := b.st
+	c := st.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st.bodyClosed || len(b.buf) > b.off || b.ended || st.reset {
+		return false
+	}
+	st.bodyNotify = f
+	return true
+}
+
 // Close discards the rest of the body, refunding the connection window
 // for it; later DATA for the stream is discarded as it arrives.
 func (b *body) Close() error {
@@ -97,7 +113,7 @@ func (st *stream) closeBodyLocked() {
 	st.bodyClosed = true
 	st.discardBodyLocked()
 	st.body.release()
-	st.bodyCond.Broadcast()
+	st.wakeBodyLocked()
 }
 
 // discardBodyLocked refunds the connection window for the unread bytes at

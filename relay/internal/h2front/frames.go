@@ -253,7 +253,7 @@ func (c *conn) processData(f *http2.DataFrame) error {
 		c.refundConnLocked(pad, true)
 		st.refundLocked(pad, true)
 	}
-	st.bodyCond.Broadcast()
+	st.wakeBodyLocked()
 	return nil
 }
 

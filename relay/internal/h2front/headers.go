@@ -25,7 +25,7 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 		}
 		// Trailers: they end the request body; the fields are ignored.
 		st.endRemoteLocked()
-		st.bodyCond.Broadcast()
+		st.wakeBodyLocked()
 		return nil
 	}
 	if id <= c.maxID {

@@ -23,6 +23,7 @@ type stream struct {
 
 	// Guarded by c.mu.
 	bodyCond   sync.Cond // body data, end, close or reset
+	bodyNotify func()    // body.Notify's callback, run at the next wake
 	remoteDone bool      // END_STREAM received (half-closed remote)
 	bodyClosed bool      // handler closed the body or returned
 	reset      bool      // reset by either side, or connection ended
@@ -65,8 +66,18 @@ func (st *stream) abortLocked(err error) {
 	st.resetErr = err
 	st.cancel()
 	st.discardBodyLocked()
-	st.bodyCond.Broadcast()
+	st.wakeBodyLocked()
 	st.c.sendCond.Broadcast()
+}
+
+// wakeBodyLocked wakes the body's readers: data, its end, its close or the
+// stream's reset.
+func (st *stream) wakeBodyLocked() {
+	st.bodyCond.Broadcast()
+	if f := st.bodyNotify; f != nil {
+		st.bodyNotify = nil
+		go f()
+	}
 }
 
 // removeStreamLocked takes st out of the stream table (it no longer counts
@@ -102,6 +113,10 @@ func (st *stream) run() {
 	}()
 	c.srv.Handler.ServeHTTP(&st.rw, st.req)
 	panicked = false
+	if p := st.rw.parked; p != nil {
+		p.returned()
+		return
+	}
 	if st.rw.detached != nil {
 		return
 	}
@@ -156,6 +171,81 @@ func (w *responseWriter) Detach() (finish func(reset bool)) {
 		}
 		w.st.end()
 	}
+}
+
+// Park keeps the call open after its handler returns (callpark.Parker):
+// it is Detach, with the handler chain's end-of-call work (Then) run
+// before the stream is finished, and never before the handler returned.
+func (w *responseWriter) Park() (end func(reset bool)) {
+	if w.parked != nil {
+		return nil
+	}
+	p := &parked{finish: w.Detach()}
+	w.parked = p
+	return p.end
+}
+
+// Then queues f to run when the parked call ends (callpark.Parker); false
+// if the call is not parked. Handler goroutine only.
+func (w *responseWriter) Then(f func()) bool {
+	p := w.parked
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	p.later = append(p.later, f)
+	p.mu.Unlock()
+	return true
+}
+
+// parked is a parked call's end: it is finished once both its handler
+// returned and its end was called, whichever comes last.
+type parked struct {
+	finish func(reset bool)
+
+	mu       sync.Mutex
+	later    []func() // Then's work, in order
+	unwound  bool     // the handler returned
+	ended    bool     // end was called
+	endReset bool
+}
+
+// end is Park's end function.
+func (p *parked) end(reset bool) {
+	p.mu.Lock()
+	if p.ended {
+		p.mu.Unlock()
+		return
+	}
+	p.ended, p.endReset = true, reset
+	run := p.unwound
+	p.mu.Unlock()
+	if run {
+		p.run()
+	}
+}
+
+// returned records that the handler returned.
+func (p *parked) returned() {
+	p.mu.Lock()
+	p.unwound = true
+	run := p.ended
+	p.mu.Unlock()
+	if run {
+		p.run()
+	}
+}
+
+// run does the queued work and finishes the stream; once, by whichever of
+// end and returned came last.
+func (p *parked) run() {
+	done := false
+	defer func() { p.finish(p.endReset || !done) }() // reset if a layer's work panicked
+	for _, f := range p.later {
+		f()
+	}
+	p.later = nil
+	done = true
 }
 
 // finishReset ends the stream with RST_STREAM(code) after a handler panic.

@@ -23,6 +23,7 @@ type responseWriter struct {
 	trailerKeys []string // declared trailer keys, fixed when headers are sent
 	declared    bool     // trailerKeys computed
 	detached    *detach  // set by Detach
+	parked      *parked  // set by Park
 }
 
 var (
