@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -196,6 +198,9 @@ var _ io.Closer = (*channels)(nil)
 //
 //	go test -run '^$' -bench IdleChannels -benchtime 1x ./bench/
 func BenchmarkIdleChannels(b *testing.B) {
+	if r := envInt("BETCODE_BENCH_MEMPROFILERATE", 0); r > 0 && os.Getenv("BETCODE_BENCH_INPROC") == "1" {
+		runtime.MemProfileRate = r // e.g. 1 for a heap profile of every allocation
+	}
 	n := envInt("BETCODE_BENCH_CLIENTS", 1000)
 	raiseFileLimit(b, uint64(2*n)+1000)
 	r := newRelay(b, relayEnv()...)
@@ -220,6 +225,10 @@ func BenchmarkIdleChannels(b *testing.B) {
 	}
 	base := r.rssAfterGC(b)
 	before := r.snapshot(b)
+	if r.cmd == nil {
+		runtime.GC()
+		writeProfiles(b, 0) // the base: connections without channels
+	}
 	channels := make([]*e2ee.Conn, 0, n)
 	defer func() {
 		for _, c := range channels {
@@ -241,6 +250,12 @@ func BenchmarkIdleChannels(b *testing.B) {
 	}
 	after := r.rssAfterGC(b)
 	now := r.snapshot(b)
+	if r.cmd == nil {
+		// In process (BETCODE_BENCH_INPROC=1): the heap profile holds the
+		// benchmark's own clients too; read the relay's packages in it.
+		runtime.GC()
+		writeProfiles(b, n)
+	}
 	per := float64(after-base) / float64(n)
 	b.Logf("%d idle channels: relay RSS %d → %d KiB (%.1f KiB per channel beyond its connection)", n, base, after, per)
 	kib := func(a, b float64) float64 { return (b - a) / 1024 / float64(n) }

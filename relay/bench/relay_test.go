@@ -275,7 +275,11 @@ func (r *relayProc) stop() {
 
 // rssKiB reads the relay's VmRSS.
 func (r *relayProc) rssKiB() int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", r.cmd.Process.Pid))
+	pid := os.Getpid() // in process (BETCODE_BENCH_INPROC=1): the test's own
+	if r.cmd != nil {
+		pid = r.cmd.Process.Pid
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		r.tb.Fatal(err)
 	}
