@@ -76,6 +76,19 @@ func (p *parkingEcho) inner(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// startParked serves parkingEcho and opens its first call (stream 1),
+// returning once the handler returned.
+func startParked(t *testing.T, endNow bool) (*parkingEcho, *rawClient) {
+	h := &parkingEcho{parked: make(chan struct{}, 1), endNow: endNow}
+	ts := startServer(t, h, nil)
+	rc := dialRaw(t, ts.addr)
+	rc.handshake()
+	rc.writeHeaders(1, false, rc.headerBlock("/park"))
+	rc.flush()
+	<-h.parked
+	return h, rc
+}
+
 // TestParkedCall: a parked call's handler returns with no goroutine left
 // waiting for the call; the body's callback moves its bytes; at its end
 // the layers' end-of-call work runs, innermost first and only after the
@@ -83,13 +96,7 @@ func (p *parkingEcho) inner(w http.ResponseWriter, r *http.Request) {
 func TestParkedCall(t *testing.T) {
 	leakcheck.Goroutines(t)
 	for _, endNow := range []bool{false, true} {
-		h := &parkingEcho{parked: make(chan struct{}, 1), endNow: endNow}
-		ts := startServer(t, h, nil)
-		rc := dialRaw(t, ts.addr)
-		rc.handshake()
-		rc.writeHeaders(1, false, rc.headerBlock("/park"))
-		rc.flush()
-		<-h.parked
+		h, rc := startParked(t, endNow)
 		if !endNow {
 			_ = rc.bfr.WriteData(1, false, []byte("first "))
 			rc.flush()
@@ -126,13 +133,7 @@ func TestParkedCall(t *testing.T) {
 // its body's callback run (the read fails), and ends.
 func TestParkedCallReset(t *testing.T) {
 	leakcheck.Goroutines(t)
-	h := &parkingEcho{parked: make(chan struct{}, 1)}
-	ts := startServer(t, h, nil)
-	rc := dialRaw(t, ts.addr)
-	rc.handshake()
-	rc.writeHeaders(1, false, rc.headerBlock("/park"))
-	rc.flush()
-	<-h.parked
+	h, rc := startParked(t, false)
 	_ = rc.bfr.WriteRSTStream(1, http2.ErrCodeCancel)
 	rc.flush()
 	// The connection goes on: a second call is served.
