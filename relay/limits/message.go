@@ -73,10 +73,7 @@ func (m *MessageReader) Buffered() (n int, ended bool) {
 // that the tunnel need not wait in Read; after the limit tripped a Read
 // does not block, and it reports false.
 func (m *MessageReader) Notify(f func()) bool {
-	if nt, ok := m.r.(callpark.Notifier); ok && m.err == nil {
-		return nt.Notify(f)
-	}
-	return false
+	return m.err == nil && callpark.NotifyVia(m.r, f)
 }
 
 // Read reads from the body. When a message prefix announces more than the

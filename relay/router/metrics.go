@@ -223,10 +223,7 @@ func (b *countingBody) Buffered() (n int, ended bool) {
 
 // Notify passes the body's callback on (callpark.Notifier).
 func (b *countingBody) Notify(f func()) bool {
-	if nt, ok := b.ReadCloser.(callpark.Notifier); ok {
-		return nt.Notify(f)
-	}
-	return false
+	return callpark.NotifyVia(b.ReadCloser, f)
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {

@@ -541,10 +541,7 @@ func (b *unreadBody) Buffered() (n int, ended bool) {
 
 // Notify passes the body's callback on (callpark.Notifier).
 func (b *unreadBody) Notify(f func()) bool {
-	if nt, ok := b.ReadCloser.(callpark.Notifier); ok {
-		return nt.Notify(f)
-	}
-	return false
+	return callpark.NotifyVia(b.ReadCloser, f)
 }
 
 // movingFor is how long after a machine was last seen a call that finds

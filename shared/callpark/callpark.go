@@ -45,6 +45,14 @@ type Notifier interface {
 	Notify(f func()) bool
 }
 
+// NotifyVia asks r to call f back (Notifier.Notify) if r can, and
+// reports false if it cannot or a Read would not block now: a body that
+// wraps another passes its callback on with it.
+func NotifyVia(r any, f func()) bool {
+	nt, ok := r.(Notifier)
+	return ok && nt.Notify(f)
+}
+
 // Find returns the Parker w is or wraps (through Unwrap, as
 // http.ResponseController does), or nil.
 func Find(w http.ResponseWriter) Parker {

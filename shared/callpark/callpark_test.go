@@ -39,6 +39,28 @@ type wrapper struct{ http.ResponseWriter }
 
 func (w wrapper) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// notifier calls back when asked, unless it is readable.
+type notifier struct{ readable bool }
+
+func (n notifier) Notify(func()) bool { return !n.readable }
+
+func TestNotifyVia(t *testing.T) {
+	tests := []struct {
+		name string
+		r    any
+		want bool
+	}{
+		{"a body that can call back", notifier{}, true},
+		{"a body readable now", notifier{readable: true}, false},
+		{"a body that cannot call back", struct{}{}, false},
+	}
+	for _, tt := range tests {
+		if got := NotifyVia(tt.r, func() {}); got != tt.want {
+			t.Errorf("%s: NotifyVia = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
 func TestThen(t *testing.T) {
 	tests := []struct {
 		name     string

@@ -50,13 +50,12 @@ func (s *stream) copyBody(bb Buffered) {
 		}
 	}()
 	body := s.req.Body
-	nt, _ := body.(callpark.Notifier)
 	var small []byte
 	for {
 		var rbuf *[]byte
 		var buf []byte
 		if n, ended := bufferedOrMore(bb); n == 0 {
-			if !ended && nt != nil && !s.reqClosed.Load() && nt.Notify(func() { s.copyBody(bb) }) {
+			if !ended && !s.reqClosed.Load() && callpark.NotifyVia(body, func() { s.copyBody(bb) }) {
 				parked = true
 				return
 			}

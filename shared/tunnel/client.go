@@ -350,7 +350,7 @@ func forwardH2(parent context.Context, cc http.RoundTripper, scheme, host string
 		return err
 	}
 	f.resp = resp
-	nt, engine := resp.Body.(callpark.Notifier) // the engine's client's (h2client)
+	_, engine := resp.Body.(callpark.Notifier) // the engine's client's (h2client)
 	if !engine {
 		// A call ended from this side (its client gone, or the relay
 		// ending it: a revoked token) must stop reading now. net/http's
@@ -383,7 +383,7 @@ func forwardH2(parent context.Context, cc http.RoundTripper, scheme, host string
 	}
 	f.cr = newChunkReader(resp.Body)
 	if engine {
-		f.notifier, f.parker = nt, callpark.Find(w)
+		f.parker = callpark.Find(w)
 		// Neither header map is read again: a parked call does not keep
 		// them (the values live on in w's).
 		resp.Header, out.Header = nil, nil
@@ -406,11 +406,10 @@ type forwarding struct {
 	resp        *http.Response
 	stop        func() bool // unregisters the AfterFunc closing resp.Body
 	cr          *chunkReader
-	notifier    callpark.Notifier // resp.Body's, if it can call back
-	parker      callpark.Parker   // w's, if the call can be parked
-	end         func(reset bool)  // the parked call's end; nil until parked
-	moved       bool              // a chunk of the answer was copied
-	err         error             // why the call failed, once over
+	parker      callpark.Parker  // w's, if the call can be parked
+	end         func(reset bool) // the parked call's end; nil until parked
+	moved       bool             // a chunk of the answer was copied
+	err         error            // why the call failed, once over
 }
 
 // copy copies the answer to the client until it ends, reporting false, or
@@ -421,7 +420,7 @@ func (f *forwarding) copy() (parked bool) {
 		// Parked only once the answer has moved something: a unary
 		// answer's message and trailers then never pay for it (they come
 		// together), and a stream that waits for its next event does.
-		if f.moved && f.parker != nil && f.idle() && f.park() {
+		if f.moved && f.parker != nil && !moreHere(f.resp.Body) && f.park() {
 			return true
 		}
 		chunk, _, err := f.cr.read()
@@ -471,17 +470,6 @@ func (f *forwarding) copy() (parked bool) {
 	}
 }
 
-// idle reports whether the answer has nothing for its client now and has
-// not ended.
-func (f *forwarding) idle() bool {
-	bb, ok := f.resp.Body.(h2client.Buffered)
-	if !ok {
-		return false
-	}
-	n, ended := bb.Buffered()
-	return n == 0 && !ended
-}
-
 // park parks the call until the answer has something: false if it has
 // something already (copy reads on).
 func (f *forwarding) park() bool {
@@ -492,7 +480,7 @@ func (f *forwarding) park() bool {
 		}
 	}
 	f.cr.close() // its small buffer is not held while the call waits
-	if f.notifier.Notify(f.resume) {
+	if callpark.NotifyVia(f.resp.Body, f.resume) {
 		return true
 	}
 	f.cr.reopen()
